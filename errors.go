@@ -1,0 +1,142 @@
+package s3task
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every error the library returns wraps at most one of them,
+// so callers test with [errors.Is]; the typed errors below carry details for
+// [errors.As].
+var (
+	// ErrInvalidID means a task ID is not 26 canonical Crockford base32
+	// characters. The ID never reached S3. See [IDError].
+	ErrInvalidID = errors.New("s3task: invalid task ID")
+
+	// ErrInvalidCursor means a List cursor was not one the library issued.
+	ErrInvalidCursor = errors.New("s3task: invalid cursor")
+
+	// ErrInvalidArgument means a parameter other than an ID is out of range:
+	// a negative limit, a zero TTL, a payload that is not JSON, and so on.
+	ErrInvalidArgument = errors.New("s3task: invalid argument")
+
+	// ErrInvalidOptions means a StoreOptions or WorkerOptions field is out of
+	// range; the message names the field.
+	ErrInvalidOptions = errors.New("s3task: invalid options")
+
+	// ErrNotFound means the task has no status.json.
+	ErrNotFound = errors.New("s3task: task not found")
+
+	// ErrInvalidTransition means the task's current status does not allow
+	// the requested change. See [TransitionError].
+	ErrInvalidTransition = errors.New("s3task: invalid transition")
+
+	// ErrConflict means the record kept changing under the call: every
+	// compare-and-set lost to another writer, up to the configured limit.
+	// The record is intact; the call may be repeated.
+	ErrConflict = errors.New("s3task: concurrent update conflict")
+
+	// ErrInputMissing means Submit found no input object for the task.
+	ErrInputMissing = errors.New("s3task: input missing")
+
+	// ErrInputTooLarge means the input is larger than the configured maximum.
+	// See [InputSizeError].
+	ErrInputTooLarge = errors.New("s3task: input too large")
+
+	// ErrInputChanged means the input object was replaced after Submit
+	// verified it; the worker refuses to process bytes nobody checked.
+	ErrInputChanged = errors.New("s3task: input changed after submit")
+
+	// ErrNotCompleted means an output was asked for a task that is not
+	// completed.
+	ErrNotCompleted = errors.New("s3task: task not completed")
+
+	// ErrCorruptRecord means a status.json could not be decoded or is not
+	// self-consistent. See [RecordError] for the key.
+	ErrCorruptRecord = errors.New("s3task: corrupt task record")
+
+	// ErrUnsupportedSchema means a status.json has a newer schema_version
+	// than this code knows. The record is left untouched.
+	ErrUnsupportedSchema = errors.New("s3task: unsupported record schema version")
+
+	// ErrConditionalWritesUnsupported means the bucket accepted a write that
+	// a conditional header should have refused. Workers sharing such a bucket
+	// could both claim one task, so the library must not be used with it.
+	ErrConditionalWritesUnsupported = errors.New("s3task: store does not enforce conditional writes")
+
+	// ErrLeaseLost is the cause a handler's context carries when another
+	// worker took the task over, or the lease could not be renewed in time.
+	ErrLeaseLost = errors.New("s3task: lease lost")
+
+	// ErrTaskCanceled is the cause a handler's context carries when an
+	// operator cancelled the task while it ran.
+	ErrTaskCanceled = errors.New("s3task: task canceled")
+
+	// ErrWorkerStopping is the cause a handler's context carries when the
+	// worker is shutting down and the shutdown timeout ran out. The task goes
+	// back to the queue without using up an attempt.
+	ErrWorkerStopping = errors.New("s3task: worker stopping")
+)
+
+// IDError reports an invalid task ID. It wraps [ErrInvalidID].
+type IDError struct {
+	ID     string // the rejected input, as given
+	Reason string
+}
+
+func (e *IDError) Error() string {
+	return fmt.Sprintf("s3task: invalid task ID %q: %s", e.ID, e.Reason)
+}
+
+// Unwrap returns [ErrInvalidID].
+func (e *IDError) Unwrap() error { return ErrInvalidID }
+
+// TransitionError reports a change the task's status does not allow. It wraps
+// [ErrInvalidTransition].
+type TransitionError struct {
+	ID     string // the task
+	From   Status // its status when the change was decided
+	Event  string // what was asked: "submit", "claim", "cancel", ...
+	Reason string // why not, in a few words
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("s3task: task %s is %s: cannot %s: %s", e.ID, e.From, e.Event, e.Reason)
+}
+
+// Unwrap returns [ErrInvalidTransition].
+func (e *TransitionError) Unwrap() error { return ErrInvalidTransition }
+
+// RecordError reports a status.json that cannot be used, with its key. It
+// wraps [ErrCorruptRecord] or [ErrUnsupportedSchema], and the decoding error
+// if there is one.
+type RecordError struct {
+	Key string // the object key of the record
+	Err error
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("s3task: record %s: %v", e.Key, e.Err)
+}
+
+// Unwrap returns the underlying error.
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// InputSizeError reports an input larger than allowed. It wraps
+// [ErrInputTooLarge].
+type InputSizeError struct {
+	Key   string
+	Size  int64
+	Limit int64
+}
+
+func (e *InputSizeError) Error() string {
+	return fmt.Sprintf("s3task: input %s is %d bytes, over the limit of %d", e.Key, e.Size, e.Limit)
+}
+
+// Unwrap returns [ErrInputTooLarge].
+func (e *InputSizeError) Unwrap() error { return ErrInputTooLarge }
+
+func invalidArg(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}

@@ -1,0 +1,863 @@
+package s3task
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/s3task/s3task/internal/s3x"
+)
+
+// Store is the control side of s3task: it creates tasks, verifies inputs,
+// lists and reads records, cancels and retries, and hands out presigned URLs.
+// A Store is safe for concurrent use; make one per bucket and share it.
+//
+// Every change is a compare-and-set on the task's status.json: read it with
+// its ETag, decide with the state machine, write it back with If-Match. See the
+// package documentation for the object layout and the guarantees.
+type Store struct {
+	client  *s3.Client
+	presign *s3.PresignClient
+	bucket  string
+	opts    StoreOptions
+	log     *slog.Logger
+
+	// skew is the S3 server's clock minus the local clock, in nanoseconds,
+	// as last seen in a response's Date header.
+	skew atomic.Int64
+}
+
+// NewStore returns a Store for the tasks under opts.Prefix in bucket. The
+// caller builds the client (credentials, region, endpoint); the library never
+// loads any configuration of its own. For S3-compatible stores, enable
+// path-style addressing and set the request checksum calculation to "when
+// required" on the client. Call [Store.CheckBackend] once to prove the bucket
+// enforces conditional writes.
+//
+// NewStore makes no requests. It returns an error wrapping [ErrInvalidOptions]
+// for a nil client, an empty bucket or an invalid option.
+func NewStore(client *s3.Client, bucket string, opts *StoreOptions) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil S3 client", ErrInvalidOptions)
+	}
+	if bucket == "" {
+		return nil, fmt.Errorf("%w: empty bucket name", ErrInvalidOptions)
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Store{client: client, presign: s3.NewPresignClient(client), bucket: bucket, opts: o, log: o.Logger}, nil
+}
+
+// Bucket returns the bucket the store works in.
+func (s *Store) Bucket() string { return s.bucket }
+
+// Prefix returns the key prefix under which tasks live.
+func (s *Store) Prefix() string { return s.opts.Prefix }
+
+// Object keys. Only IDs that passed parseID ever reach these.
+
+func (s *Store) taskDir(id string) string   { return s.opts.Prefix + id + "/" }
+func (s *Store) recordKey(id string) string { return s.taskDir(id) + "status.json" }
+func (s *Store) markerDir() string          { return s.opts.Prefix + "active/" }
+func (s *Store) markerKey(id string) string { return s.markerDir() + id }
+
+// InputKey returns the object key of a task's input. It returns an error
+// wrapping [ErrInvalidID] for an invalid ID.
+func (s *Store) InputKey(id string) (string, error) {
+	if err := ParseID(id); err != nil {
+		return "", err
+	}
+	return s.inputKey(id), nil
+}
+
+func (s *Store) inputKey(id string) string { return s.taskDir(id) + "input" + s.opts.InputExt }
+
+// OutputKey returns the object key of the output of a task's attempt n
+// (counting from 1). It returns an error wrapping [ErrInvalidID] for an
+// invalid ID and [ErrInvalidArgument] for n < 1.
+func (s *Store) OutputKey(id string, n int) (string, error) {
+	if err := ParseID(id); err != nil {
+		return "", err
+	}
+	if n < 1 {
+		return "", invalidArg("attempt %d, attempts count from 1", n)
+	}
+	return s.outputKey(id, n), nil
+}
+
+func (s *Store) outputKey(id string, n int) string {
+	return s.taskDir(id) + "output-attempt-" + strconv.Itoa(n) + s.opts.OutputExt
+}
+
+// now returns the S3 server's time as best known: the local clock corrected
+// by the offset seen in the last response, in UTC, to the millisecond.
+func (s *Store) now() time.Time {
+	return s.opts.Clock().Add(time.Duration(s.skew.Load())).UTC().Truncate(time.Millisecond)
+}
+
+// observe records the server's clock from a response. Date headers have
+// one-second resolution, so the server's time is taken as the middle of the
+// second they name.
+func (s *Store) observe(md middleware.Metadata) {
+	if st, ok := awsmiddleware.GetServerTime(md); ok && !st.IsZero() {
+		s.skew.Store(int64(st.Add(500 * time.Millisecond).Sub(s.opts.Clock())))
+	}
+}
+
+// newRevision returns a fresh random revision tag.
+func newRevision() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+// CreateParams describes a new task.
+type CreateParams struct {
+	// Name is a label for people, at most 256 bytes of UTF-8. Optional.
+	Name string
+	// Type selects the handler in a [Mux], at most 128 bytes of UTF-8.
+	// Optional.
+	Type string
+	// Payload is free JSON for the handler, at most
+	// StoreOptions.MaxPayloadSize bytes. Optional.
+	Payload json.RawMessage
+	// CreatedBy names who asked for the task, at most 256 bytes. Optional.
+	CreatedBy string
+	// MaxAttempts caps the attempts, from 1 to 1000; zero means
+	// StoreOptions.MaxAttempts.
+	MaxAttempts int
+}
+
+func (p *CreateParams) validate(maxPayload int) error {
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"Name", p.Name, 256}, {"Type", p.Type, 128}, {"CreatedBy", p.CreatedBy, 256}} {
+		if len(f.v) > f.max || !utf8.ValidString(f.v) {
+			return invalidArg("CreateParams.%s must be at most %d bytes of UTF-8", f.name, f.max)
+		}
+	}
+	if len(p.Payload) > maxPayload {
+		return invalidArg("CreateParams.Payload is %d bytes, over the limit of %d", len(p.Payload), maxPayload)
+	}
+	if len(p.Payload) > 0 && !json.Valid(p.Payload) {
+		return invalidArg("CreateParams.Payload is not valid JSON")
+	}
+	if p.MaxAttempts < 0 || p.MaxAttempts > 1000 {
+		return invalidArg("CreateParams.MaxAttempts is %d, want 0 (default) to 1000", p.MaxAttempts)
+	}
+	return nil
+}
+
+// Create writes a new task in status created and returns it. The record is
+// written with If-None-Match: *, so it can never replace another task's.
+// Requests: one PUT.
+//
+// Errors: [ErrInvalidArgument] for bad params; S3 errors otherwise.
+func (s *Store) Create(ctx context.Context, p CreateParams) (*Task, error) {
+	if err := p.validate(s.opts.MaxPayloadSize); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	id := NewIDAt(now)
+	t := &Task{
+		SchemaVersion: SchemaVersion,
+		ID:            id,
+		Type:          p.Type,
+		Name:          p.Name,
+		Status:        StatusCreated,
+		MaxAttempts:   cmp(p.MaxAttempts, s.opts.MaxAttempts),
+		InputPath:     s.inputKey(id),
+		CreatedAt:     now,
+		CreatedBy:     p.CreatedBy,
+	}
+	if len(p.Payload) > 0 {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, p.Payload); err != nil {
+			return nil, invalidArg("CreateParams.Payload: %v", err)
+		}
+		t.Payload = buf.Bytes()
+	}
+	got, _, err := s.commit(ctx, nil, "", t)
+	if err != nil {
+		return nil, fmt.Errorf("s3task: create task %s: %w", id, err)
+	}
+	return got, nil
+}
+
+// cmp returns v, or def when v is zero.
+func cmp(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// Get returns the task's record. Requests: one GET.
+//
+// Errors: [ErrInvalidID]; [ErrNotFound]; a *[RecordError] wrapping
+// [ErrCorruptRecord] or [ErrUnsupportedSchema]; S3 errors otherwise.
+func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
+	if err := ParseID(id); err != nil {
+		return nil, err
+	}
+	t, _, err := s.read(ctx, id)
+	return t, err
+}
+
+// read fetches a task's record and its ETag.
+func (s *Store) read(ctx context.Context, id string) (*Task, string, error) {
+	key := s.recordKey(id)
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
+	if err != nil {
+		if s3x.NotFound(err) {
+			return nil, "", fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		return nil, "", fmt.Errorf("s3task: read %s: %w", key, err)
+	}
+	defer out.Body.Close()
+	s.observe(out.ResultMetadata)
+	data, err := io.ReadAll(io.LimitReader(out.Body, maxRecordSize+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("s3task: read %s: %w", key, err)
+	}
+	if len(data) > maxRecordSize {
+		return nil, "", &RecordError{Key: key, Err: fmt.Errorf("%w: larger than %d bytes", ErrCorruptRecord, maxRecordSize)}
+	}
+	t, err := decodeTask(key, id, data, s.opts.MaxAttempts)
+	if err != nil {
+		return nil, "", err
+	}
+	return t, aws.ToString(out.ETag), nil
+}
+
+// errLost says a compare-and-set found the record changed by someone else.
+var errLost = errors.New("s3task: lost compare-and-set")
+
+// commit writes next over the record whose ETag is etag (or creates it when
+// cur is nil). On success it returns the written record and its new ETag.
+//
+// When the outcome is unclear (a 412 or 409 that may answer the SDK's own
+// resend of a write that was applied, a 5xx, a timeout) it re-reads the
+// record: if the stored revision is ours, the write won. If someone else's
+// write is there, it returns errLost with the fresh record and ETag, so the
+// caller can decide again without another GET.
+func (s *Store) commit(ctx context.Context, cur *Task, etag string, next *Task) (*Task, string, error) {
+	n := next.clone()
+	n.Revision = newRevision()
+	n.UpdatedAt = s.now()
+	body, err := json.Marshal(n)
+	if err != nil {
+		return nil, "", fmt.Errorf("s3task: encode record %s: %w", n.ID, err)
+	}
+	key := s.recordKey(n.ID)
+	in := &s3.PutObjectInput{
+		Bucket:        &s.bucket,
+		Key:           &key,
+		Body:          bytes.NewReader(body),
+		ContentLength: aws.Int64(int64(len(body))),
+		ContentType:   aws.String("application/json"),
+	}
+	if cur == nil {
+		in.IfNoneMatch = aws.String("*")
+	} else {
+		in.IfMatch = aws.String(etag)
+	}
+	out, err := s.client.PutObject(ctx, in)
+	if err == nil {
+		s.observe(out.ResultMetadata)
+		return n, aws.ToString(out.ETag), nil
+	}
+	if ctx.Err() != nil {
+		return nil, "", fmt.Errorf("s3task: write %s: %w", key, err)
+	}
+	// Settle the doubt by reading what is there now.
+	now, nowETag, rerr := s.read(ctx, n.ID)
+	switch {
+	case rerr == nil && now.Revision == n.Revision:
+		return now, nowETag, nil
+	case rerr == nil && s3x.Lost(err):
+		return now, nowETag, errLost
+	case errors.Is(rerr, ErrNotFound) && s3x.Lost(err):
+		return nil, "", rerr
+	}
+	return nil, "", fmt.Errorf("s3task: write %s: %w", key, err)
+}
+
+// apply decides event e against the record (t, etag) and writes the result,
+// calling prepare once before the first write (to put a marker, say). After a
+// lost compare-and-set it decides again against the fresh record, up to
+// ConflictRetries times, then returns ErrConflict. It returns the record as
+// stored afterwards and whether this call changed it.
+func (s *Store) apply(ctx context.Context, t *Task, etag string, e event, prepare func(context.Context) error) (*Task, bool, error) {
+	for try := 0; ; try++ {
+		next, write, err := transition(t, e, s.now())
+		if err != nil {
+			return nil, false, err
+		}
+		if !write {
+			return t, false, nil
+		}
+		if prepare != nil {
+			if err := prepare(ctx); err != nil {
+				return nil, false, err
+			}
+			prepare = nil
+		}
+		got, gotETag, err := s.commit(ctx, t, etag, next)
+		if err == nil {
+			return got, true, nil
+		}
+		if !errors.Is(err, errLost) {
+			return nil, false, err
+		}
+		if try >= s.opts.ConflictRetries {
+			return nil, false, fmt.Errorf("%w: task %s changed %d times in a row", ErrConflict, t.ID, try+1)
+		}
+		t, etag = got, gotETag
+	}
+}
+
+// change reads task id and applies e; see apply.
+func (s *Store) change(ctx context.Context, id string, e event, prepare func(context.Context) error) (*Task, bool, error) {
+	if err := ParseID(id); err != nil {
+		return nil, false, err
+	}
+	t, etag, err := s.read(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	return s.apply(ctx, t, etag, e, prepare)
+}
+
+// putMarker writes the task's active marker, an empty object that tells
+// workers to look at the task.
+func (s *Store) putMarker(ctx context.Context, id string) error {
+	key := s.markerKey(id)
+	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(nil), ContentLength: aws.Int64(0)})
+	if err != nil {
+		return fmt.Errorf("s3task: write marker %s: %w", key, err)
+	}
+	return nil
+}
+
+// dropMarker deletes the task's active marker once its record is terminal.
+// If the status may still change back to pending (a failed task an operator
+// can retry), recheck re-reads the record after the delete and puts the marker
+// back if the task is pending again: a Retry that wrote its marker just before
+// our delete must not lose it. Markers are only an index, so a failure here is
+// logged, not returned: a stale marker is removed by the next worker poll.
+func (s *Store) dropMarker(ctx context.Context, id string, recheck bool) {
+	key := s.markerKey(id)
+	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
+		s.log.WarnContext(ctx, "s3task: delete marker", "task_id", id, "err", err)
+		return
+	}
+	if !recheck {
+		return
+	}
+	t, _, err := s.read(ctx, id)
+	if err != nil {
+		s.log.WarnContext(ctx, "s3task: recheck after marker delete", "task_id", id, "err", err)
+		return
+	}
+	if t.pending() {
+		if err := s.putMarker(ctx, id); err != nil {
+			s.log.WarnContext(ctx, "s3task: restore marker", "task_id", id, "err", err)
+		}
+	}
+}
+
+// Submit moves a created task to queued once its input is in place, and
+// returns it. It checks that the input object exists and is at most
+// StoreOptions.MaxInputSize bytes, records the input's ETag (a worker refuses
+// an input replaced after this point), writes the active marker and then the
+// record. Submitting a queued task again changes nothing and returns it.
+// Requests: GET, HEAD, PUT marker, PUT record.
+//
+// Errors: [ErrInvalidID]; [ErrNotFound]; [ErrInputMissing]; an
+// *[InputSizeError] wrapping [ErrInputTooLarge]; a *[TransitionError] for any
+// status but created and queued; [ErrConflict]; S3 errors otherwise. On every
+// error the record is unchanged.
+func (s *Store) Submit(ctx context.Context, id string) (*Task, error) {
+	if err := ParseID(id); err != nil {
+		return nil, err
+	}
+	t, etag, err := s.read(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	e := event{kind: evSubmit}
+	if t.Status == StatusCreated {
+		key := s.inputKey(id)
+		head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
+		if err != nil {
+			if s3x.NotFound(err) {
+				return nil, fmt.Errorf("%w: no object at %s", ErrInputMissing, key)
+			}
+			return nil, fmt.Errorf("s3task: check input %s: %w", key, err)
+		}
+		size := aws.ToInt64(head.ContentLength)
+		if size > s.opts.MaxInputSize {
+			return nil, &InputSizeError{Key: key, Size: size, Limit: s.opts.MaxInputSize}
+		}
+		e.inputETag, e.inputSize = aws.ToString(head.ETag), size
+	}
+	got, _, err := s.apply(ctx, t, etag, e, func(ctx context.Context) error { return s.putMarker(ctx, id) })
+	return got, err
+}
+
+// Retry puts a failed task back in the queue at once, whether its failure was
+// final or it was waiting for an automatic retry, and returns it. The decision
+// is made against the stored record, never against what the caller last saw.
+// If all attempts were used, the task gets one more. The marker is written
+// before the record. Requests: GET, PUT marker, PUT record (more on a lost
+// compare-and-set).
+//
+// Errors: [ErrInvalidID]; [ErrNotFound]; a *[TransitionError] unless the task
+// is failed; [ErrConflict]; S3 errors otherwise.
+func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
+	got, _, err := s.change(ctx, id, event{kind: evRetry}, func(ctx context.Context) error { return s.putMarker(ctx, id) })
+	return got, err
+}
+
+// Cancel abandons a task that is not finished and returns it; reason is kept
+// in the record (at most 1024 bytes). A running task's worker sees the change
+// at its next heartbeat, cancels its handler's context with [ErrTaskCanceled]
+// and writes nothing more. Cancelling an abandoned task changes nothing.
+// Requests: GET, PUT record, DELETE marker.
+//
+// Errors: [ErrInvalidID]; [ErrInvalidArgument] for a long reason;
+// [ErrNotFound]; a *[TransitionError] for a completed task; [ErrConflict];
+// S3 errors otherwise.
+func (s *Store) Cancel(ctx context.Context, id, reason string) (*Task, error) {
+	if len(reason) > 1024 || !utf8.ValidString(reason) {
+		return nil, invalidArg("cancel reason must be at most 1024 bytes of UTF-8")
+	}
+	got, changed, err := s.change(ctx, id, event{kind: evCancel, reason: reason}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		s.dropMarker(ctx, id, false) // abandoned is final: no recheck needed
+	}
+	return got, nil
+}
+
+// ListOptions selects a page of tasks.
+type ListOptions struct {
+	// Limit is the most tasks a page holds, 1 to [MaxListLimit]; zero means
+	// [DefaultListLimit].
+	Limit int
+	// Cursor continues a listing from Page.NextCursor; empty starts at the
+	// newest task.
+	Cursor string
+}
+
+// Page is one page of tasks, newest first.
+type Page struct {
+	// Tasks holds the readable records in the page, newest first.
+	Tasks []*Task
+	// Broken holds the task folders in the page whose record could not be
+	// used (corrupt, a newer schema, or missing), each with its key. They
+	// take a place in the page but never hide the others.
+	Broken []*RecordError
+	// NextCursor continues the listing; it is empty on the last page.
+	NextCursor string
+}
+
+// List returns a page of tasks, newest first. A page costs one LIST plus one
+// GET per task in it, read concurrently (StoreOptions.ListConcurrency at a
+// time); its cost depends on the page size, never on how many tasks the bucket
+// holds. The cursor is opaque: pass back Page.NextCursor as it is.
+//
+// Errors: [ErrInvalidArgument] for a bad limit; [ErrInvalidCursor]; S3
+// errors for the LIST (a failed record read lands in Page.Broken instead).
+func (s *Store) List(ctx context.Context, opts ListOptions) (*Page, error) {
+	limit := opts.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultListLimit
+	case limit < 0 || limit > MaxListLimit:
+		return nil, invalidArg("list limit %d, want 1 to %d", limit, MaxListLimit)
+	}
+	in := &s3.ListObjectsV2Input{
+		Bucket:    &s.bucket,
+		Prefix:    &s.opts.Prefix,
+		Delimiter: aws.String("/"),
+		MaxKeys:   aws.Int32(int32(limit)),
+	}
+	if opts.Cursor != "" {
+		name, err := decodeCursor(opts.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		// Every key inside folder name/ sorts below name+"0" ('0' follows
+		// '/'), and no other key sorts between them, so the next page starts
+		// exactly at the next folder.
+		in.StartAfter = aws.String(s.opts.Prefix + name + "0")
+	}
+	out, err := s.client.ListObjectsV2(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("s3task: list %s: %w", s.opts.Prefix, err)
+	}
+	s.observe(out.ResultMetadata)
+
+	var ids []string
+	last := ""
+	for _, cp := range out.CommonPrefixes {
+		name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(cp.Prefix), s.opts.Prefix), "/")
+		last = name
+		if ParseID(name) == nil {
+			ids = append(ids, name)
+		}
+	}
+	page := &Page{}
+	if aws.ToBool(out.IsTruncated) && last != "" {
+		page.NextCursor = encodeCursor(last)
+	}
+
+	tasks := make([]*Task, len(ids))
+	errs := make([]error, len(ids))
+	sem := make(chan struct{}, s.opts.ListConcurrency)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			tasks[i], _, errs[i] = s.read(ctx, id)
+		}()
+	}
+	wg.Wait()
+	for i, t := range tasks {
+		if t != nil {
+			page.Tasks = append(page.Tasks, t)
+			continue
+		}
+		var re *RecordError
+		if !errors.As(errs[i], &re) {
+			re = &RecordError{Key: s.recordKey(ids[i]), Err: errs[i]}
+		}
+		page.Broken = append(page.Broken, re)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// Cursors are the name of the last folder listed, base64url-encoded.
+
+func encodeCursor(name string) string { return base64.RawURLEncoding.EncodeToString([]byte(name)) }
+
+func decodeCursor(c string) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	name := string(b)
+	if err != nil || name == "" || len(name) > 1024 || strings.Contains(name, "/") || !utf8.ValidString(name) {
+		return "", fmt.Errorf("%w: %q", ErrInvalidCursor, c)
+	}
+	return name, nil
+}
+
+// PresignedRequest is a presigned S3 request a client can send without
+// credentials until Expires.
+type PresignedRequest struct {
+	Method  string
+	URL     string
+	Header  http.Header // headers the client must send exactly as given
+	Expires time.Time
+}
+
+// PresignedForm is a presigned browser-style POST upload. Send a
+// multipart/form-data POST to URL with every field of Fields, then the file in
+// a field named "file" (it must come last). S3 refuses a file larger than
+// MaxSize.
+type PresignedForm struct {
+	URL     string
+	Fields  map[string]string
+	MaxSize int64
+	Expires time.Time
+}
+
+// MaxPresignTTL is the longest lifetime S3 allows for a presigned URL.
+const MaxPresignTTL = 7 * 24 * time.Hour
+
+func checkTTL(ttl time.Duration) error {
+	if ttl < time.Second || ttl > MaxPresignTTL {
+		return invalidArg("presign TTL %s, want 1s to %s", ttl, MaxPresignTTL)
+	}
+	return nil
+}
+
+// checkUpload verifies that the task exists and still takes an input.
+func (s *Store) checkUpload(ctx context.Context, id string, ttl time.Duration) error {
+	if err := ParseID(id); err != nil {
+		return err
+	}
+	if err := checkTTL(ttl); err != nil {
+		return err
+	}
+	t, _, err := s.read(ctx, id)
+	if err != nil {
+		return err
+	}
+	_, _, err = transition(t, event{kind: evUpload}, s.now())
+	return err
+}
+
+// PresignUpload returns a presigned PUT of the task's input, valid for ttl.
+// It is only issued while the task is created. A PUT cannot cap the size of
+// what is sent; Submit checks it afterwards, or use [Store.PresignUploadForm].
+// Requests: one GET (presigning itself is local).
+//
+// Errors: [ErrInvalidID]; [ErrInvalidArgument] for a TTL outside 1s to 7 days;
+// [ErrNotFound]; a *[TransitionError] once the task is submitted.
+func (s *Store) PresignUpload(ctx context.Context, id string, ttl time.Duration) (*PresignedRequest, error) {
+	if err := s.checkUpload(ctx, id, ttl); err != nil {
+		return nil, err
+	}
+	key := s.inputKey(id)
+	req, err := s.presign.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key}, s3.WithPresignExpires(ttl))
+	if err != nil {
+		return nil, fmt.Errorf("s3task: presign upload %s: %w", key, err)
+	}
+	return &PresignedRequest{Method: req.Method, URL: req.URL, Header: req.SignedHeader, Expires: s.opts.Clock().Add(ttl)}, nil
+}
+
+// PresignUploadForm returns a presigned POST form for the task's input, valid
+// for ttl, whose policy makes S3 refuse a file over
+// StoreOptions.MaxInputSize. It is only issued while the task is created.
+// Requests: one GET.
+//
+// Errors: as [Store.PresignUpload].
+func (s *Store) PresignUploadForm(ctx context.Context, id string, ttl time.Duration) (*PresignedForm, error) {
+	if err := s.checkUpload(ctx, id, ttl); err != nil {
+		return nil, err
+	}
+	key := s.inputKey(id)
+	req, err := s.presign.PresignPostObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key}, func(o *s3.PresignPostOptions) {
+		o.Expires = ttl
+		o.Conditions = []any{[]any{"content-length-range", 0, s.opts.MaxInputSize}}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("s3task: presign upload form %s: %w", key, err)
+	}
+	return &PresignedForm{URL: req.URL, Fields: req.Values, MaxSize: s.opts.MaxInputSize, Expires: s.opts.Clock().Add(ttl)}, nil
+}
+
+// UploadInput stores r as the task's input, for producers that run next to
+// the service. It is only allowed while the task is created; it does not
+// submit. If r is not an io.Seeker it is first copied to a temporary file, so
+// memory stays bounded. Requests: GET, PUT.
+//
+// Errors: [ErrInvalidID]; [ErrNotFound]; a *[TransitionError] once the task is
+// submitted; an *[InputSizeError] over StoreOptions.MaxInputSize (nothing is
+// uploaded); I/O and S3 errors otherwise.
+func (s *Store) UploadInput(ctx context.Context, id string, r io.Reader) error {
+	if err := s.checkUpload(ctx, id, time.Minute); err != nil {
+		return err
+	}
+	key := s.inputKey(id)
+	body, size, cleanup, err := seekable(r, s.opts.MaxInputSize)
+	if err != nil {
+		var se *InputSizeError
+		if errors.As(err, &se) {
+			se.Key = key
+		}
+		return err
+	}
+	defer cleanup()
+	_, err = s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: body, ContentLength: aws.Int64(size)})
+	if err != nil {
+		return fmt.Errorf("s3task: upload %s: %w", key, err)
+	}
+	return nil
+}
+
+// seekable returns r as a ReadSeeker positioned at its start, with its size,
+// spooling it to a temporary file if r cannot seek. More than limit bytes is
+// an *InputSizeError.
+func seekable(r io.Reader, limit int64) (io.ReadSeeker, int64, func(), error) {
+	if rs, ok := r.(io.ReadSeeker); ok {
+		start, err := rs.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		end, err := rs.Seek(0, io.SeekEnd)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		if _, err := rs.Seek(start, io.SeekStart); err != nil {
+			return nil, 0, nil, err
+		}
+		if end-start > limit {
+			return nil, 0, nil, &InputSizeError{Size: end - start, Limit: limit}
+		}
+		return io.NewSectionReader(readerAt{rs, start}, 0, end-start), end - start, func() {}, nil
+	}
+	f, err := os.CreateTemp("", "s3task-*")
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	cleanup := func() { f.Close(); os.Remove(f.Name()) }
+	n, err := io.Copy(f, io.LimitReader(r, limit+1))
+	if err == nil && n > limit {
+		err = &InputSizeError{Size: n, Limit: limit}
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		cleanup()
+		return nil, 0, nil, err
+	}
+	return f, n, cleanup, nil
+}
+
+// readerAt adapts a ReadSeeker for io.SectionReader. It is only used by one
+// goroutine at a time.
+type readerAt struct {
+	rs    io.ReadSeeker
+	start int64
+}
+
+func (r readerAt) ReadAt(p []byte, off int64) (int, error) {
+	if _, err := r.rs.Seek(r.start+off, io.SeekStart); err != nil {
+		return 0, err
+	}
+	return io.ReadFull(r.rs, p)
+}
+
+// completedOutput returns the output key of a completed task.
+func (s *Store) completedOutput(ctx context.Context, id string) (string, error) {
+	if err := ParseID(id); err != nil {
+		return "", err
+	}
+	t, _, err := s.read(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if t.Status != StatusCompleted {
+		return "", fmt.Errorf("%w: task %s is %s", ErrNotCompleted, id, t.Status)
+	}
+	// The key is derived from the attempt, never taken from the record, so
+	// a tampered record cannot point outside the task's folder.
+	return s.outputKey(id, t.Attempt), nil
+}
+
+// PresignDownload returns a presigned GET of a completed task's output, valid
+// for ttl. Requests: one GET.
+//
+// Errors: [ErrInvalidID]; [ErrInvalidArgument] for a TTL outside 1s to 7 days;
+// [ErrNotFound]; [ErrNotCompleted].
+func (s *Store) PresignDownload(ctx context.Context, id string, ttl time.Duration) (*PresignedRequest, error) {
+	if err := checkTTL(ttl); err != nil {
+		return nil, err
+	}
+	key, err := s.completedOutput(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	name := id + "-output" + s.opts.OutputExt
+	req, err := s.presign.PresignGetObject(ctx, &s3.GetObjectInput{
+		Bucket:                     &s.bucket,
+		Key:                        &key,
+		ResponseContentDisposition: aws.String(`attachment; filename="` + name + `"`),
+	}, s3.WithPresignExpires(ttl))
+	if err != nil {
+		return nil, fmt.Errorf("s3task: presign download %s: %w", key, err)
+	}
+	return &PresignedRequest{Method: req.Method, URL: req.URL, Header: req.SignedHeader, Expires: s.opts.Clock().Add(ttl)}, nil
+}
+
+// OpenOutput opens a completed task's output for reading; the caller closes
+// it. Requests: two GETs.
+//
+// Errors: [ErrInvalidID]; [ErrNotFound] (also when the output object is
+// gone); [ErrNotCompleted]; S3 errors otherwise.
+func (s *Store) OpenOutput(ctx context.Context, id string) (io.ReadCloser, error) {
+	key, err := s.completedOutput(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
+	if err != nil {
+		if s3x.NotFound(err) {
+			return nil, fmt.Errorf("%w: output %s", ErrNotFound, key)
+		}
+		return nil, fmt.Errorf("s3task: open output %s: %w", key, err)
+	}
+	return out.Body, nil
+}
+
+// CheckBackend proves that the bucket enforces conditional writes, without
+// which two workers could both claim one task. Under the prefix it creates a
+// scratch object with If-None-Match: *, tries to create it again (must be
+// refused), tries to overwrite it with a wrong If-Match ETag (must be
+// refused), then deletes it. Requests: three PUTs and one DELETE.
+//
+// Errors: [ErrConditionalWritesUnsupported] (wrapping what the store did)
+// when a refused write went through or the headers are not implemented; S3
+// errors otherwise.
+func (s *Store) CheckBackend(ctx context.Context) error {
+	key := s.opts.Prefix + "_check/" + NewIDAt(s.now())
+	put := func(body string, ifNoneMatch, ifMatch *string) error {
+		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: &s.bucket, Key: &key, Body: strings.NewReader(body),
+			ContentLength: aws.Int64(int64(len(body))), IfNoneMatch: ifNoneMatch, IfMatch: ifMatch,
+		})
+		return err
+	}
+	defer func() {
+		// Best effort: a leftover scratch object is harmless.
+		_, _ = s.client.DeleteObject(context.WithoutCancel(ctx), &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key})
+	}()
+	unsupported := func(what string, err error) error {
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrConditionalWritesUnsupported, what, err)
+		}
+		return fmt.Errorf("%w: %s", ErrConditionalWritesUnsupported, what)
+	}
+	if err := put("first", aws.String("*"), nil); err != nil {
+		if s3x.NotImplemented(err) {
+			return unsupported("If-None-Match is not implemented", err)
+		}
+		return fmt.Errorf("s3task: check backend: create %s: %w", key, err)
+	}
+	switch err := put("second", aws.String("*"), nil); {
+	case err == nil:
+		return unsupported("a second If-None-Match: * create of one key succeeded", nil)
+	case !s3x.Lost(err):
+		return unsupported("a second If-None-Match: * create failed in an unexpected way", err)
+	}
+	switch err := put("third", nil, aws.String(`"00000000000000000000000000000000"`)); {
+	case err == nil:
+		return unsupported("a write with a wrong If-Match ETag succeeded", nil)
+	case !s3x.Lost(err):
+		return unsupported("a write with a wrong If-Match ETag failed in an unexpected way", err)
+	}
+	return nil
+}

@@ -1,0 +1,367 @@
+package s3task
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// SchemaVersion is the status.json schema this code reads and writes. A record
+// with a higher version is refused with [ErrUnsupportedSchema] and never
+// rewritten.
+const SchemaVersion = 1
+
+// Status is where a task is in its lifecycle.
+type Status string
+
+// The statuses. See the package documentation for the diagram.
+const (
+	// StatusCreated: the record exists and an upload may be under way; no
+	// worker looks at it until Submit.
+	StatusCreated Status = "created"
+	// StatusQueued: the input is verified and the task waits for a worker.
+	StatusQueued Status = "queued"
+	// StatusRunning: a worker holds a lease on the task until
+	// Task.LeaseExpiresAt.
+	StatusRunning Status = "running"
+	// StatusCompleted: the output is written. Terminal.
+	StatusCompleted Status = "completed"
+	// StatusFailed: the last attempt failed. If Task.RetryAt is set a worker
+	// retries it from then on; otherwise the failure is final (terminal) until
+	// an operator calls Store.Retry.
+	StatusFailed Status = "failed"
+	// StatusAbandoned: cancelled. Terminal.
+	StatusAbandoned Status = "abandoned"
+)
+
+// Valid reports whether s is one of the defined statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusCreated, StatusQueued, StatusRunning, StatusCompleted, StatusFailed, StatusAbandoned:
+		return true
+	}
+	return false
+}
+
+// Progress holds the counters a handler reports. They reach the record with
+// each heartbeat and at completion. A new attempt starts them at zero.
+type Progress struct {
+	RowCount       int64 `json:"row_count"`       // rows in the input, if known
+	ProcessedCount int64 `json:"processed_count"` // rows handled so far
+	SuccessCount   int64 `json:"success_count"`   // rows handled well
+	ErrorCount     int64 `json:"error_count"`     // rows rejected
+}
+
+// Task is a task's record: the decoded status.json, the task's whole state.
+// Values returned by the library are copies; changing one changes nothing in
+// S3.
+type Task struct {
+	// Identity.
+	SchemaVersion int             `json:"schema_version"`
+	ID            string          `json:"task_id"`
+	Type          string          `json:"task_type,omitempty"` // dispatch key for a Mux
+	Name          string          `json:"task_name"`
+	Payload       json.RawMessage `json:"payload,omitempty"` // free JSON for the handler
+
+	// Lifecycle.
+	Status       Status    `json:"status"`
+	Attempt      int       `json:"attempt_id"`   // number of the latest attempt; 0 before the first claim
+	MaxAttempts  int       `json:"max_attempts"` // the highest attempt number this task may reach
+	LastError    string    `json:"last_error,omitempty"`
+	RetryAt      time.Time `json:"retry_at,omitzero"` // set on a failed task that will be retried, not before this time
+	CancelReason string    `json:"cancel_reason,omitempty"`
+
+	// Ownership: set while running.
+	WorkerID       string    `json:"worker_id,omitempty"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
+
+	// Progress of the latest attempt.
+	Progress
+
+	// Artifacts.
+	InputPath  string `json:"input_object_path"`
+	InputETag  string `json:"input_etag,omitempty"` // the input Submit verified
+	InputSize  int64  `json:"input_size,omitempty"`
+	OutputPath string `json:"output_object_path,omitempty"` // set when completed
+
+	// Audit.
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	CreatedBy string    `json:"created_by,omitempty"`
+	Revision  string    `json:"revision"` // random, new on every write; tells identical bodies apart
+}
+
+// Terminal reports whether the task is finished: completed, abandoned, or
+// failed with no retry scheduled. Workers never touch a terminal task, and an
+// operator can only Retry a failed one.
+func (t *Task) Terminal() bool {
+	switch t.Status {
+	case StatusCompleted, StatusAbandoned:
+		return true
+	case StatusFailed:
+		return t.RetryAt.IsZero()
+	}
+	return false
+}
+
+// Retryable reports whether [Store.Retry] would accept the task now: it is
+// failed, finally or while waiting for its automatic retry. A UI can show a
+// retry button from it.
+func (t *Task) Retryable() bool { return t.Status == StatusFailed }
+
+// Cancelable reports whether [Store.Cancel] would change the task now.
+func (t *Task) Cancelable() bool {
+	return t.Status != StatusCompleted && t.Status != StatusAbandoned
+}
+
+// pending reports whether a worker may have something to do for the task,
+// that is whether it should have an active marker.
+func (t *Task) pending() bool {
+	return t.Status == StatusQueued || t.Status == StatusRunning ||
+		(t.Status == StatusFailed && !t.RetryAt.IsZero())
+}
+
+// clone returns a deep copy.
+func (t *Task) clone() *Task {
+	c := *t
+	if t.Payload != nil {
+		c.Payload = append(json.RawMessage(nil), t.Payload...)
+	}
+	return &c
+}
+
+// eventKind names a request to change a task.
+type eventKind int
+
+const (
+	evUpload       eventKind = iota + 1 // an input upload is about to be allowed; changes nothing
+	evSubmit                            // created -> queued
+	evClaim                             // queued, or failed and due -> running
+	evHeartbeat                         // running -> running, lease extended
+	evComplete                          // running -> completed
+	evFail                              // running -> failed
+	evLeaseExpired                      // running -> queued or failed, by another party
+	evRelease                           // running -> queued, attempt given back
+	evRetry                             // failed -> queued, by an operator
+	evCancel                            // anything unfinished -> abandoned
+)
+
+var eventNames = map[eventKind]string{
+	evUpload: "upload input", evSubmit: "submit", evClaim: "claim",
+	evHeartbeat: "heartbeat", evComplete: "complete", evFail: "fail",
+	evLeaseExpired: "expire lease", evRelease: "release",
+	evRetry: "retry", evCancel: "cancel",
+}
+
+func (k eventKind) String() string { return eventNames[k] }
+
+// event is a request to change a task, with what the change needs.
+type event struct {
+	kind eventKind
+
+	worker  string        // claim, heartbeat, complete, fail, release: the acting worker
+	attempt int           // heartbeat, complete, fail, release: the attempt it holds
+	lease   time.Duration // claim, heartbeat: lease length from now
+
+	progress   *Progress     // heartbeat, complete, fail: counters to record
+	output     string        // complete: the attempt's output key
+	errMsg     string        // fail: what went wrong
+	permanent  bool          // fail: do not retry
+	retryDelay time.Duration // fail: wait this long before the next attempt
+
+	inputETag string // submit: the verified input
+	inputSize int64
+	reason    string // cancel
+}
+
+// transition is the whole state machine: it decides what event e does to
+// task t at time now. It returns the new record and write=true, or write=false
+// when the event is a repeat that changes nothing (submitting a queued task,
+// cancelling an abandoned one, checking an upload), or a *TransitionError.
+// It is pure: no I/O, no clock, no randomness; t is not modified.
+func transition(t *Task, e event, now time.Time) (next *Task, write bool, err error) {
+	deny := func(reason string, args ...any) (*Task, bool, error) {
+		return nil, false, &TransitionError{ID: t.ID, From: t.Status, Event: e.kind.String(), Reason: fmt.Sprintf(reason, args...)}
+	}
+	owns := func() (string, bool) {
+		if t.Status != StatusRunning {
+			return "it is not running", false
+		}
+		if t.WorkerID != e.worker || t.Attempt != e.attempt {
+			return fmt.Sprintf("attempt %d is held by worker %q, not attempt %d by %q", t.Attempt, t.WorkerID, e.attempt, e.worker), false
+		}
+		return "", true
+	}
+	n := t.clone()
+
+	switch e.kind {
+	case evUpload:
+		if t.Status != StatusCreated {
+			return deny("the input is fixed once a task is submitted")
+		}
+		return t, false, nil
+
+	case evSubmit:
+		switch t.Status {
+		case StatusQueued:
+			return t, false, nil
+		case StatusCreated:
+			n.Status = StatusQueued
+			n.InputETag, n.InputSize = e.inputETag, e.inputSize
+			return n, true, nil
+		}
+		return deny("only a created task can be submitted")
+
+	case evClaim:
+		switch {
+		case t.Status == StatusQueued:
+		case t.Status == StatusFailed && t.RetryAt.IsZero():
+			return deny("its failure is final")
+		case t.Status == StatusFailed && now.Before(t.RetryAt):
+			return deny("its retry is not due until %s", t.RetryAt.Format(time.RFC3339))
+		case t.Status == StatusFailed:
+		default:
+			return deny("only a queued task or a failed one due for retry can be claimed")
+		}
+		if t.Attempt >= t.MaxAttempts {
+			return deny("all %d attempts are used", t.MaxAttempts)
+		}
+		n.Status = StatusRunning
+		n.Attempt++
+		n.WorkerID = e.worker
+		n.LeaseExpiresAt = now.Add(e.lease)
+		n.RetryAt = time.Time{}
+		n.Progress = Progress{}
+		return n, true, nil
+
+	case evHeartbeat:
+		if why, ok := owns(); !ok {
+			return deny("%s", why)
+		}
+		n.LeaseExpiresAt = now.Add(e.lease)
+		if e.progress != nil {
+			n.Progress = *e.progress
+		}
+		return n, true, nil
+
+	case evComplete:
+		if why, ok := owns(); !ok {
+			return deny("%s", why)
+		}
+		n.Status = StatusCompleted
+		n.OutputPath = e.output
+		if e.progress != nil {
+			n.Progress = *e.progress
+		}
+		n.LastError = ""
+		n.LeaseExpiresAt = time.Time{}
+		return n, true, nil
+
+	case evFail:
+		if why, ok := owns(); !ok {
+			return deny("%s", why)
+		}
+		n.Status = StatusFailed
+		n.LastError = e.errMsg
+		if e.progress != nil {
+			n.Progress = *e.progress
+		}
+		n.LeaseExpiresAt = time.Time{}
+		n.RetryAt = time.Time{}
+		if !e.permanent && t.Attempt < t.MaxAttempts {
+			n.RetryAt = now.Add(max(e.retryDelay, 0))
+		}
+		return n, true, nil
+
+	case evLeaseExpired:
+		if t.Status != StatusRunning {
+			return deny("it is not running")
+		}
+		if !now.After(t.LeaseExpiresAt) {
+			return deny("its lease is live until %s", t.LeaseExpiresAt.Format(time.RFC3339Nano))
+		}
+		n.LastError = fmt.Sprintf("attempt %d: lease of worker %q expired at %s", t.Attempt, t.WorkerID, t.LeaseExpiresAt.Format(time.RFC3339))
+		n.WorkerID, n.LeaseExpiresAt = "", time.Time{}
+		n.Status = StatusQueued
+		if t.Attempt >= t.MaxAttempts {
+			n.Status = StatusFailed
+		}
+		return n, true, nil
+
+	case evRelease:
+		if why, ok := owns(); !ok {
+			return deny("%s", why)
+		}
+		n.Status = StatusQueued
+		n.MaxAttempts++ // the interrupted attempt does not count
+		n.LastError = fmt.Sprintf("attempt %d: interrupted by worker shutdown", t.Attempt)
+		n.WorkerID, n.LeaseExpiresAt = "", time.Time{}
+		return n, true, nil
+
+	case evRetry:
+		if t.Status != StatusFailed {
+			return deny("only a failed task can be retried")
+		}
+		n.Status = StatusQueued
+		n.RetryAt = time.Time{}
+		n.MaxAttempts = max(t.MaxAttempts, t.Attempt+1)
+		return n, true, nil
+
+	case evCancel:
+		switch t.Status {
+		case StatusAbandoned:
+			return t, false, nil
+		case StatusCompleted:
+			return deny("it is already completed")
+		}
+		n.Status = StatusAbandoned
+		n.CancelReason = e.reason
+		n.RetryAt, n.LeaseExpiresAt = time.Time{}, time.Time{}
+		return n, true, nil
+	}
+	return deny("unknown event")
+}
+
+// maxRecordSize bounds how much of a status.json is read. Real records are a
+// few hundred bytes plus the payload.
+const maxRecordSize = 1 << 20
+
+// decodeTask decodes the status.json stored at key for task id. It refuses a
+// newer schema (ErrUnsupportedSchema) and anything that is not a
+// self-consistent version-1 record for that ID (ErrCorruptRecord). A record
+// without max_attempts, such as one written by hand, gets defaultMax.
+func decodeTask(key, id string, data []byte, defaultMax int) (*Task, error) {
+	bad := func(format string, args ...any) error {
+		return &RecordError{Key: key, Err: fmt.Errorf("%w: "+format, append([]any{ErrCorruptRecord}, args...)...)}
+	}
+	var head struct {
+		SchemaVersion *int `json:"schema_version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, bad("%v", err)
+	}
+	switch {
+	case head.SchemaVersion == nil:
+		return nil, bad("no schema_version")
+	case *head.SchemaVersion > SchemaVersion:
+		return nil, &RecordError{Key: key, Err: fmt.Errorf("%w: schema_version %d, this code knows up to %d", ErrUnsupportedSchema, *head.SchemaVersion, SchemaVersion)}
+	case *head.SchemaVersion < 1:
+		return nil, bad("schema_version %d", *head.SchemaVersion)
+	}
+	var t Task
+	if err := json.Unmarshal(data, &t); err != nil {
+		return nil, bad("%v", err)
+	}
+	switch {
+	case t.ID != id:
+		return nil, bad("task_id %q does not match its key", t.ID)
+	case !t.Status.Valid():
+		return nil, bad("unknown status %q", t.Status)
+	case t.Attempt < 0 || t.MaxAttempts < 0:
+		return nil, bad("negative attempt counters")
+	}
+	if t.MaxAttempts == 0 {
+		t.MaxAttempts = max(defaultMax, t.Attempt)
+	}
+	return &t, nil
+}
