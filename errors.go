@@ -3,6 +3,7 @@ package s3task
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors. Every error the library returns wraps at most one of them,
@@ -140,3 +141,41 @@ func (e *InputSizeError) Unwrap() error { return ErrInputTooLarge }
 func invalidArg(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
 }
+
+// Permanent marks err as not worth retrying: the worker fails the task for
+// good, whatever attempts are left, with err in last_error. Permanent(nil)
+// is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &handlerError{err: err, permanent: true}
+}
+
+// RetryAfter asks the worker to retry the task no sooner than d from now,
+// instead of after the configured backoff, if attempts are left.
+// RetryAfter(nil, d) is nil.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &handlerError{err: err, delay: max(d, 0), hasDelay: true}
+}
+
+// IsPermanent reports whether err, or an error it wraps, was made by
+// [Permanent].
+func IsPermanent(err error) bool {
+	var he *handlerError
+	return errors.As(err, &he) && he.permanent
+}
+
+// handlerError carries a handler's wishes about retrying.
+type handlerError struct {
+	err       error
+	permanent bool
+	delay     time.Duration
+	hasDelay  bool
+}
+
+func (e *handlerError) Error() string { return e.err.Error() }
+func (e *handlerError) Unwrap() error { return e.err }

@@ -3,8 +3,11 @@ package s3task
 import (
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
+	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Store defaults. A zero field in [StoreOptions] means the default.
@@ -118,4 +121,180 @@ func (o *StoreOptions) withDefaults() (StoreOptions, error) {
 		c.Logger = slog.Default()
 	}
 	return c, nil
+}
+
+// Worker defaults. A zero field in [WorkerOptions] means the default.
+const (
+	DefaultConcurrency     = 1
+	DefaultPollInterval    = 2 * time.Second
+	DefaultMaxPollInterval = 30 * time.Second
+	DefaultLeaseDuration   = 60 * time.Second
+	DefaultClockMargin     = 5 * time.Second
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// WorkerOptions configures a [Worker]. A nil *WorkerOptions, and every zero
+// field, means the documented default. NewWorker copies the struct.
+type WorkerOptions struct {
+	// ID names the worker in task records (worker_id) and logs. Default:
+	// host name, process ID and a random suffix, e.g. "web-3.4121.9f2c".
+	ID string
+
+	// Concurrency is how many tasks the worker runs at once. Default
+	// [DefaultConcurrency].
+	Concurrency int
+
+	// PollInterval is the time between polls of the active markers while
+	// there is work. Each wait is jittered by up to ±20% so workers drift
+	// apart. Default [DefaultPollInterval].
+	PollInterval time.Duration
+
+	// MaxPollInterval caps the idle backoff: each poll that finds nothing to
+	// do doubles the wait, up to this; finding work resets it. It must be at
+	// least PollInterval. Default [DefaultMaxPollInterval].
+	MaxPollInterval time.Duration
+
+	// LeaseDuration is how long a claim or a heartbeat keeps the task the
+	// worker's. Default [DefaultLeaseDuration].
+	LeaseDuration time.Duration
+
+	// HeartbeatInterval is the time between lease renewals, which also carry
+	// progress. It must be at most a third of LeaseDuration, so two
+	// heartbeats can fail before the lease runs out. Default LeaseDuration/3.
+	HeartbeatInterval time.Duration
+
+	// ClockMargin is how long after a lease's end, by the S3 server's clock,
+	// another worker waits before taking the task over. It absorbs the
+	// one-second resolution of Date headers and network delay. It must be
+	// less than LeaseDuration. Default [DefaultClockMargin].
+	ClockMargin time.Duration
+
+	// Backoff returns the wait before retrying after attempt n (from 1)
+	// failed. Default [DefaultBackoff]. A handler can ask for a specific wait
+	// with [RetryAfter].
+	Backoff func(attempt int) time.Duration
+
+	// ShutdownTimeout is how long Run, once its context is done, lets
+	// running handlers finish before it cancels them with
+	// [ErrWorkerStopping] and puts their tasks back in the queue. Default
+	// [DefaultShutdownTimeout].
+	ShutdownTimeout time.Duration
+
+	// Logger receives the worker's logs, with task_id, attempt and worker_id
+	// attributes. Default: the Store's logger.
+	Logger *slog.Logger
+
+	// Hooks observe what the worker does.
+	Hooks Hooks
+}
+
+// Hooks are optional callbacks that observe a worker, e.g. to feed metrics.
+// They run synchronously on the worker's goroutines, possibly several at
+// once: keep them fast and safe for concurrent use. The *Task they get is a
+// copy of the record as written.
+type Hooks struct {
+	// OnClaim runs after the worker claimed a task, before its handler starts.
+	OnClaim func(t *Task)
+	// OnComplete runs after a task's completed record is written.
+	OnComplete func(t *Task)
+	// OnFail runs after a failed record is written; t.Terminal() tells
+	// whether a retry is scheduled. err is what the handler returned.
+	OnFail func(t *Task, err error)
+	// OnLeaseLost runs when the worker stops holding a task before its handler
+	// returned: cause is [ErrTaskCanceled] or [ErrLeaseLost]. t is the record
+	// as last read, or nil if it could not be read.
+	OnLeaseLost func(taskID string, t *Task, cause error)
+	// OnRelease runs after a task interrupted by shutdown went back to the
+	// queue.
+	OnRelease func(t *Task)
+}
+
+func (o *WorkerOptions) withDefaults(storeLog *slog.Logger) (WorkerOptions, error) {
+	var c WorkerOptions
+	if o != nil {
+		c = *o
+	}
+	bad := func(format string, args ...any) (WorkerOptions, error) {
+		return WorkerOptions{}, fmt.Errorf("%w: WorkerOptions.%s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	}
+	durations := []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"PollInterval", &c.PollInterval, DefaultPollInterval},
+		{"MaxPollInterval", &c.MaxPollInterval, max(DefaultMaxPollInterval, c.PollInterval)},
+		{"LeaseDuration", &c.LeaseDuration, DefaultLeaseDuration},
+		{"HeartbeatInterval", &c.HeartbeatInterval, 0}, // LeaseDuration/3, set below
+		{"ClockMargin", &c.ClockMargin, DefaultClockMargin},
+		{"ShutdownTimeout", &c.ShutdownTimeout, DefaultShutdownTimeout},
+	}
+	for _, d := range durations {
+		if *d.v < 0 {
+			return bad("%s is %s, must not be negative", d.name, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = c.LeaseDuration / 3
+	}
+	switch {
+	case c.Concurrency < 0:
+		return bad("Concurrency is %d, must not be negative", c.Concurrency)
+	case c.Concurrency == 0:
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.MaxPollInterval < c.PollInterval {
+		return bad("MaxPollInterval (%s) is shorter than PollInterval (%s)", c.MaxPollInterval, c.PollInterval)
+	}
+	if c.HeartbeatInterval > c.LeaseDuration/3 {
+		return bad("HeartbeatInterval (%s) must be at most a third of LeaseDuration (%s)", c.HeartbeatInterval, c.LeaseDuration)
+	}
+	if c.ClockMargin >= c.LeaseDuration {
+		return bad("ClockMargin (%s) must be shorter than LeaseDuration (%s)", c.ClockMargin, c.LeaseDuration)
+	}
+	if len(c.ID) > 128 || !utf8.ValidString(c.ID) {
+		return bad("ID must be at most 128 bytes of UTF-8")
+	}
+	if c.ID == "" {
+		c.ID = defaultWorkerID()
+	}
+	if c.Backoff == nil {
+		c.Backoff = DefaultBackoff
+	}
+	if c.Logger == nil {
+		c.Logger = storeLog
+	}
+	return c, nil
+}
+
+// defaultWorkerID returns "host.pid.random".
+func defaultWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	return fmt.Sprintf("%s.%d.%s", host, os.Getpid(), newRevision()[:6])
+}
+
+// DefaultBackoff waits about 10s after the first failed attempt, doubling
+// each time up to 10 minutes, with the second half of each wait random
+// ("equal jitter"), so tasks that failed together do not retry together.
+func DefaultBackoff(attempt int) time.Duration {
+	d := 10 * time.Second
+	for i := 1; i < attempt && d < 10*time.Minute; i++ {
+		d *= 2
+	}
+	d = min(d, 10*time.Minute)
+	return d/2 + jitter(d/2)
+}
+
+// jitter returns a random duration in [0, d).
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(mrand.Int64N(int64(d)))
 }

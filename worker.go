@@ -1,0 +1,460 @@
+package s3task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	mrand "math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/s3task/s3task/internal/s3x"
+)
+
+// Handler processes one attempt of a task. Returning nil completes the task;
+// returning an error fails the attempt, and the worker retries it after a
+// backoff while attempts are left, unless the error was made by [Permanent]
+// ([RetryAfter] picks the wait). A panic counts as an error.
+//
+// ctx is cancelled when the worker stops holding the task; context.Cause(ctx)
+// then says why: [ErrTaskCanceled], [ErrLeaseLost] or [ErrWorkerStopping].
+// After that nothing the handler does reaches the task's record.
+type Handler interface {
+	Handle(ctx context.Context, job *Job) error
+}
+
+// HandlerFunc adapts a function to a [Handler].
+type HandlerFunc func(ctx context.Context, job *Job) error
+
+// Handle calls f(ctx, job).
+func (f HandlerFunc) Handle(ctx context.Context, job *Job) error { return f(ctx, job) }
+
+// ErrUnknownTaskType is what [Mux.Dispatch] fails a task with when no handler
+// is registered for its type; the failure is permanent.
+var ErrUnknownTaskType = errors.New("s3task: no handler for task type")
+
+// Mux dispatches jobs to handlers by task type (Task.Type). Register
+// handlers before the worker starts; a Mux is safe for concurrent use. Pass
+// it to a worker as HandlerFunc(mux.Dispatch).
+type Mux struct {
+	mu       sync.RWMutex
+	handlers map[string]Handler
+}
+
+// NewMux returns an empty Mux.
+func NewMux() *Mux { return &Mux{handlers: map[string]Handler{}} }
+
+// Handle registers h for taskType. Registering a type twice, a nil handler
+// or a type longer than 128 bytes returns an error wrapping
+// [ErrInvalidArgument]; the first registration stays.
+func (m *Mux) Handle(taskType string, h Handler) error {
+	if h == nil {
+		return invalidArg("nil handler for task type %q", taskType)
+	}
+	if len(taskType) > 128 {
+		return invalidArg("task type longer than 128 bytes")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, dup := m.handlers[taskType]; dup {
+		return invalidArg("task type %q already has a handler", taskType)
+	}
+	m.handlers[taskType] = h
+	return nil
+}
+
+// HandleFunc registers f for taskType; see [Mux.Handle].
+func (m *Mux) HandleFunc(taskType string, f func(ctx context.Context, job *Job) error) error {
+	if f == nil {
+		return invalidArg("nil handler for task type %q", taskType)
+	}
+	return m.Handle(taskType, HandlerFunc(f))
+}
+
+// Dispatch runs the handler registered for job.Task.Type. A task of a type
+// with no handler fails permanently with [ErrUnknownTaskType].
+func (m *Mux) Dispatch(ctx context.Context, job *Job) error {
+	m.mu.RLock()
+	h, ok := m.handlers[job.Task.Type]
+	m.mu.RUnlock()
+	if !ok {
+		return Permanent(fmt.Errorf("%w %q", ErrUnknownTaskType, job.Task.Type))
+	}
+	return h.Handle(ctx, job)
+}
+
+// Job is one claimed attempt of a task, handed to a [Handler].
+type Job struct {
+	// Task is the record as claimed: ID, Type, Name, Payload, Attempt (this
+	// attempt's number), MaxAttempts and so on. Changing it changes nothing
+	// in S3.
+	Task Task
+
+	store *Store
+
+	mu       sync.Mutex
+	progress Progress
+	output   bool // the attempt's output was written
+}
+
+// OpenInput opens the task's input for reading; the caller closes it. It
+// reads exactly the object Submit verified: if the input was replaced since,
+// or is gone, or is over the size limit, the error is permanent (wrapping
+// [ErrInputChanged], [ErrInputMissing] or [ErrInputTooLarge]) so returning it
+// from the handler ends the task at once. Requests: one GET.
+func (j *Job) OpenInput(ctx context.Context) (io.ReadCloser, error) {
+	s := j.store
+	key := s.inputKey(j.Task.ID)
+	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key}
+	if j.Task.InputETag != "" {
+		in.IfMatch = aws.String(j.Task.InputETag)
+	}
+	out, err := s.client.GetObject(ctx, in)
+	switch {
+	case err == nil:
+	case s3x.NotFound(err):
+		return nil, Permanent(fmt.Errorf("%w: no object at %s", ErrInputMissing, key))
+	case s3x.Lost(err):
+		return nil, Permanent(fmt.Errorf("%w: %s", ErrInputChanged, key))
+	default:
+		return nil, fmt.Errorf("s3task: open input %s: %w", key, err)
+	}
+	if n := aws.ToInt64(out.ContentLength); n > s.opts.MaxInputSize {
+		out.Body.Close()
+		return nil, Permanent(&InputSizeError{Key: key, Size: n, Limit: s.opts.MaxInputSize})
+	}
+	return out.Body, nil
+}
+
+// OutputKey returns the key this attempt's output is written to:
+// output-attempt-N in the task's folder.
+func (j *Job) OutputKey() string { return j.store.outputKey(j.Task.ID, j.Task.Attempt) }
+
+// WriteOutput stores r as this attempt's output. The object is created with
+// If-None-Match: *, so no attempt can overwrite another's output, and it
+// becomes the task's output only if the attempt completes while it still
+// holds the task. Call it at most once per attempt. A reader that cannot seek
+// is first copied to a temporary file. Requests: one PUT (plus a HEAD if
+// the outcome was unclear).
+func (j *Job) WriteOutput(ctx context.Context, r io.Reader) error {
+	s := j.store
+	key := j.OutputKey()
+	body, size, cleanup, err := seekable(r, math.MaxInt64)
+	if err != nil {
+		return fmt.Errorf("s3task: write output %s: %w", key, err)
+	}
+	defer cleanup()
+	token := newRevision()
+	_, err = s.client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: &s.bucket, Key: &key, Body: body, ContentLength: aws.Int64(size),
+		IfNoneMatch: aws.String("*"),
+		Metadata:    map[string]string{"s3task-token": token},
+	})
+	if err != nil && s3x.Lost(err) {
+		// Either an earlier write of this attempt, or our own write that the
+		// SDK resent after a lost response. The token tells them apart.
+		head, herr := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
+		if herr == nil && head.Metadata["s3task-token"] == token {
+			err = nil
+		} else {
+			return fmt.Errorf("s3task: output %s already exists: write it once per attempt", key)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("s3task: write output %s: %w", key, err)
+	}
+	j.mu.Lock()
+	j.output = true
+	j.mu.Unlock()
+	return nil
+}
+
+// CreateOutput returns a writer for this attempt's output. What is written
+// goes to a temporary file; Close uploads it as [Job.WriteOutput] does, using
+// ctx, and reports the upload's error.
+func (j *Job) CreateOutput(ctx context.Context) (io.WriteCloser, error) {
+	f, err := os.CreateTemp("", "s3task-output-*")
+	if err != nil {
+		return nil, fmt.Errorf("s3task: create output: %w", err)
+	}
+	return &outputFile{File: f, job: j, ctx: ctx}, nil
+}
+
+type outputFile struct {
+	*os.File
+	job    *Job
+	ctx    context.Context
+	closed bool
+}
+
+func (o *outputFile) Close() error {
+	if o.closed {
+		return os.ErrClosed
+	}
+	o.closed = true
+	defer os.Remove(o.File.Name())
+	defer o.File.Close()
+	if _, err := o.File.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	return o.job.WriteOutput(o.ctx, o.File)
+}
+
+// SetProgress records the attempt's counters. They reach the record with the
+// next heartbeat and with the final write, so Store.Get shows them while the
+// task runs. It is safe to call from any goroutine.
+func (j *Job) SetProgress(p Progress) {
+	j.mu.Lock()
+	j.progress = p
+	j.mu.Unlock()
+}
+
+func (j *Job) state() (Progress, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.progress, j.output
+}
+
+// Worker finds, claims and runs tasks. Run it in a goroutine of the host
+// application; any number of workers on any number of machines can share a
+// bucket. See the package documentation for how claims, leases, retries and
+// shutdown work.
+type Worker struct {
+	store *Store
+	h     Handler
+	opts  WorkerOptions
+	log   *slog.Logger
+
+	running atomic.Bool
+	slots   chan struct{} // one token per running task
+	freed   chan struct{} // pinged when a slot frees
+	wg      sync.WaitGroup
+}
+
+// NewWorker returns a worker that runs h for the tasks of store. It makes no
+// requests. It returns an error wrapping [ErrInvalidOptions] for a nil store
+// or handler or an invalid option; the message names the field.
+func NewWorker(store *Store, h Handler, opts *WorkerOptions) (*Worker, error) {
+	if store == nil || h == nil {
+		return nil, fmt.Errorf("%w: nil store or handler", ErrInvalidOptions)
+	}
+	o, err := opts.withDefaults(store.log)
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{
+		store: store,
+		h:     h,
+		opts:  o,
+		log:   o.Logger.With("worker_id", o.ID),
+		slots: make(chan struct{}, o.Concurrency),
+		freed: make(chan struct{}, 1),
+	}, nil
+}
+
+// ID returns the worker's ID, as written in worker_id.
+func (w *Worker) ID() string { return w.opts.ID }
+
+// errAlreadyRunning is returned by a second concurrent Run.
+var errAlreadyRunning = errors.New("s3task: worker is already running")
+
+// Run polls for tasks and runs them until ctx is done, then shuts down
+// gracefully: it claims nothing more, lets running handlers finish for up to
+// ShutdownTimeout, then cancels their contexts with [ErrWorkerStopping] and
+// puts their tasks back in the queue without using up an attempt. It returns
+// nil once every handler has returned and its task is settled. Handlers must
+// honour their context, or Run waits for them.
+//
+// Errors in one poll (S3 unreachable, a corrupt record) are logged and the
+// loop goes on. Run returns an error only if the worker is already running.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return errAlreadyRunning
+	}
+	defer w.running.Store(false)
+
+	// Handlers run under base, which outlives ctx by the shutdown timeout.
+	base, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stop(nil)
+
+	interval := w.opts.PollInterval
+	for ctx.Err() == nil {
+		claimed, saturated := w.poll(ctx, base)
+		if claimed {
+			interval = w.opts.PollInterval
+		} else {
+			interval = min(2*interval, w.opts.MaxPollInterval)
+		}
+		var freed <-chan struct{}
+		if saturated {
+			freed = w.freed // more work is waiting: come back as soon as a slot frees
+		}
+		timer := time.NewTimer(interval*4/5 + jitter(interval*2/5))
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		case <-freed:
+		}
+		timer.Stop()
+	}
+
+	done := make(chan struct{})
+	go func() { w.wg.Wait(); close(done) }()
+	grace := time.NewTimer(w.opts.ShutdownTimeout)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		w.log.Info("s3task: shutdown timeout: stopping running handlers")
+		stop(ErrWorkerStopping)
+		<-done
+	}
+	return nil
+}
+
+// poll lists the active markers and visits them in random order while a slot
+// is free. It reports whether it started a task and whether it ran out of
+// slots with markers left to visit.
+func (w *Worker) poll(ctx, base context.Context) (claimed, saturated bool) {
+	ids, err := w.listMarkers(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("s3task: poll", "err", err)
+		}
+		return false, false
+	}
+	mrand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return claimed, false
+		}
+		select {
+		case w.slots <- struct{}{}:
+		default:
+			return claimed, true
+		}
+		if w.visit(ctx, base, id) {
+			claimed = true
+		} else {
+			<-w.slots
+		}
+	}
+	return claimed, false
+}
+
+// listMarkers returns the IDs under the marker folder, all pages.
+func (w *Worker) listMarkers(ctx context.Context) ([]string, error) {
+	s := w.store
+	dir := s.markerDir()
+	var ids []string
+	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &dir}
+	for {
+		out, err := s.client.ListObjectsV2(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("s3task: list %s: %w", dir, err)
+		}
+		s.observe(out.ResultMetadata)
+		for _, obj := range out.Contents {
+			key := aws.ToString(obj.Key)
+			id := strings.TrimPrefix(key, dir)
+			if ParseID(id) != nil {
+				w.log.Warn("s3task: ignoring an object in the marker folder that is not a task ID", "key", key)
+				continue
+			}
+			ids = append(ids, id)
+		}
+		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
+			return ids, nil
+		}
+		in.ContinuationToken = out.NextContinuationToken
+	}
+}
+
+// visit reads the task behind a marker and does what it needs: claim it,
+// recover it from an expired lease, or drop a stale marker. It reports
+// whether it started running the task.
+func (w *Worker) visit(ctx, base context.Context, id string) bool {
+	s := w.store
+	log := w.log.With("task_id", id)
+	t, etag, err := s.read(ctx, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		log.Warn("s3task: marker without a task record; removing it")
+		s.dropMarker(ctx, id, false)
+		return false
+	case err != nil:
+		if ctx.Err() == nil {
+			log.Warn("s3task: cannot read task; skipping it", "err", err)
+		}
+		return false
+	}
+	now := s.now()
+	switch {
+	case t.Terminal():
+		s.dropMarker(ctx, id, t.Status == StatusFailed)
+		return false
+	case t.Status == StatusRunning:
+		// The lease counts as expired only ClockMargin after its end by the
+		// server's clock, so a live holder is never overtaken.
+		expired, _, err := transition(t, event{kind: evLeaseExpired}, now.Add(-w.opts.ClockMargin))
+		if err != nil {
+			return false
+		}
+		log.Info("s3task: recovering task from an expired lease", "attempt", t.Attempt, "holder", t.WorkerID)
+		if expired.Status == StatusFailed { // no attempts left
+			got, _, err := s.commit(ctx, t, etag, expired)
+			if err == nil {
+				s.dropMarker(ctx, id, true)
+				w.hookFail(got, errors.New(got.LastError))
+			}
+			return false
+		}
+		next, _, err := transition(expired, w.claimEvent(), now)
+		if err != nil {
+			return false
+		}
+		return w.claim(ctx, base, t, etag, next)
+	}
+	next, _, err := transition(t, w.claimEvent(), now)
+	if err != nil {
+		return false // created, or a retry not yet due
+	}
+	return w.claim(ctx, base, t, etag, next)
+}
+
+func (w *Worker) claimEvent() event {
+	return event{kind: evClaim, worker: w.opts.ID, lease: w.opts.LeaseDuration}
+}
+
+// claim writes the claim and, if it won, starts the handler.
+func (w *Worker) claim(ctx, base context.Context, t *Task, etag string, next *Task) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	// The write itself must not be cut short by shutdown: a claim that
+	// landed unseen would hold the task until its lease expired.
+	got, gotETag, err := w.store.commit(base, t, etag, next)
+	if err != nil {
+		if !errors.Is(err, errLost) {
+			w.log.Warn("s3task: claim", "task_id", t.ID, "err", err)
+		}
+		return false
+	}
+	w.start(base, got, gotETag)
+	return true
+}
+
+func (w *Worker) hookFail(t *Task, err error) {
+	if w.opts.Hooks.OnFail != nil {
+		w.opts.Hooks.OnFail(t.clone(), err)
+	}
+}
