@@ -1,0 +1,34 @@
+.DEFAULT_GOAL := help
+GOBIN ?= $(CURDIR)/.cache/bin
+export GOBIN
+
+.PHONY: help
+help: ## list the targets
+	@grep -E '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
+
+.PHONY: run
+run: ## run the example program against an in-process S3
+	go run ./examples/quickstart
+
+.PHONY: test
+test: ## run the tests
+	go test -count=1 ./...
+
+.PHONY: test/race
+test/race: ## run the tests with the race detector (what CI runs)
+	go test -race -count=1 ./...
+
+.PHONY: lint
+lint: ## gofmt, go vet and staticcheck
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	go vet ./...
+	go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+	$(GOBIN)/staticcheck ./...
+
+.PHONY: bench
+bench: ## run the micro-benchmarks with allocation counts
+	go test -run '^$$' -bench . -benchmem ./...
+
+.PHONY: ci
+ci: ## run what CI runs
+	bash .ci/run

@@ -1,0 +1,166 @@
+// Package s3task runs low-volume, file-shaped background work with one S3
+// bucket as its only infrastructure: no database, no queue service.
+//
+// A user uploads a file, a worker processes it in the background, the user
+// downloads the result. Each task is a folder of objects: the input, one
+// output per attempt, and a small status.json that is the task's whole state.
+// Workers on any number of machines find work by listing small marker
+// objects and claim it with S3 conditional writes.
+//
+// It fits workflows of roughly a handful to a few thousand tasks a day, where
+// pickup within seconds is fine and an operator page only needs the newest
+// tasks. It is not a replacement for a queue under high throughput, nor for
+// a database when tasks must be filtered or sorted in arbitrary ways.
+//
+// # Object layout
+//
+// Under a prefix (default "batch-tasks/"):
+//
+//	batch-tasks/<id>/status.json              the record: the only source of truth
+//	batch-tasks/<id>/input<ext>               the uploaded input
+//	batch-tasks/<id>/output-attempt-<n><ext>  the output of attempt n, never overwritten
+//	batch-tasks/active/<id>                   marker: "this task may need a worker"
+//
+// Task IDs are ULIDs whose time field is inverted ((2^48-1) - unix_ms), so
+// S3's ascending listing shows the newest task first. See [NewID].
+//
+// # Lifecycle
+//
+//	created ──submit──▶ queued ──claim──▶ running ──▶ completed
+//	                      ▲                  │
+//	                      │                  ├──▶ failed ──(retry due, or Store.Retry)──▶ queued/running
+//	                      └─lease expired────┤
+//	                      └─shutdown─────────┘
+//	created, queued, running, failed ──cancel──▶ abandoned
+//
+// completed and abandoned are terminal; failed is terminal once no retry is
+// scheduled (Task.RetryAt is zero) — because attempts ran out or the handler
+// returned a [Permanent] error — until an operator calls [Store.Retry]. One
+// pure function decides every transition; the [Store] and the [Worker] only
+// read the record, ask it, and write the answer back.
+//
+// # Setting up
+//
+// The application builds the S3 client; the library never loads credentials
+// or reads the environment:
+//
+//	cfg, err := config.LoadDefaultConfig(ctx)
+//	client := s3.NewFromConfig(cfg)
+//	store, err := s3task.NewStore(client, "my-bucket", &s3task.StoreOptions{
+//		InputExt: ".csv", OutputExt: ".csv",
+//	})
+//	if err := store.CheckBackend(ctx); err != nil {
+//		log.Fatal(err) // the bucket does not enforce conditional writes
+//	}
+//
+// For S3-compatible stores (MinIO, Ceph, R2, versitygw...) use path-style
+// addressing and set the client's RequestChecksumCalculation to "when
+// required".
+//
+// # The control side
+//
+// The application's own HTTP handlers call the Store. Files never pass
+// through the service: uploads and downloads go straight to S3 with
+// presigned URLs.
+//
+//	t, err := store.Create(ctx, s3task.CreateParams{Name: "June import", Type: "csv_import", CreatedBy: user})
+//	form, err := store.PresignUploadForm(ctx, t.ID, 15*time.Minute) // browser posts the file to S3
+//	// ... once the upload is done:
+//	t, err = store.Submit(ctx, t.ID) // checks the input is there and not too large, queues the task
+//	page, err := store.List(ctx, s3task.ListOptions{Limit: 50, Cursor: cursor})
+//	t, err = store.Get(ctx, id)
+//	t, err = store.Cancel(ctx, id, "wrong file")
+//	t, err = store.Retry(ctx, id)
+//	url, err := store.PresignDownload(ctx, id, 5*time.Minute) // completed tasks only
+//
+// Every ID that comes from outside is validated before it becomes part of an
+// object key ([ErrInvalidID]); nothing like "../x" or "active" can address
+// another object.
+//
+// # The worker side
+//
+// A [Worker] runs a [Handler] for each claimed task. A [Mux] dispatches on
+// the task's type:
+//
+//	mux := s3task.NewMux()
+//	mux.HandleFunc("csv_import", func(ctx context.Context, job *s3task.Job) error {
+//		in, err := job.OpenInput(ctx)
+//		if err != nil {
+//			return err
+//		}
+//		defer in.Close()
+//		out, err := job.CreateOutput(ctx)
+//		if err != nil {
+//			return err
+//		}
+//		// ... read rows from in, write rows to out, call job.SetProgress now and then.
+//		// Return s3task.Permanent(err) for input that can never succeed.
+//		return out.Close()
+//	})
+//	w, err := s3task.NewWorker(store, s3task.HandlerFunc(mux.Dispatch), &s3task.WorkerOptions{Concurrency: 2})
+//	go w.Run(ctx) // returns after ctx is done and running tasks are settled
+//
+// # Guarantees, and how they are kept
+//
+// Compare-and-set. Every change of a record is a GET (body and ETag), a
+// decision, and a PUT with If-Match; a record is created with
+// If-None-Match: *. A writer whose ETag is stale (an expired lease, a
+// cancelled task) can never overwrite newer state. Operator calls re-read and
+// re-decide after a lost race, up to StoreOptions.ConflictRetries times,
+// then return [ErrConflict]; a worker that loses a claim moves on.
+//
+// Ambiguous outcomes. The SDK resends a PUT after a timeout or a 5xx even if
+// the first one was applied, and the resend then fails its precondition.
+// Every write carries a fresh random revision, so after any doubtful answer
+// the library re-reads the record and knows whether its write is the one
+// stored. The revision also keeps two identical bodies from sharing an ETag.
+//
+// Leases. A claim writes status running, worker_id and lease_expires_at; the
+// worker renews the lease every WorkerOptions.HeartbeatInterval and the
+// renewal carries progress. If a renewal loses its compare-and-set, the
+// handler's context is cancelled with [ErrTaskCanceled] (an operator
+// cancelled the task) or [ErrLeaseLost] (someone else has it), and that
+// attempt writes nothing more. Lease expiry is judged by the S3 server's
+// clock, learned from the Date header of its responses, plus
+// WorkerOptions.ClockMargin, so a worker whose own clock runs fast cannot take
+// over a live lease.
+//
+// Attempts and outputs. Attempt n writes only output-attempt-n, created with
+// If-None-Match: *, so a late attempt can never overwrite a newer one's output,
+// and an attempt's output becomes the task's only if its completion wins the
+// compare-and-set. Attempts are capped by max_attempts; the wait between them
+// is recorded in the record (retry_at), never slept in a goroutine. A worker
+// that shuts down gives its interrupted tasks back to the queue and raises
+// their max_attempts by one, so shutdown never uses up an attempt.
+//
+// Markers. A marker is an index, never the truth. It is written before the
+// status change that makes a task pending (Submit, Retry) and deleted only
+// after the status is terminal; after deleting the marker of a failed task,
+// the worker re-reads the record and puts the marker back if an operator's
+// Retry got in between. Workers delete stale markers of finished tasks as they
+// find them. Conditional DELETE is not relied on.
+//
+// Bad records. A status.json with a newer schema_version is refused with
+// [ErrUnsupportedSchema] and never rewritten; a corrupt one is reported as a
+// *[RecordError] naming its key. Neither stops a worker or hides other tasks
+// from [Store.List].
+//
+// # Requests per call
+//
+// Create: 1 PUT. Get: 1 GET. Submit: GET, HEAD, PUT marker, PUT record.
+// Cancel: GET, PUT, DELETE marker. Retry: GET, PUT marker, PUT record.
+// List: 1 LIST plus one GET per task in the page, whatever the bucket holds.
+// PresignUpload, PresignUploadForm, PresignDownload: 1 GET (signing is
+// local). A worker's idle poll: 1 LIST of the marker folder. One attempt:
+// a GET of the record, the claim PUT, a GET of the input, a PUT of the
+// output, one PUT per heartbeat, the final PUT and a DELETE of the marker. A
+// lost compare-and-set adds a GET.
+//
+// # S3-compatible stores
+//
+// Conditional PUT is what makes this safe. AWS S3, Cloudflare R2, Ceph RGW,
+// Tigris, recent MinIO and versitygw (1.8.0 and later) enforce it; some
+// stores silently ignore the headers and some refuse them. [Store.CheckBackend]
+// proves the bucket enforces them and returns
+// [ErrConditionalWritesUnsupported] where it does not: run it at start-up.
+package s3task
