@@ -94,7 +94,11 @@ func (l *lease) heartbeats(ctx context.Context, stop <-chan struct{}, stopped ch
 		case <-tick.C:
 		}
 		progress, _ := l.job.state()
-		err := l.write(ctx, event{kind: evHeartbeat, progress: &progress})
+		// A renewal must not be cut off halfway by the handler's context
+		// being cancelled: its outcome would be unknown to the final write.
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.w.opts.HeartbeatInterval)
+		err := l.write(hctx, event{kind: evHeartbeat, progress: &progress})
+		cancel()
 		if err == nil {
 			continue
 		}
@@ -200,6 +204,14 @@ func (l *lease) write(ctx context.Context, e event) error {
 		return err // cannot happen for our own record
 	}
 	got, etag, err := s.commit(ctx, l.task, l.etag, next)
+	if errors.Is(err, errLost) && got.Status == StatusRunning && got.WorkerID == e.worker && got.Attempt == e.attempt {
+		// Still ours: an earlier write of this attempt landed although its
+		// answer was lost, so our ETag was stale. Decide again from it.
+		if next, _, err = transition(got, e, s.now()); err != nil {
+			return err
+		}
+		got, etag, err = s.commit(ctx, got, etag, next)
+	}
 	switch {
 	case err == nil:
 		l.task, l.etag = got, etag

@@ -288,21 +288,28 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	interval := w.opts.PollInterval
 	for ctx.Err() == nil {
+		if len(w.slots) == cap(w.slots) {
+			// Every slot is busy: there is nothing to poll for until one
+			// frees.
+			select {
+			case <-ctx.Done():
+			case <-w.freed:
+			}
+			continue
+		}
 		claimed, saturated := w.poll(ctx, base)
+		if saturated {
+			continue // more work is waiting: poll again once a slot frees
+		}
 		if claimed {
 			interval = w.opts.PollInterval
 		} else {
 			interval = min(2*interval, w.opts.MaxPollInterval)
 		}
-		var freed <-chan struct{}
-		if saturated {
-			freed = w.freed // more work is waiting: come back as soon as a slot frees
-		}
 		timer := time.NewTimer(interval*4/5 + jitter(interval*2/5))
 		select {
 		case <-ctx.Done():
 		case <-timer.C:
-		case <-freed:
 		}
 		timer.Stop()
 	}
