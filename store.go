@@ -44,7 +44,8 @@ type Store struct {
 
 	// skew is the S3 server's clock minus the local clock, in nanoseconds,
 	// as last seen in a response's Date header.
-	skew atomic.Int64
+	skew    atomic.Int64
+	lastNow atomic.Int64 // the latest time now returned, in Unix milliseconds
 }
 
 // NewStore returns a Store for the tasks under opts.Prefix in bucket. The
@@ -112,9 +113,22 @@ func (s *Store) outputKey(id string, n int) string {
 }
 
 // now returns the S3 server's time as best known: the local clock corrected
-// by the offset seen in the last response, in UTC, to the millisecond.
+// by the offset seen in the last response, in UTC, to the millisecond. It
+// never goes backwards, although the offset is re-estimated with every
+// response, so records and IDs one Store writes in sequence are in order.
 func (s *Store) now() time.Time {
-	return s.opts.Clock().Add(time.Duration(s.skew.Load())).UTC().Truncate(time.Millisecond)
+	t := s.opts.Clock().Add(time.Duration(s.skew.Load())).UnixMilli()
+	for {
+		last := s.lastNow.Load()
+		if t <= last {
+			t = last
+			break
+		}
+		if s.lastNow.CompareAndSwap(last, t) {
+			break
+		}
+	}
+	return time.UnixMilli(t).UTC()
 }
 
 // observe records the server's clock from a response. Date headers have

@@ -338,7 +338,7 @@ func decodeTask(key, id string, data []byte, defaultMax int) (*Task, error) {
 		SchemaVersion *int `json:"schema_version"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, bad("%v", err)
+		return nil, &RecordError{Key: key, Err: fmt.Errorf("%w: %w", ErrCorruptRecord, err)}
 	}
 	switch {
 	case head.SchemaVersion == nil:
@@ -350,7 +350,7 @@ func decodeTask(key, id string, data []byte, defaultMax int) (*Task, error) {
 	}
 	var t Task
 	if err := json.Unmarshal(data, &t); err != nil {
-		return nil, bad("%v", err)
+		return nil, &RecordError{Key: key, Err: fmt.Errorf("%w: %w", ErrCorruptRecord, err)}
 	}
 	switch {
 	case t.ID != id:

@@ -19,27 +19,42 @@ const IDLength = ulid.EncodedSize
 // listing of the task prefix starts with the newest task.
 //
 // Guarantees:
-//   - IDs from different milliseconds order strictly newest-first.
-//   - IDs that one process makes within the same millisecond order strictly
-//     newest-first too: the generator steps the random part down for each one.
+//   - IDs for different milliseconds order strictly newest-first.
+//   - Within one process, each ID made for a millisecond sorts strictly
+//     before every ID made earlier for the same millisecond: the generator
+//     remembers the last random part of the most recent milliseconds it was
+//     asked for (see idGenMemory) and steps it down by a random amount.
 //   - IDs made by different processes within the same millisecond are unique
 //     (80 random bits) but their relative order is arbitrary.
 
-// idGen makes IDs. It remembers the last ID's millisecond and random part so
-// that IDs within one millisecond can be stepped down.
+// idGenMemory is how many distinct milliseconds the generator remembers.
+// Callers with skewed clocks (NewIDAt with several clocks) interleave a few
+// milliseconds at most; 64 is plenty.
+const idGenMemory = 64
+
+// idGen makes IDs.
 type idGen struct {
-	mu     sync.Mutex
-	lastMS uint64
-	hi     uint16 // top 16 bits of the last 80-bit random part
-	lo     uint64 // low 64 bits
-	used   bool
+	mu   sync.Mutex
+	last map[uint64]randPart // millisecond -> last random part used for it
+	ring [idGenMemory]uint64 // the remembered milliseconds, oldest replaced first
+	next int                 // ring position to replace next
+}
+
+// randPart is the 80-bit random part of an ID.
+type randPart struct {
+	hi uint16
+	lo uint64
 }
 
 var defaultIDs idGen
 
 // NewID returns a new task ID for the current time. It is safe for concurrent
-// use; see [NewIDAt] for the ordering it guarantees.
-func NewID() string { return NewIDAt(time.Now()) }
+// use; a later call never returns an ID that sorts after an earlier call's.
+func NewID() string {
+	var id ulid.ULID
+	defaultIDs.make(time.Now, &id)
+	return id.String()
+}
 
 // NewIDAt returns a new task ID for time t. IDs for later times sort before
 // IDs for earlier times; IDs made in one process for the same millisecond are
@@ -47,45 +62,53 @@ func NewID() string { return NewIDAt(time.Now()) }
 // epoch are treated as the epoch. It is safe for concurrent use.
 func NewIDAt(t time.Time) string {
 	var id ulid.ULID
-	defaultIDs.next(t, &id)
+	defaultIDs.make(func() time.Time { return t }, &id)
 	return id.String()
 }
 
-func (g *idGen) next(t time.Time, id *ulid.ULID) {
-	ms := uint64(max(t.UnixMilli(), 0))
-	ms = min(ms, ulid.MaxTime())
-
+// make fills id for the time now returns. now is called under the lock, so
+// NewID's clock readings are in the same order as its IDs.
+func (g *idGen) make(now func() time.Time, id *ulid.ULID) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	ms := min(uint64(max(now().UnixMilli(), 0)), ulid.MaxTime())
 
-	fresh := true
-	if g.used && ms == g.lastMS {
-		// Same millisecond as the last ID: step the random part down by a
-		// random amount in [1, 2^32] so the new ID sorts first and stays
-		// hard to guess.
+	r, seen := g.last[ms]
+	if seen {
+		// Step the random part down by a random amount in [1, 2^32] so the
+		// new ID sorts first and stays hard to guess.
 		var b [4]byte
 		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-		step := uint64(binary.BigEndian.Uint32(b[:])) + 1
-		lo, borrow := bits.Sub64(g.lo, step, 0)
-		if g.hi >= uint16(borrow) {
-			g.lo, g.hi = lo, g.hi-uint16(borrow)
-			fresh = false
+		lo, borrow := bits.Sub64(r.lo, uint64(binary.BigEndian.Uint32(b[:]))+1, 0)
+		if r.hi >= uint16(borrow) {
+			r = randPart{hi: r.hi - uint16(borrow), lo: lo}
+		} else {
+			// About once in 2^48 IDs within one millisecond the random
+			// part runs out: start afresh.
+			seen = false
 		}
-		// Otherwise (about once in 2^48 IDs within one millisecond) the
-		// random part ran out: start afresh below.
 	}
-	if fresh {
+	if !seen {
 		var b [10]byte
 		_, _ = rand.Read(b[:])
-		g.hi = binary.BigEndian.Uint16(b[:2])
-		g.lo = binary.BigEndian.Uint64(b[2:])
+		r = randPart{hi: binary.BigEndian.Uint16(b[:2]), lo: binary.BigEndian.Uint64(b[2:])}
 	}
-	g.lastMS, g.used = ms, true
+	if _, ok := g.last[ms]; !ok {
+		if g.last == nil {
+			g.last = make(map[uint64]randPart, idGenMemory)
+		}
+		if len(g.last) == idGenMemory {
+			delete(g.last, g.ring[g.next])
+		}
+		g.ring[g.next] = ms
+		g.next = (g.next + 1) % idGenMemory
+	}
+	g.last[ms] = r
 
 	// SetTime only fails above MaxTime, which the inversion rules out.
 	_ = id.SetTime(ulid.MaxTime() - ms)
-	binary.BigEndian.PutUint16(id[6:8], g.hi)
-	binary.BigEndian.PutUint64(id[8:16], g.lo)
+	binary.BigEndian.PutUint16(id[6:8], r.hi)
+	binary.BigEndian.PutUint64(id[8:16], r.lo)
 }
 
 // ParseID checks that id is a task ID in canonical form: exactly 26

@@ -1,0 +1,1424 @@
+package s3task
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// transitionNow is the clock reading the transition tests decide at.
+var transitionNow = time.Date(2026, 6, 21, 10, 0, 0, 0, time.UTC)
+
+// recordKey is where the record of knownGoodID lives under the default prefix.
+const recordKey = "batch-tasks/" + knownGoodID + "/status.json"
+
+// baseRecord is a freshly created task with every identity and audit field
+// filled in, so that a transition which clears one of them shows up.
+func baseRecord() *Task {
+	return &Task{
+		SchemaVersion: SchemaVersion,
+		ID:            knownGoodID,
+		Type:          "import",
+		Name:          "June batch import",
+		Payload:       json.RawMessage(`{"sheet":"june"}`),
+		Status:        StatusCreated,
+		MaxAttempts:   3,
+		InputPath:     "batch-tasks/" + knownGoodID + "/input.csv",
+		CreatedAt:     transitionNow.Add(-time.Hour),
+		UpdatedAt:     transitionNow.Add(-time.Minute),
+		CreatedBy:     "john.doe",
+		Revision:      "rev-1",
+	}
+}
+
+// startState is a record in one of the situations a transition can meet.
+type startState struct {
+	name  string
+	build func() *Task
+}
+
+// startStates lists every situation the transition table starts from. The
+// two flavours of failed are separate rows because they behave differently.
+func startStates() []startState {
+	return []startState{
+		{"created", func() *Task {
+			return baseRecord()
+		}},
+		{"queued", func() *Task {
+			t := baseRecord()
+			t.Status = StatusQueued
+			t.InputETag, t.InputSize = `"etag-1"`, 2048
+			t.Attempt = 1 // back in the queue after a lost lease
+			t.LastError = "attempt 1: lease expired"
+			t.Progress = Progress{RowCount: 10, ProcessedCount: 4, SuccessCount: 4}
+			return t
+		}},
+		{"running", func() *Task {
+			t := baseRecord()
+			t.Status = StatusRunning
+			t.InputETag, t.InputSize = `"etag-1"`, 2048
+			t.Attempt = 2
+			t.LastError = "attempt 1: lease expired"
+			t.WorkerID = "worker-a"
+			t.LeaseExpiresAt = transitionNow.Add(10 * time.Second)
+			t.Progress = Progress{RowCount: 10, ProcessedCount: 4, SuccessCount: 3, ErrorCount: 1}
+			return t
+		}},
+		{"completed", func() *Task {
+			t := baseRecord()
+			t.Status = StatusCompleted
+			t.InputETag, t.InputSize = `"etag-1"`, 2048
+			t.Attempt = 2
+			t.WorkerID = "worker-a"
+			t.OutputPath = "batch-tasks/" + knownGoodID + "/output-attempt-2.csv"
+			t.Progress = Progress{RowCount: 10, ProcessedCount: 10, SuccessCount: 9, ErrorCount: 1}
+			return t
+		}},
+		{"failed, retry scheduled", func() *Task {
+			t := baseRecord()
+			t.Status = StatusFailed
+			t.InputETag, t.InputSize = `"etag-1"`, 2048
+			t.Attempt = 1
+			t.WorkerID = "worker-z"
+			t.LastError = "attempt 1: timeout"
+			t.RetryAt = transitionNow.Add(-time.Second) // due
+			t.Progress = Progress{RowCount: 10, ProcessedCount: 4, SuccessCount: 3, ErrorCount: 1}
+			return t
+		}},
+		{"failed, final", func() *Task {
+			t := baseRecord()
+			t.Status = StatusFailed
+			t.InputETag, t.InputSize = `"etag-1"`, 2048
+			t.Attempt = 3
+			t.WorkerID = "worker-z"
+			t.LastError = "attempt 3: timeout"
+			t.Progress = Progress{RowCount: 10, ProcessedCount: 4, SuccessCount: 3, ErrorCount: 1}
+			return t
+		}},
+		{"abandoned", func() *Task {
+			t := baseRecord()
+			t.Status = StatusAbandoned
+			t.InputETag, t.InputSize = `"etag-1"`, 2048
+			t.Attempt = 1
+			t.WorkerID = "worker-z"
+			t.CancelReason = "no longer needed"
+			return t
+		}},
+	}
+}
+
+// allEventKinds lists every event, in declaration order.
+var allEventKinds = []eventKind{
+	evUpload, evSubmit, evClaim, evHeartbeat, evComplete,
+	evFail, evLeaseExpired, evRelease, evRetry, evCancel,
+}
+
+// statusConsts and eventConsts name every constant the table knows about.
+// TestTransitionTableCoversDeclarations compares them with task.go, so a
+// new status or event fails until it has rows.
+var (
+	statusConsts = map[string]Status{
+		"StatusCreated": StatusCreated, "StatusQueued": StatusQueued,
+		"StatusRunning": StatusRunning, "StatusCompleted": StatusCompleted,
+		"StatusFailed": StatusFailed, "StatusAbandoned": StatusAbandoned,
+	}
+	eventConsts = map[string]eventKind{
+		"evUpload": evUpload, "evSubmit": evSubmit, "evClaim": evClaim,
+		"evHeartbeat": evHeartbeat, "evComplete": evComplete, "evFail": evFail,
+		"evLeaseExpired": evLeaseExpired, "evRelease": evRelease,
+		"evRetry": evRetry, "evCancel": evCancel,
+	}
+)
+
+// The fields of the event the table sends; each kind reads what it needs.
+const (
+	evWorker  = "worker-a"
+	evAttempt = 2 // the attempt the running row holds
+	evLease   = time.Minute
+	evOutput  = "batch-tasks/" + knownGoodID + "/output-attempt-2.csv"
+	evErrMsg  = "attempt 2: row 7 is malformed"
+	evDelay   = 5 * time.Minute
+	evETag    = `"etag-1"`
+	evSize    = 2048
+	evReason  = "user cancelled"
+)
+
+var evProgress = Progress{RowCount: 10, ProcessedCount: 7, SuccessCount: 6, ErrorCount: 1}
+
+func tableEvent(k eventKind) event {
+	p := evProgress
+	return event{
+		kind:       k,
+		worker:     evWorker,
+		attempt:    evAttempt,
+		lease:      evLease,
+		progress:   &p,
+		output:     evOutput,
+		errMsg:     evErrMsg,
+		retryDelay: evDelay,
+		inputETag:  evETag,
+		inputSize:  evSize,
+		reason:     evReason,
+	}
+}
+
+// outcome is what a transition should do: deny the event, ignore it, or
+// write the start record changed by change.
+type outcome struct {
+	deny   bool
+	noop   bool
+	change func(t *Task)
+}
+
+var (
+	denied    = outcome{deny: true}
+	unchanged = outcome{noop: true}
+)
+
+func becomes(change func(t *Task)) outcome { return outcome{change: change} }
+
+// copyTask is a deep copy made without the code under test.
+func copyTask(t *Task) *Task {
+	c := *t
+	c.Payload = bytes.Clone(t.Payload)
+	return &c
+}
+
+// checkDenied fails t unless err is a *TransitionError for start and event k.
+func checkDenied(t *testing.T, start *Task, k eventKind, next *Task, write bool, err error) {
+	t.Helper()
+
+	if !errors.Is(err, ErrInvalidTransition) {
+		t.Fatalf("transition(%s, %s) = %v, want an error wrapping ErrInvalidTransition", start.Status, k, err)
+	}
+	var te *TransitionError
+	if !errors.As(err, &te) {
+		t.Fatalf("transition(%s, %s) error is %T, want *TransitionError", start.Status, k, err)
+	}
+	if te.From != start.Status || te.Event != k.String() || te.ID != start.ID {
+		t.Errorf("TransitionError{ID: %q, From: %q, Event: %q}, want {%q, %q, %q}", te.ID, te.From, te.Event, start.ID, start.Status, k.String())
+	}
+	if te.Event == "" || te.Reason == "" {
+		t.Errorf("TransitionError has an empty Event (%q) or Reason (%q)", te.Event, te.Reason)
+	}
+	if next != nil || write {
+		t.Errorf("a denied transition returned next = %v, write = %v; want nil, false", next, write)
+	}
+}
+
+func TestTransitionEveryPair(t *testing.T) {
+	t.Parallel()
+
+	created, queued, running, completed := "created", "queued", "running", "completed"
+	failedRetry, failedFinal, abandoned := "failed, retry scheduled", "failed, final", "abandoned"
+	allDenied := func() map[eventKind]outcome {
+		m := make(map[eventKind]outcome)
+		for _, k := range allEventKinds {
+			m[k] = denied
+		}
+		return m
+	}
+	toAbandoned := becomes(func(t *Task) {
+		t.Status = StatusAbandoned
+		t.CancelReason = evReason
+		t.RetryAt, t.LeaseExpiresAt = time.Time{}, time.Time{}
+	})
+	claimed := becomes(func(t *Task) {
+		t.Status = StatusRunning
+		t.Attempt++
+		t.WorkerID = evWorker
+		t.LeaseExpiresAt = transitionNow.Add(evLease)
+		t.RetryAt = time.Time{}
+		t.Progress = Progress{} // a new attempt counts from zero
+	})
+
+	expect := map[string]map[eventKind]outcome{
+		created: {
+			evUpload: unchanged,
+			evSubmit: becomes(func(t *Task) {
+				t.Status = StatusQueued
+				t.InputETag, t.InputSize = evETag, evSize
+			}),
+			evClaim:        denied,
+			evHeartbeat:    denied,
+			evComplete:     denied,
+			evFail:         denied,
+			evLeaseExpired: denied,
+			evRelease:      denied,
+			evRetry:        denied,
+			evCancel:       toAbandoned,
+		},
+		queued: {
+			evUpload:       denied,
+			evSubmit:       unchanged,
+			evClaim:        claimed,
+			evHeartbeat:    denied,
+			evComplete:     denied,
+			evFail:         denied,
+			evLeaseExpired: denied,
+			evRelease:      denied,
+			evRetry:        denied,
+			evCancel:       toAbandoned,
+		},
+		running: {
+			evUpload: denied,
+			evSubmit: denied,
+			evClaim:  denied,
+			evHeartbeat: becomes(func(t *Task) {
+				t.LeaseExpiresAt = transitionNow.Add(evLease)
+				t.Progress = evProgress
+			}),
+			evComplete: becomes(func(t *Task) {
+				t.Status = StatusCompleted
+				t.OutputPath = evOutput
+				t.Progress = evProgress
+				t.LastError = ""
+				t.LeaseExpiresAt = time.Time{}
+			}),
+			evFail: becomes(func(t *Task) {
+				t.Status = StatusFailed
+				t.LastError = evErrMsg
+				t.Progress = evProgress
+				t.LeaseExpiresAt = time.Time{}
+				t.RetryAt = transitionNow.Add(evDelay)
+			}),
+			evLeaseExpired: denied, // the lease runs 10s past now
+			evRelease: becomes(func(t *Task) {
+				t.Status = StatusQueued
+				t.MaxAttempts = 4
+				t.LastError = "attempt 2: interrupted by worker shutdown"
+				t.WorkerID, t.LeaseExpiresAt = "", time.Time{}
+			}),
+			evRetry:  denied,
+			evCancel: toAbandoned,
+		},
+		completed: allDenied(),
+		failedRetry: {
+			evUpload:       denied,
+			evSubmit:       denied,
+			evClaim:        claimed,
+			evHeartbeat:    denied,
+			evComplete:     denied,
+			evFail:         denied,
+			evLeaseExpired: denied,
+			evRelease:      denied,
+			evRetry: becomes(func(t *Task) {
+				t.Status = StatusQueued
+				t.RetryAt = time.Time{}
+			}),
+			evCancel: toAbandoned,
+		},
+		failedFinal: {
+			evUpload:       denied,
+			evSubmit:       denied,
+			evClaim:        denied,
+			evHeartbeat:    denied,
+			evComplete:     denied,
+			evFail:         denied,
+			evLeaseExpired: denied,
+			evRelease:      denied,
+			evRetry: becomes(func(t *Task) {
+				t.Status = StatusQueued
+				t.MaxAttempts = 4 // one more than the attempts used
+			}),
+			evCancel: toAbandoned,
+		},
+		abandoned: func() map[eventKind]outcome {
+			m := allDenied()
+			m[evCancel] = unchanged
+			return m
+		}(),
+	}
+
+	pairs := 0
+	for _, st := range startStates() {
+		row, ok := expect[st.name]
+		if !ok {
+			t.Errorf("start state %q has no row of expectations", st.name)
+			continue
+		}
+		for _, k := range allEventKinds {
+			want, ok := row[k]
+			if !ok {
+				t.Errorf("%s + %s: no expected outcome", st.name, k)
+				continue
+			}
+			pairs++
+			t.Run(st.name+"/"+k.String(), func(t *testing.T) {
+				t.Parallel()
+
+				start := st.build()
+				before := copyTask(start)
+				next, write, err := transition(start, tableEvent(k), transitionNow)
+
+				if diff := gocmp.Diff(before, start); diff != "" {
+					t.Errorf("transition modified its input (-before +after):\n%s", diff)
+				}
+				switch {
+				case want.deny:
+					checkDenied(t, start, k, next, write, err)
+				case want.noop:
+					if err != nil || write || next != start {
+						t.Errorf("transition = (%p, %v, %v), want the same task %p, false, nil", next, write, err, start)
+					}
+				default:
+					if err != nil || !write {
+						t.Fatalf("transition = (_, %v, %v), want write = true and no error", write, err)
+					}
+					wantTask := copyTask(before)
+					want.change(wantTask)
+					if diff := gocmp.Diff(wantTask, next); diff != "" {
+						t.Errorf("next record differs (-want +got):\n%s", diff)
+					}
+					if next == start {
+						t.Errorf("transition returned its input for a write; want a new record")
+					}
+					if len(next.Payload) > 0 && &next.Payload[0] == &start.Payload[0] {
+						t.Errorf("next record shares its payload bytes with the input")
+					}
+				}
+			})
+		}
+	}
+	if want := len(startStates()) * len(allEventKinds); pairs != want || want != 70 {
+		t.Errorf("checked %d pairs, want %d (7 start states x 10 events)", pairs, want)
+	}
+	for name, row := range expect {
+		if !slices.ContainsFunc(startStates(), func(s startState) bool { return s.name == name }) {
+			t.Errorf("expectations for unknown start state %q", name)
+		}
+		for k := range row {
+			if !slices.Contains(allEventKinds, k) {
+				t.Errorf("%s: expectation for event %d that allEventKinds lacks", name, k)
+			}
+		}
+	}
+}
+
+// declaredConsts returns the names of the constants of type typ that file
+// declares, following implicit repetition in iota groups.
+func declaredConsts(t *testing.T, file, typ string) []string {
+	t.Helper()
+
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, decl := range f.Decls {
+		gd, ok := decl.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		current := ""
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			switch {
+			case vs.Type != nil:
+				current = ""
+				if id, ok := vs.Type.(*ast.Ident); ok {
+					current = id.Name
+				}
+			case len(vs.Values) > 0:
+				current = "" // an untyped constant ends the implicit run
+			}
+			if current == typ {
+				for _, n := range vs.Names {
+					names = append(names, n.Name)
+				}
+			}
+		}
+	}
+	return names
+}
+
+func TestTransitionTableCoversDeclarations(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		typ   string
+		known []string
+	}{
+		{typ: "Status", known: slices.Sorted(maps.Keys(statusConsts))},
+		{typ: "eventKind", known: slices.Sorted(maps.Keys(eventConsts))},
+	}
+	for _, tt := range tests {
+		declared := declaredConsts(t, "task.go", tt.typ)
+		slices.Sort(declared)
+		if diff := gocmp.Diff(tt.known, declared); diff != "" {
+			t.Errorf("constants of type %s in task.go differ from the ones the transition table knows (-table +task.go):\n%s", tt.typ, diff)
+		}
+	}
+
+	var startStatuses []Status
+	for _, st := range startStates() {
+		startStatuses = append(startStatuses, st.build().Status)
+	}
+	for name, s := range statusConsts {
+		if !slices.Contains(startStatuses, s) {
+			t.Errorf("%s is never a start state of the transition table", name)
+		}
+	}
+	for name, k := range eventConsts {
+		if !slices.Contains(allEventKinds, k) {
+			t.Errorf("%s is missing from allEventKinds", name)
+		}
+	}
+
+	seen := map[string]eventKind{}
+	for _, k := range allEventKinds {
+		name := k.String()
+		if name == "" {
+			t.Errorf("event %d has no name", k)
+		}
+		if prev, ok := seen[name]; ok {
+			t.Errorf("events %d and %d share the name %q", prev, k, name)
+		}
+		seen[name] = k
+	}
+}
+
+// runningTask is a task whose attempt 2 of 3 is held by worker-a, with its
+// lease ending at lease.
+func runningTask(lease time.Time) *Task {
+	t := baseRecord()
+	t.Status = StatusRunning
+	t.Attempt = 2
+	t.WorkerID = "worker-a"
+	t.LeaseExpiresAt = lease
+	return t
+}
+
+func TestTransitionClaimWaitsForRetryAt(t *testing.T) {
+	t.Parallel()
+
+	retryAt := transitionNow.Add(time.Minute)
+	tests := []struct {
+		name    string
+		now     time.Time
+		allowed bool
+	}{
+		{name: "an hour early", now: retryAt.Add(-time.Hour), allowed: false},
+		{name: "1ns early", now: retryAt.Add(-time.Nanosecond), allowed: false},
+		{name: "at RetryAt", now: retryAt, allowed: true},
+		{name: "later", now: retryAt.Add(time.Hour), allowed: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+
+			start := baseRecord()
+			start.Status = StatusFailed
+			start.Attempt = 1
+			start.RetryAt = retryAt
+			ev := event{kind: evClaim, worker: "worker-b", lease: time.Minute}
+			next, write, err := transition(start, ev, tt.now)
+			if !tt.allowed {
+				checkDenied(t, start, evClaim, next, write, err)
+				return
+			}
+			if err != nil || !write {
+				t.Fatalf("claim at %v = (_, %v, %v), want a write", tt.now, write, err)
+			}
+			want := copyTask(start)
+			want.Status = StatusRunning
+			want.Attempt = 2
+			want.WorkerID = "worker-b"
+			want.LeaseExpiresAt = tt.now.Add(time.Minute)
+			want.RetryAt = time.Time{}
+			if diff := gocmp.Diff(want, next); diff != "" {
+				t.Errorf("claimed record differs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTransitionClaimNeedsAttemptLeft(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name        string
+		status      Status
+		attempt     int
+		maxAttempts int
+		allowed     bool
+		reason      string
+	}{
+		{name: "queued, last attempt left", status: StatusQueued, attempt: 2, maxAttempts: 3, allowed: true},
+		{name: "queued, all used", status: StatusQueued, attempt: 3, maxAttempts: 3, reason: "a lost lease on the last attempt must not start a fourth"},
+		{name: "queued, more than all used", status: StatusQueued, attempt: 5, maxAttempts: 3},
+		{name: "failed and due, all used", status: StatusFailed, attempt: 3, maxAttempts: 3, reason: "RetryAt set by hand or by an older version"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+
+			start := baseRecord()
+			start.Status = tt.status
+			start.Attempt, start.MaxAttempts = tt.attempt, tt.maxAttempts
+			if tt.status == StatusFailed {
+				start.RetryAt = transitionNow.Add(-time.Minute)
+			}
+			next, write, err := transition(start, event{kind: evClaim, worker: "w", lease: time.Minute}, transitionNow)
+			if !tt.allowed {
+				checkDenied(t, start, evClaim, next, write, err)
+				return
+			}
+			if err != nil || !write || next.Attempt != tt.attempt+1 {
+				t.Errorf("claim = (%+v, %v, %v), want attempt %d written (%s)", next, write, err, tt.attempt+1, tt.reason)
+			}
+		})
+	}
+}
+
+func TestTransitionRequiresLeaseHolder(t *testing.T) {
+	t.Parallel()
+
+	holders := []struct {
+		name    string
+		worker  string
+		attempt int
+		owns    bool
+	}{
+		{name: "holder", worker: "worker-a", attempt: 2, owns: true},
+		{name: "other worker", worker: "worker-b", attempt: 2},
+		{name: "no worker", worker: "", attempt: 2},
+		{name: "earlier attempt", worker: "worker-a", attempt: 1},
+		{name: "later attempt", worker: "worker-a", attempt: 3},
+		{name: "other worker and attempt", worker: "worker-b", attempt: 3},
+	}
+	for _, k := range []eventKind{evHeartbeat, evComplete, evFail, evRelease} {
+		for _, h := range holders {
+			t.Run(k.String()+"/"+h.name, func(t *testing.T) {
+				t.Parallel()
+
+				start := runningTask(transitionNow.Add(time.Minute))
+				ev := event{kind: k, worker: h.worker, attempt: h.attempt, lease: time.Minute, errMsg: "x", output: "o"}
+				next, write, err := transition(start, ev, transitionNow)
+				if h.owns {
+					if err != nil || !write {
+						t.Errorf("%s by the holder = (_, %v, %v), want a write", k, write, err)
+					}
+					return
+				}
+				checkDenied(t, start, k, next, write, err)
+			})
+		}
+	}
+}
+
+func TestTransitionFail(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name        string
+		attempt     int
+		permanent   bool
+		delay       time.Duration
+		wantRetryAt time.Time
+		reason      string
+	}{
+		{name: "attempts left", attempt: 2, delay: 5 * time.Minute, wantRetryAt: transitionNow.Add(5 * time.Minute)},
+		{name: "attempts left, no delay", attempt: 1, delay: 0, wantRetryAt: transitionNow, reason: "due at once but still scheduled"},
+		{name: "attempts left, negative delay", attempt: 2, delay: -time.Hour, wantRetryAt: transitionNow, reason: "a negative delay counts as zero"},
+		{name: "last attempt", attempt: 3, delay: 5 * time.Minute, reason: "no attempt left: final"},
+		{name: "permanent error", attempt: 1, permanent: true, delay: 5 * time.Minute, reason: "the handler asked not to retry"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+
+			start := runningTask(transitionNow.Add(time.Minute))
+			start.Attempt = tt.attempt
+			ev := event{kind: evFail, worker: "worker-a", attempt: tt.attempt, errMsg: "boom", permanent: tt.permanent, retryDelay: tt.delay}
+			next, write, err := transition(start, ev, transitionNow)
+			if err != nil || !write {
+				t.Fatalf("fail = (_, %v, %v), want a write", write, err)
+			}
+			want := copyTask(start)
+			want.Status = StatusFailed
+			want.LastError = "boom"
+			want.LeaseExpiresAt = time.Time{}
+			want.RetryAt = tt.wantRetryAt
+			if diff := gocmp.Diff(want, next); diff != "" {
+				t.Errorf("failed record differs (-want +got) (%s):\n%s", tt.reason, diff)
+			}
+			final := tt.wantRetryAt.IsZero()
+			if next.Terminal() != final || next.pending() == final || !next.Retryable() {
+				t.Errorf("Terminal() = %v, pending() = %v, Retryable() = %v; want %v, %v, true (%s)", next.Terminal(), next.pending(), next.Retryable(), final, !final, tt.reason)
+			}
+		})
+	}
+}
+
+func TestTransitionLeaseExpired(t *testing.T) {
+	t.Parallel()
+
+	lease := transitionNow
+	tests := []struct {
+		name       string
+		attempt    int
+		now        time.Time
+		wantStatus Status // "" when denied
+		reason     string
+	}{
+		{name: "lease live", attempt: 2, now: lease.Add(-time.Second)},
+		{name: "last instant of the lease", attempt: 2, now: lease, reason: "expiry needs a clock past the lease end"},
+		{name: "expired, attempts left", attempt: 2, now: lease.Add(time.Nanosecond), wantStatus: StatusQueued},
+		{name: "expired long ago, attempts left", attempt: 1, now: lease.Add(24 * time.Hour), wantStatus: StatusQueued},
+		{name: "expired, no attempt left", attempt: 3, now: lease.Add(time.Second), wantStatus: StatusFailed, reason: "final, not scheduled"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+
+			start := runningTask(lease)
+			start.Attempt = tt.attempt
+			next, write, err := transition(start, event{kind: evLeaseExpired}, tt.now)
+			if tt.wantStatus == "" {
+				checkDenied(t, start, evLeaseExpired, next, write, err)
+				return
+			}
+			if err != nil || !write {
+				t.Fatalf("expire lease = (_, %v, %v), want a write", write, err)
+			}
+			want := copyTask(start)
+			want.Status = tt.wantStatus
+			want.WorkerID, want.LeaseExpiresAt = "", time.Time{}
+			if diff := gocmp.Diff(want, next, cmpopts.IgnoreFields(Task{}, "LastError")); diff != "" {
+				t.Errorf("record differs (-want +got) (%s):\n%s", tt.reason, diff)
+			}
+			for _, part := range []string{"worker-a", fmt.Sprintf("attempt %d", tt.attempt)} {
+				if !strings.Contains(next.LastError, part) {
+					t.Errorf("LastError = %q, want it to mention %q", next.LastError, part)
+				}
+			}
+			if wantFinal := tt.wantStatus == StatusFailed; next.Terminal() != wantFinal || !next.RetryAt.IsZero() {
+				t.Errorf("Terminal() = %v, RetryAt = %v; want %v and no retry scheduled (%s)", next.Terminal(), next.RetryAt, wantFinal, tt.reason)
+			}
+		})
+	}
+}
+
+func TestTransitionReleaseGivesAttemptBack(t *testing.T) {
+	t.Parallel()
+
+	start := runningTask(transitionNow.Add(time.Minute))
+	start.Attempt = 3 // the last one
+	next, write, err := transition(start, event{kind: evRelease, worker: "worker-a", attempt: 3}, transitionNow)
+	if err != nil || !write {
+		t.Fatalf("release = (_, %v, %v), want a write", write, err)
+	}
+	want := copyTask(start)
+	want.Status = StatusQueued
+	want.MaxAttempts = 4
+	want.WorkerID, want.LeaseExpiresAt = "", time.Time{}
+	if diff := gocmp.Diff(want, next, cmpopts.IgnoreFields(Task{}, "LastError")); diff != "" {
+		t.Errorf("released record differs (-want +got):\n%s", diff)
+	}
+	if next.LastError == "" {
+		t.Errorf("LastError is empty; want a note that the attempt was interrupted")
+	}
+
+	// The interrupted attempt did not count: the task can run once more.
+	again, write, err := transition(next, event{kind: evClaim, worker: "worker-b", lease: time.Minute}, transitionNow)
+	if err != nil || !write || again.Attempt != 4 {
+		t.Errorf("claim after release = (%+v, %v, %v), want attempt 4 running", again, write, err)
+	}
+}
+
+func TestTransitionRetry(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name        string
+		attempt     int
+		maxAttempts int
+		retryAt     time.Time
+		wantMax     int
+		reason      string
+	}{
+		{name: "final at max attempts", attempt: 3, maxAttempts: 3, wantMax: 4, reason: "one more attempt than used"},
+		{name: "final past max attempts", attempt: 5, maxAttempts: 3, wantMax: 6, reason: "as above; never below Attempt+1"},
+		{name: "final by permanent error", attempt: 1, maxAttempts: 3, wantMax: 3, reason: "attempts are left; nothing to raise"},
+		{name: "scheduled retry", attempt: 1, maxAttempts: 3, retryAt: transitionNow.Add(time.Hour), wantMax: 3, reason: "the operator skips the wait"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+
+			start := baseRecord()
+			start.Status = StatusFailed
+			start.Attempt, start.MaxAttempts = tt.attempt, tt.maxAttempts
+			start.RetryAt = tt.retryAt
+			start.LastError = "boom"
+			next, write, err := transition(start, event{kind: evRetry}, transitionNow)
+			if err != nil || !write {
+				t.Fatalf("retry = (_, %v, %v), want a write", write, err)
+			}
+			want := copyTask(start)
+			want.Status = StatusQueued
+			want.RetryAt = time.Time{}
+			want.MaxAttempts = tt.wantMax
+			if diff := gocmp.Diff(want, next); diff != "" {
+				t.Errorf("retried record differs (-want +got) (%s):\n%s", tt.reason, diff)
+			}
+			if _, _, err := transition(next, event{kind: evClaim, worker: "w", lease: time.Minute}, transitionNow); err != nil {
+				t.Errorf("claim right after retry = %v, want it allowed (%s)", err, tt.reason)
+			}
+		})
+	}
+}
+
+func TestTransitionCancel(t *testing.T) {
+	t.Parallel()
+
+	t.Run("abandoned is a no-op", func(t *testing.T) {
+		t.Parallel()
+
+		start := baseRecord()
+		start.Status = StatusAbandoned
+		start.CancelReason = "first"
+		next, write, err := transition(start, event{kind: evCancel, reason: "second"}, transitionNow)
+		if err != nil || write || next != start || next.CancelReason != "first" {
+			t.Errorf("cancel of abandoned = (%+v, %v, %v), want the same task unchanged", next, write, err)
+		}
+	})
+	t.Run("completed is denied", func(t *testing.T) {
+		t.Parallel()
+
+		start := baseRecord()
+		start.Status = StatusCompleted
+		next, write, err := transition(start, event{kind: evCancel}, transitionNow)
+		checkDenied(t, start, evCancel, next, write, err)
+	})
+	t.Run("scheduled retry is dropped", func(t *testing.T) {
+		t.Parallel()
+
+		start := baseRecord()
+		start.Status = StatusFailed
+		start.Attempt = 1
+		start.RetryAt = transitionNow.Add(time.Hour)
+		next, _, err := transition(start, event{kind: evCancel, reason: "r"}, transitionNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !next.RetryAt.IsZero() || next.pending() || !next.Terminal() {
+			t.Errorf("cancelled: RetryAt = %v, pending() = %v, Terminal() = %v; want zero, false, true", next.RetryAt, next.pending(), next.Terminal())
+		}
+	})
+}
+
+func TestTransitionUnknownEvent(t *testing.T) {
+	t.Parallel()
+
+	for _, k := range []eventKind{0, evCancel + 1, -1} {
+		start := baseRecord()
+		next, write, err := transition(start, event{kind: k}, transitionNow)
+		if !errors.Is(err, ErrInvalidTransition) || next != nil || write {
+			t.Errorf("transition with event kind %d = (%v, %v, %v), want an ErrInvalidTransition", k, next, write, err)
+		}
+	}
+}
+
+func TestTransitionLifecycle(t *testing.T) {
+	t.Parallel()
+
+	// One task through a failed attempt and a successful one, checking the
+	// marker and terminal predicates after each step.
+	steps := []struct {
+		ev          event
+		at          time.Duration // after transitionNow
+		wantStatus  Status
+		wantPending bool
+	}{
+		{ev: event{kind: evSubmit, inputETag: "e", inputSize: 1}, wantStatus: StatusQueued, wantPending: true},
+		{ev: event{kind: evClaim, worker: "w1", lease: time.Minute}, wantStatus: StatusRunning, wantPending: true},
+		{ev: event{kind: evHeartbeat, worker: "w1", attempt: 1, lease: time.Minute, progress: &Progress{ProcessedCount: 1}}, at: 30 * time.Second, wantStatus: StatusRunning, wantPending: true},
+		{ev: event{kind: evFail, worker: "w1", attempt: 1, errMsg: "boom", retryDelay: time.Minute}, at: time.Minute, wantStatus: StatusFailed, wantPending: true},
+		{ev: event{kind: evClaim, worker: "w2", lease: time.Minute}, at: 2 * time.Minute, wantStatus: StatusRunning, wantPending: true},
+		{ev: event{kind: evComplete, worker: "w2", attempt: 2, output: "out"}, at: 150 * time.Second, wantStatus: StatusCompleted},
+	}
+	task := baseRecord()
+	for i, s := range steps {
+		next, write, err := transition(task, s.ev, transitionNow.Add(s.at))
+		if err != nil || !write {
+			t.Fatalf("step %d (%s) = (_, %v, %v), want a write", i, s.ev.kind, write, err)
+		}
+		if next.Status != s.wantStatus || next.pending() != s.wantPending || next.Terminal() == s.wantPending {
+			t.Errorf("step %d (%s): status %s, pending() %v, Terminal() %v; want %s, %v, %v", i, s.ev.kind, next.Status, next.pending(), next.Terminal(), s.wantStatus, s.wantPending, !s.wantPending)
+		}
+		task = next
+	}
+	if task.Attempt != 2 || task.OutputPath != "out" || task.LastError != "" || task.Progress != (Progress{}) {
+		t.Errorf("final record: attempt %d, output %q, last error %q, progress %+v; want 2, \"out\", \"\", zero", task.Attempt, task.OutputPath, task.LastError, task.Progress)
+	}
+}
+
+func TestTaskPredicates(t *testing.T) {
+	t.Parallel()
+
+	type preds struct{ Terminal, Retryable, Cancelable, Pending bool }
+	want := map[string]preds{
+		"created":                 {Cancelable: true},
+		"queued":                  {Cancelable: true, Pending: true},
+		"running":                 {Cancelable: true, Pending: true},
+		"completed":               {Terminal: true},
+		"failed, retry scheduled": {Retryable: true, Cancelable: true, Pending: true},
+		"failed, final":           {Terminal: true, Retryable: true, Cancelable: true},
+		"abandoned":               {Terminal: true},
+	}
+	for _, st := range startStates() {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+
+			task := st.build()
+			w, ok := want[st.name]
+			if !ok {
+				t.Fatalf("no expected predicates for %q", st.name)
+			}
+			got := preds{task.Terminal(), task.Retryable(), task.Cancelable(), task.pending()}
+			if diff := gocmp.Diff(w, got); diff != "" {
+				t.Errorf("predicates differ (-want +got):\n%s", diff)
+			}
+
+			// The predicates promise what transition does; check they agree.
+			_, write, err := transition(task, tableEvent(evCancel), transitionNow)
+			if canceled := err == nil && write; canceled != task.Cancelable() {
+				t.Errorf("Cancelable() = %v, but cancel writes = %v", task.Cancelable(), canceled)
+			}
+			_, _, err = transition(task, tableEvent(evRetry), transitionNow)
+			if retried := err == nil; retried != task.Retryable() {
+				t.Errorf("Retryable() = %v, but retry allowed = %v", task.Retryable(), retried)
+			}
+			_, _, err = transition(task, tableEvent(evClaim), transitionNow.Add(24*time.Hour))
+			if claimable := err == nil || task.Status == StatusRunning; claimable != task.pending() {
+				t.Errorf("pending() = %v, but claimable or running = %v", task.pending(), claimable)
+			}
+			if task.Terminal() {
+				for _, k := range []eventKind{evClaim, evHeartbeat, evComplete, evFail, evLeaseExpired, evRelease} {
+					if _, _, err := transition(task, tableEvent(k), transitionNow.Add(24*time.Hour)); err == nil {
+						t.Errorf("terminal task accepted worker event %s", k)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestStatusValid(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		status Status
+		want   bool
+	}{
+		{StatusCreated, true},
+		{StatusQueued, true},
+		{StatusRunning, true},
+		{StatusCompleted, true},
+		{StatusFailed, true},
+		{StatusAbandoned, true},
+		{"", false},
+		{"Queued", false},
+		{"queued ", false},
+		{"cancelled", false},
+		{"pending", false},
+	}
+	for _, tt := range tests {
+		if got := tt.status.Valid(); got != tt.want {
+			t.Errorf("Status(%q).Valid() = %v, want %v", tt.status, got, tt.want)
+		}
+	}
+}
+
+// seedRecordID is the task_id of the seed article's example record: 27
+// characters, so not a valid task ID.
+const seedRecordID = "7ZZZZZZZY1F801XTH00MY7XF09K"
+
+func readSeedRecord(t testing.TB) []byte {
+	t.Helper()
+
+	data, err := os.ReadFile(filepath.Join("testdata", "seed_record.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func seedRecordTask() Task {
+	return Task{
+		SchemaVersion:  1,
+		ID:             seedRecordID,
+		Name:           "June batch import",
+		Status:         StatusQueued,
+		Attempt:        0,
+		Progress:       Progress{RowCount: 1000, ProcessedCount: 250, SuccessCount: 245, ErrorCount: 5},
+		InputPath:      "batch-tasks/" + seedRecordID + "/input.csv",
+		OutputPath:     "", // null in the record
+		WorkerID:       "worker-8",
+		LeaseExpiresAt: time.Date(2026, 6, 21, 10, 15, 0, 0, time.UTC),
+		LastError:      "", // null in the record
+		CreatedAt:      time.Date(2026, 6, 21, 10, 0, 0, 0, time.UTC),
+		UpdatedAt:      time.Date(2026, 6, 21, 10, 5, 0, 0, time.UTC),
+		CreatedBy:      "john.doe",
+	}
+}
+
+func TestSeedRecordDecodes(t *testing.T) {
+	t.Parallel()
+
+	var got Task
+	if err := json.Unmarshal(readSeedRecord(t), &got); err != nil {
+		t.Fatalf("json.Unmarshal(seed record) = %v", err)
+	}
+	if diff := gocmp.Diff(seedRecordTask(), got); diff != "" {
+		t.Errorf("seed record decoded differently (-want +got):\n%s", diff)
+	}
+}
+
+func TestSeedRecordThroughDecodeTask(t *testing.T) {
+	t.Parallel()
+
+	data := readSeedRecord(t)
+	if err := ParseID(seedRecordID); !errors.Is(err, ErrInvalidID) {
+		t.Errorf("ParseID(%q) = %v, want ErrInvalidID", seedRecordID, err)
+	}
+
+	// Under a valid ID's key, the seed's own task_id does not match.
+	task, err := decodeTask(recordKey, knownGoodID, data, 3)
+	checkRecordError(t, task, err, ErrCorruptRecord)
+
+	// With a valid task_id, the rest of the seed is a good version-1 record;
+	// it has no max_attempts, so it gets the default.
+	fixed := bytes.ReplaceAll(data, []byte(seedRecordID), []byte(knownGoodID))
+	task, err = decodeTask(recordKey, knownGoodID, fixed, 3)
+	if err != nil {
+		t.Fatalf("decodeTask(seed with a valid ID) = %v", err)
+	}
+	want := seedRecordTask()
+	want.ID = knownGoodID
+	want.InputPath = "batch-tasks/" + knownGoodID + "/input.csv"
+	want.MaxAttempts = 3
+	if diff := gocmp.Diff(&want, task); diff != "" {
+		t.Errorf("decodeTask(seed) differs (-want +got):\n%s", diff)
+	}
+}
+
+// goldenTask has every field set, at fixed UTC times.
+func goldenTask() *Task {
+	return &Task{
+		SchemaVersion:  SchemaVersion,
+		ID:             knownGoodID,
+		Type:           "csv-import",
+		Name:           "June batch import",
+		Payload:        json.RawMessage(`{"delimiter":";","sheet":"june"}`),
+		Status:         StatusFailed,
+		Attempt:        2,
+		MaxAttempts:    5,
+		LastError:      "attempt 2: row 7 is malformed",
+		RetryAt:        time.Date(2026, 6, 21, 10, 20, 0, 0, time.UTC),
+		CancelReason:   "kept from an earlier cancel",
+		WorkerID:       "worker-8",
+		LeaseExpiresAt: time.Date(2026, 6, 21, 10, 15, 0, 500_000_000, time.UTC),
+		Progress:       Progress{RowCount: 1000, ProcessedCount: 250, SuccessCount: 245, ErrorCount: 5},
+		InputPath:      "batch-tasks/" + knownGoodID + "/input.csv",
+		InputETag:      `"d41d8cd98f00b204e9800998ecf8427e"`,
+		InputSize:      123456,
+		OutputPath:     "batch-tasks/" + knownGoodID + "/output-attempt-1.csv",
+		CreatedAt:      time.Date(2026, 6, 21, 10, 0, 0, 0, time.UTC),
+		UpdatedAt:      time.Date(2026, 6, 21, 10, 5, 0, 0, time.UTC),
+		CreatedBy:      "john.doe",
+		Revision:       "6b1f0c2e9a7d4e58",
+	}
+}
+
+// zeroFields returns the names of v's zero fields, looking inside embedded
+// structs.
+func zeroFields(v reflect.Value) []string {
+	var zero []string
+	for i := range v.NumField() {
+		f, sf := v.Field(i), v.Type().Field(i)
+		if sf.Anonymous && f.Kind() == reflect.Struct {
+			zero = append(zero, zeroFields(f)...)
+			continue
+		}
+		if f.IsZero() {
+			zero = append(zero, sf.Name)
+		}
+	}
+	return zero
+}
+
+func TestTaskGolden(t *testing.T) {
+	t.Parallel()
+
+	task := goldenTask()
+	if zero := zeroFields(reflect.ValueOf(*task)); len(zero) > 0 {
+		t.Fatalf("goldenTask leaves fields zero: %v; set them so the golden file pins their encoding", zero)
+	}
+	got, err := json.MarshalIndent(task, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+
+	path := filepath.Join("testdata", "task_golden.json")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -run TestTaskGolden -update to create it)", err)
+	}
+	if diff := gocmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("encoding of the full record changed (-%s +got); run with -update if intended:\n%s", path, diff)
+	}
+
+	// The golden file is also a record the decoder accepts as it is.
+	decoded, err := decodeTask(recordKey, knownGoodID, want, 1)
+	if err != nil {
+		t.Fatalf("decodeTask(golden) = %v", err)
+	}
+	if diff := gocmp.Diff(task, decoded, payloadMeaning); diff != "" {
+		t.Errorf("decodeTask(golden) differs (-want +got):\n%s", diff)
+	}
+}
+
+func TestTaskJSONRoundTrip(t *testing.T) {
+	t.Parallel()
+
+	tasks := map[string]*Task{"golden": goldenTask()}
+	for _, st := range startStates() {
+		tasks[st.name] = st.build()
+	}
+	empty := baseRecord()
+	empty.Payload = nil
+	tasks["no payload"] = empty
+
+	for name, want := range tasks {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+
+			data, err := json.Marshal(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var plain Task
+			if err := json.Unmarshal(data, &plain); err != nil {
+				t.Fatal(err)
+			}
+			if diff := gocmp.Diff(want, &plain); diff != "" {
+				t.Errorf("json round trip differs (-want +got):\n%s", diff)
+			}
+			got, err := decodeTask(recordKey, want.ID, data, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := gocmp.Diff(want, got); diff != "" {
+				t.Errorf("decodeTask round trip differs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// recordJSON returns a valid version-1 record for knownGoodID, changed by
+// edit (nil deletes a field).
+func recordJSON(t testing.TB, edit map[string]any) []byte {
+	t.Helper()
+
+	m := map[string]any{
+		"schema_version":    1,
+		"task_id":           knownGoodID,
+		"task_name":         "n",
+		"status":            "queued",
+		"attempt_id":        1,
+		"max_attempts":      3,
+		"input_object_path": "batch-tasks/" + knownGoodID + "/input.csv",
+		"created_at":        "2026-06-21T10:00:00Z",
+		"updated_at":        "2026-06-21T10:00:00Z",
+		"revision":          "r",
+	}
+	for k, v := range edit {
+		if v == nil {
+			delete(m, k)
+			continue
+		}
+		m[k] = v
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// checkRecordError fails t unless err is a *RecordError for recordKey
+// wrapping sentinel (and not the other record sentinel), and task is nil.
+func checkRecordError(t *testing.T, task *Task, err, sentinel error) {
+	t.Helper()
+
+	if task != nil {
+		t.Errorf("decodeTask returned a task %+v with error %v", task, err)
+	}
+	if !errors.Is(err, sentinel) {
+		t.Fatalf("decodeTask error = %v, want one wrapping %v", err, sentinel)
+	}
+	other := ErrCorruptRecord
+	if sentinel == ErrCorruptRecord {
+		other = ErrUnsupportedSchema
+	}
+	if errors.Is(err, other) {
+		t.Errorf("decodeTask error %v wraps both %v and %v", err, sentinel, other)
+	}
+	var re *RecordError
+	if !errors.As(err, &re) {
+		t.Fatalf("decodeTask error is %T, want *RecordError", err)
+	}
+	if re.Key != recordKey || !strings.Contains(err.Error(), recordKey) {
+		t.Errorf("RecordError key %q, message %q; want both to name %q", re.Key, err.Error(), recordKey)
+	}
+}
+
+func TestDecodeTaskRefuses(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name string
+		data []byte
+		want error
+		msg  string // part of the message, beyond the key
+	}{
+		{name: "newer schema", data: recordJSON(t, map[string]any{"schema_version": 2}), want: ErrUnsupportedSchema, msg: "schema_version 2"},
+		{name: "much newer schema, other fields unknown", data: []byte(`{"schema_version": 40, "id": 7, "state": ["x"]}`), want: ErrUnsupportedSchema, msg: "schema_version 40"},
+		{name: "missing schema_version", data: recordJSON(t, map[string]any{"schema_version": nil}), want: ErrCorruptRecord},
+		{name: "null schema_version", data: []byte(`{"schema_version": null, "task_id": "` + knownGoodID + `", "status": "queued"}`), want: ErrCorruptRecord},
+		{name: "schema 0", data: recordJSON(t, map[string]any{"schema_version": 0}), want: ErrCorruptRecord},
+		{name: "negative schema", data: recordJSON(t, map[string]any{"schema_version": -1}), want: ErrCorruptRecord},
+		{name: "schema as a string", data: recordJSON(t, map[string]any{"schema_version": "1"}), want: ErrCorruptRecord},
+		{name: "schema as a fraction", data: recordJSON(t, map[string]any{"schema_version": 1.5}), want: ErrCorruptRecord},
+		{name: "truncated", data: recordJSON(t, nil)[:40], want: ErrCorruptRecord},
+		{name: "empty", data: []byte{}, want: ErrCorruptRecord},
+		{name: "not JSON", data: []byte("status: queued\n"), want: ErrCorruptRecord},
+		{name: "JSON null", data: []byte("null"), want: ErrCorruptRecord},
+		{name: "JSON array", data: []byte("[1]"), want: ErrCorruptRecord},
+		{name: "unknown status", data: recordJSON(t, map[string]any{"status": "paused"}), want: ErrCorruptRecord, msg: "paused"},
+		{name: "upper-case status", data: recordJSON(t, map[string]any{"status": "QUEUED"}), want: ErrCorruptRecord},
+		{name: "missing status", data: recordJSON(t, map[string]any{"status": nil}), want: ErrCorruptRecord},
+		{name: "task_id of another task", data: recordJSON(t, map[string]any{"task_id": "7YC4B614QZ0000000000000000"}), want: ErrCorruptRecord},
+		{name: "missing task_id", data: recordJSON(t, map[string]any{"task_id": nil}), want: ErrCorruptRecord},
+		{name: "lower-case task_id", data: recordJSON(t, map[string]any{"task_id": strings.ToLower(knownGoodID)}), want: ErrCorruptRecord},
+		{name: "negative attempts", data: recordJSON(t, map[string]any{"attempt_id": -1}), want: ErrCorruptRecord},
+		{name: "negative max attempts", data: recordJSON(t, map[string]any{"max_attempts": -3}), want: ErrCorruptRecord},
+		{name: "attempts as a string", data: recordJSON(t, map[string]any{"attempt_id": "1"}), want: ErrCorruptRecord},
+		{name: "bad time", data: recordJSON(t, map[string]any{"created_at": "yesterday"}), want: ErrCorruptRecord},
+		{name: "trailing garbage", data: append(recordJSON(t, nil), []byte(" {}")...), want: ErrCorruptRecord},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+
+			task, err := decodeTask(recordKey, knownGoodID, tt.data, 3)
+			checkRecordError(t, task, err, tt.want)
+			if err != nil && !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("error %q does not mention %q", err, tt.msg)
+			}
+		})
+	}
+}
+
+func TestDecodeTaskAccepts(t *testing.T) {
+	t.Parallel()
+
+	created := time.Date(2026, 6, 21, 10, 0, 0, 0, time.UTC)
+	base := Task{
+		SchemaVersion: 1,
+		ID:            knownGoodID,
+		Name:          "n",
+		Status:        StatusQueued,
+		Attempt:       1,
+		MaxAttempts:   3,
+		InputPath:     "batch-tasks/" + knownGoodID + "/input.csv",
+		CreatedAt:     created,
+		UpdatedAt:     created,
+		Revision:      "r",
+	}
+	tests := []struct {
+		name   string
+		data   []byte
+		change func(t *Task)
+		reason string
+	}{
+		{name: "complete", data: recordJSON(t, nil), change: func(*Task) {}},
+		{name: "no max_attempts", data: recordJSON(t, map[string]any{"max_attempts": nil}), change: func(t *Task) { t.MaxAttempts = 5 }, reason: "gets the default"},
+		{name: "max_attempts 0", data: recordJSON(t, map[string]any{"max_attempts": 0}), change: func(t *Task) { t.MaxAttempts = 5 }, reason: "zero means unset"},
+		{name: "max_attempts 0 after many attempts", data: recordJSON(t, map[string]any{"max_attempts": 0, "attempt_id": 7}), change: func(t *Task) { t.Attempt, t.MaxAttempts = 7, 7 }, reason: "the default never falls below the attempts made"},
+		{name: "unknown field", data: recordJSON(t, map[string]any{"shard": "eu-1"}), change: func(*Task) {}, reason: "fields a version-1 writer added are ignored"},
+		{name: "payload", data: recordJSON(t, map[string]any{"payload": map[string]any{"a": 1}}), change: func(t *Task) { t.Payload = json.RawMessage(`{"a":1}`) }},
+		{name: "each status", data: recordJSON(t, map[string]any{"status": "abandoned"}), change: func(t *Task) { t.Status = StatusAbandoned }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+
+			got, err := decodeTask(recordKey, knownGoodID, tt.data, 5)
+			if err != nil {
+				t.Fatalf("decodeTask = %v (%s)", err, tt.reason)
+			}
+			want := base
+			tt.change(&want)
+			if diff := gocmp.Diff(&want, got); diff != "" {
+				t.Errorf("decoded record differs (-want +got) (%s):\n%s", tt.reason, diff)
+			}
+		})
+	}
+}
+
+func TestDecodeTaskWrapsDecodingError(t *testing.T) {
+	t.Parallel()
+
+	// RecordError's documentation promises it wraps "the decoding error if
+	// there is one", so a caller can inspect it with errors.As.
+	t.Run("syntax", func(t *testing.T) {
+		t.Parallel()
+
+		_, err := decodeTask(recordKey, knownGoodID, recordJSON(t, nil)[:40], 3)
+		var syntax *json.SyntaxError
+		if !errors.As(err, &syntax) {
+			t.Errorf("decodeTask(truncated) = %v; errors.As(*json.SyntaxError) = false, want true", err)
+		}
+	})
+	t.Run("type", func(t *testing.T) {
+		t.Parallel()
+
+		_, err := decodeTask(recordKey, knownGoodID, recordJSON(t, map[string]any{"attempt_id": "1"}), 3)
+		var typeErr *json.UnmarshalTypeError
+		if !errors.As(err, &typeErr) {
+			t.Errorf("decodeTask(attempt_id string) = %v; errors.As(*json.UnmarshalTypeError) = false, want true", err)
+		}
+	})
+}
+
+// payloadMeaning compares payloads by the JSON they hold, not their bytes:
+// encoding compacts a RawMessage.
+var payloadMeaning = gocmp.Transformer("payloadMeaning", func(r json.RawMessage) any {
+	if r == nil {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(r))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "invalid: " + string(r)
+	}
+	return []any{v}
+})
+
+func FuzzDecodeTask(f *testing.F) {
+	seed, err := os.ReadFile(filepath.Join("testdata", "seed_record.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	golden, err := json.Marshal(goldenTask())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seedRecordID, seed)
+	f.Add(knownGoodID, seed)
+	f.Add(knownGoodID, bytes.ReplaceAll(seed, []byte(seedRecordID), []byte(knownGoodID)))
+	f.Add(knownGoodID, golden)
+	f.Add(knownGoodID, recordJSON(f, nil))
+	f.Add(knownGoodID, recordJSON(f, map[string]any{"max_attempts": nil, "payload": []any{1, "x", nil}}))
+	f.Add(knownGoodID, recordJSON(f, map[string]any{"schema_version": 2}))
+	f.Add(knownGoodID, recordJSON(f, map[string]any{"attempt_id": -1}))
+	f.Add(knownGoodID, []byte(`{"schema_version":1,"task_id":"`+knownGoodID+`","status":"running","lease_expires_at":"2026-06-21T10:00:00.123+05:30","payload":null}`))
+	f.Add("", []byte(`{"schema_version":1,"status":"created"}`))
+	f.Add(knownGoodID, []byte(`{"schema_version":1`))
+	f.Add(knownGoodID, []byte(`null`))
+
+	f.Fuzz(func(t *testing.T, id string, data []byte) {
+		const defaultMax = 3
+		task, err := decodeTask(recordKey, id, data, defaultMax)
+		if err != nil {
+			if task != nil {
+				t.Fatalf("decodeTask returned both a task and %v", err)
+			}
+			var re *RecordError
+			if !errors.As(err, &re) || re.Key != recordKey {
+				t.Fatalf("decodeTask error %v is not a *RecordError for %q", err, recordKey)
+			}
+			if errors.Is(err, ErrCorruptRecord) == errors.Is(err, ErrUnsupportedSchema) {
+				t.Fatalf("decodeTask error %v wraps neither or both record sentinels", err)
+			}
+			return
+		}
+		if task.ID != id {
+			t.Fatalf("decodeTask(id %q) returned task %q", id, task.ID)
+		}
+		if !task.Status.Valid() {
+			t.Fatalf("decodeTask returned status %q", task.Status)
+		}
+		if task.SchemaVersion != SchemaVersion || task.Attempt < 0 || task.MaxAttempts <= 0 {
+			t.Fatalf("decodeTask returned schema %d, attempt %d of %d", task.SchemaVersion, task.Attempt, task.MaxAttempts)
+		}
+
+		// Whatever is accepted can be written back and reads the same.
+		again, err := json.Marshal(task)
+		if err != nil {
+			t.Fatalf("accepted record cannot be encoded: %v", err)
+		}
+		reread, err := decodeTask(recordKey, id, again, defaultMax)
+		if err != nil {
+			t.Fatalf("re-encoded record is refused: %v\n%s", err, again)
+		}
+		if diff := gocmp.Diff(task, reread, payloadMeaning); diff != "" {
+			t.Fatalf("re-encoded record reads differently (-first +second):\n%s", diff)
+		}
+	})
+}
+
+func BenchmarkTransition(b *testing.B) {
+	start := baseRecord()
+	start.Status = StatusQueued
+	ev := event{kind: evClaim, worker: "worker-a", lease: time.Minute}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := transition(start, ev, transitionNow); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodeDecodeTask(b *testing.B) {
+	task := goldenTask()
+	b.ReportAllocs()
+	for b.Loop() {
+		data, err := json.Marshal(task)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := decodeTask(recordKey, task.ID, data, 3); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
