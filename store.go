@@ -334,6 +334,9 @@ func (s *Store) apply(ctx context.Context, t *Task, etag string, e event, prepar
 		if !write {
 			return t, false, nil
 		}
+		if try > s.opts.ConflictRetries {
+			return nil, false, fmt.Errorf("%w: task %s changed %d times in a row", ErrConflict, t.ID, try)
+		}
 		if prepare != nil {
 			if err := prepare(ctx); err != nil {
 				return nil, false, err
@@ -347,9 +350,8 @@ func (s *Store) apply(ctx context.Context, t *Task, etag string, e event, prepar
 		if !errors.Is(err, errLost) {
 			return nil, false, err
 		}
-		if try >= s.opts.ConflictRetries {
-			return nil, false, fmt.Errorf("%w: task %s changed %d times in a row", ErrConflict, t.ID, try+1)
-		}
+		// Decide again against what is there now: the goal may be reached
+		// already (a concurrent Cancel), or no longer allowed.
 		t, etag = got, gotETag
 	}
 }
@@ -524,14 +526,11 @@ func (s *Store) List(ctx context.Context, opts ListOptions) (*Page, error) {
 		MaxKeys:   aws.Int32(int32(limit)),
 	}
 	if opts.Cursor != "" {
-		name, err := decodeCursor(opts.Cursor)
+		after, err := decodeCursor(opts.Cursor)
 		if err != nil {
 			return nil, err
 		}
-		// Every key inside folder name/ sorts below name+"0" ('0' follows
-		// '/'), and no other key sorts between them, so the next page starts
-		// exactly at the next folder.
-		in.StartAfter = aws.String(s.opts.Prefix + name + "0")
+		in.StartAfter = aws.String(s.opts.Prefix + after)
 	}
 	out, err := s.client.ListObjectsV2(ctx, in)
 	if err != nil {
@@ -539,18 +538,25 @@ func (s *Store) List(ctx context.Context, opts ListOptions) (*Page, error) {
 	}
 	s.observe(out.ResultMetadata)
 
+	// The next page starts after the greatest entry of this one, folder or
+	// stray object. Every key inside folder name/ sorts below name+"0" ('0'
+	// follows '/') and no other key sorts between them, so for a folder
+	// that is the position to continue from.
 	var ids []string
-	last := ""
+	after := ""
 	for _, cp := range out.CommonPrefixes {
 		name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(cp.Prefix), s.opts.Prefix), "/")
-		last = name
+		after = max(after, name+"0")
 		if ParseID(name) == nil {
 			ids = append(ids, name)
 		}
 	}
+	for _, obj := range out.Contents {
+		after = max(after, strings.TrimPrefix(aws.ToString(obj.Key), s.opts.Prefix))
+	}
 	page := &Page{}
-	if aws.ToBool(out.IsTruncated) && last != "" {
-		page.NextCursor = encodeCursor(last)
+	if aws.ToBool(out.IsTruncated) && after != "" {
+		page.NextCursor = encodeCursor(after)
 	}
 
 	tasks := make([]*Task, len(ids))
@@ -583,7 +589,9 @@ func (s *Store) List(ctx context.Context, opts ListOptions) (*Page, error) {
 	return page, nil
 }
 
-// Cursors are the name of the last folder listed, base64url-encoded.
+// A cursor is the position after the last entry listed (relative to the
+// prefix), base64url-encoded. It never holds a '/', so it cannot reach into
+// another folder, and it is only ever used as ListObjectsV2's StartAfter.
 
 func encodeCursor(name string) string { return base64.RawURLEncoding.EncodeToString([]byte(name)) }
 

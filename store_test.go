@@ -1,0 +1,2031 @@
+package s3task_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/google/go-cmp/cmp"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/internal/s3test"
+)
+
+// env is what setup hands a test besides the store under test.
+type env struct {
+	srv   *s3test.Server
+	raw   *s3.Client      // plain client for planting and inspecting objects; not counted
+	count *s3test.Counter // counts every request of the store under test
+	admin *s3task.Store   // same options, uncounted: prepares tasks without touching count
+	ctx   context.Context
+}
+
+// setup starts an in-process S3 and returns a Store on it whose requests are
+// counted, with the helpers bundle.
+func setup(t *testing.T, opts *s3task.StoreOptions) (*s3task.Store, *env) {
+	t.Helper()
+	srv := s3test.New(t)
+	e := &env{srv: srv, raw: srv.Client(), count: &s3test.Counter{}, ctx: t.Context()}
+	e.admin = e.newStore(t, opts)
+	return e.newStore(t, opts, e.count.Wrap), e
+}
+
+// newStore returns another Store on the same bucket with its own client.
+func (e *env) newStore(t *testing.T, opts *s3task.StoreOptions, wrap ...func(http.RoundTripper) http.RoundTripper) *s3task.Store {
+	t.Helper()
+	st, err := s3task.NewStore(e.srv.Client(wrap...), e.srv.Bucket, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func (e *env) recordKey(id string) string { return e.admin.Prefix() + id + "/status.json" }
+func (e *env) markerKey(id string) string { return e.admin.Prefix() + "active/" + id }
+
+func (e *env) inputKey(t *testing.T, id string) string {
+	t.Helper()
+	k, err := e.admin.InputKey(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func (e *env) outputKey(t *testing.T, id string, n int) string {
+	t.Helper()
+	k, err := e.admin.OutputKey(id, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// put writes an object directly and returns its ETag.
+func (e *env) put(t *testing.T, key string, body []byte) string {
+	t.Helper()
+	out, err := e.raw.PutObject(e.ctx, &s3.PutObjectInput{
+		Bucket: &e.srv.Bucket, Key: &key, Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
+	})
+	if err != nil {
+		t.Fatalf("put %s: %v", key, err)
+	}
+	return aws.ToString(out.ETag)
+}
+
+// object reads an object directly; ok is false when it does not exist.
+func (e *env) object(t *testing.T, key string) (body []byte, ok bool) {
+	t.Helper()
+	out, err := e.raw.GetObject(e.ctx, &s3.GetObjectInput{Bucket: &e.srv.Bucket, Key: &key})
+	if err != nil {
+		var nsk interface{ ErrorCode() string }
+		if errors.As(err, &nsk) && nsk.ErrorCode() == "NoSuchKey" {
+			return nil, false
+		}
+		t.Fatalf("get %s: %v", key, err)
+	}
+	defer out.Body.Close()
+	b, err := io.ReadAll(out.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, true
+}
+
+func (e *env) exists(t *testing.T, key string) bool {
+	t.Helper()
+	_, ok := e.object(t, key)
+	return ok
+}
+
+// snapshot returns every key in the bucket with its ETag.
+func (e *env) snapshot(t *testing.T) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	p := s3.NewListObjectsV2Paginator(e.raw, &s3.ListObjectsV2Input{Bucket: &e.srv.Bucket})
+	for p.HasMorePages() {
+		out, err := p.NextPage(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range out.Contents {
+			m[aws.ToString(o.Key)] = aws.ToString(o.ETag)
+		}
+	}
+	return m
+}
+
+// writeRecord stores task as its status.json with a fresh revision, the way
+// a worker's write would look, and returns the ETag.
+func (e *env) writeRecord(t *testing.T, task *s3task.Task) string {
+	t.Helper()
+	task.Revision = strings.ToLower(rand.Text())
+	body, err := json.Marshal(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.put(t, e.recordKey(task.ID), body)
+}
+
+// force reads a record through the store, lets edit change it and writes it
+// back raw. It stands in for a worker, which these tests do not run.
+func (e *env) force(t *testing.T, id string, edit func(*s3task.Task)) *s3task.Task {
+	t.Helper()
+	task, err := e.admin.Get(e.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(task)
+	e.writeRecord(t, task)
+	return task
+}
+
+// now is a millisecond-precision UTC time like the ones in records.
+func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+
+// task creates a task with an input and brings it to state, returning the
+// record as stored. States: created-no-input, created, queued, running,
+// completed, failed (final), failed-waiting (automatic retry scheduled),
+// failed-exhausted (every attempt used), abandoned.
+func (e *env) task(t *testing.T, state string) *s3task.Task {
+	t.Helper()
+	task, err := e.admin.Create(e.ctx, s3task.CreateParams{Name: state + " task"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := task.ID
+	if state == "created-no-input" {
+		return task
+	}
+	e.put(t, e.inputKey(t, id), []byte("a,b\n1,2\n"))
+	switch state {
+	case "created":
+	case "queued":
+		if _, err := e.admin.Submit(e.ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	case "running":
+		e.force(t, id, func(x *s3task.Task) {
+			x.Status, x.Attempt, x.WorkerID, x.LeaseExpiresAt = s3task.StatusRunning, 1, "worker-1", now().Add(10*time.Minute)
+		})
+	case "completed":
+		e.put(t, e.outputKey(t, id, 1), []byte("output of attempt 1"))
+		e.force(t, id, func(x *s3task.Task) {
+			x.Status, x.Attempt, x.OutputPath = s3task.StatusCompleted, 1, e.outputKey(t, id, 1)
+		})
+	case "failed":
+		e.force(t, id, func(x *s3task.Task) { x.Status, x.Attempt, x.LastError = s3task.StatusFailed, 1, "boom" })
+	case "failed-waiting":
+		e.force(t, id, func(x *s3task.Task) {
+			x.Status, x.Attempt, x.LastError, x.RetryAt = s3task.StatusFailed, 1, "flaky", now().Add(time.Hour)
+		})
+	case "failed-exhausted":
+		e.force(t, id, func(x *s3task.Task) {
+			x.Status, x.Attempt, x.MaxAttempts, x.LastError = s3task.StatusFailed, 3, 3, "boom"
+		})
+	case "abandoned":
+		if _, err := e.admin.Cancel(e.ctx, id, "test"); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatalf("unknown state %q", state)
+	}
+	got, err := e.admin.Get(e.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// wantCounts compares the counted requests since the last Reset.
+func wantCounts(t *testing.T, e *env, want map[string]int) {
+	t.Helper()
+	if diff := cmp.Diff(want, e.count.Counts()); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+}
+
+// sendPresigned sends a presigned request with its signed headers.
+func sendPresigned(t *testing.T, ctx context.Context, p *s3task.PresignedRequest, body []byte) *http.Response {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, p.Method, p.URL, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, vs := range p.Header {
+		if strings.EqualFold(k, "Host") {
+			req.Host = vs[0]
+			continue
+		}
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	resp, err := (&http.Client{}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// invalidIDs are inputs that must never become part of a key. The valid ID
+// they are derived from is returned too.
+func invalidIDs(t *testing.T) []struct{ name, id string } {
+	t.Helper()
+	valid := s3task.NewID()
+	for strings.ToLower(valid) == valid { // make sure lower-casing changes it
+		valid = s3task.NewID()
+	}
+	return []struct{ name, id string }{
+		{"empty", ""},
+		{"parent path", "../x"},
+		{"marker folder", "active"},
+		{"dot dot", ".."},
+		{"25 chars", valid[:25]},
+		{"27 chars", valid + "0"},
+		{"lower case of a valid ID", strings.ToLower(valid)},
+		{"path traversal padded to 26", "A/../B" + strings.Repeat("0", 20)},
+		{"percent-encoded dots", "%2e%2e"},
+		{"contains I", valid[:25] + "I"},
+		{"contains L", valid[:25] + "L"},
+		{"contains O", valid[:25] + "O"},
+		{"contains U", valid[:25] + "U"},
+		{"starts with 8 (overflows 128 bits)", "8" + valid[1:]},
+		{"NUL byte", valid[:12] + "\x00" + valid[13:]},
+		{"trailing newline", valid[:25] + "\n"},
+	}
+}
+
+func TestNewStore(t *testing.T) {
+	t.Parallel()
+	srv := s3test.New(t)
+	var count s3test.Counter
+	client := srv.Client(count.Wrap)
+
+	t.Run("defaults", func(t *testing.T) {
+		st, err := s3task.NewStore(client, srv.Bucket, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Prefix() != s3task.DefaultPrefix || st.Bucket() != srv.Bucket {
+			t.Errorf("Prefix, Bucket = %q, %q; want %q, %q", st.Prefix(), st.Bucket(), s3task.DefaultPrefix, srv.Bucket)
+		}
+	})
+
+	t.Run("options are copied, not changed", func(t *testing.T) {
+		opts := &s3task.StoreOptions{Prefix: "jobs/", InputExt: ".csv"}
+		before := *opts
+		st, err := s3task.NewStore(client, srv.Bucket, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(before, *opts); diff != "" {
+			t.Errorf("NewStore changed the caller's options (-before +after):\n%s", diff)
+		}
+		opts.Prefix = "other/"
+		if st.Prefix() != "jobs/" {
+			t.Errorf("Prefix() = %q after the caller changed its struct, want jobs/", st.Prefix())
+		}
+	})
+
+	bad := []struct {
+		name   string
+		client *s3.Client
+		bucket string
+		opts   s3task.StoreOptions
+		field  string // what the message must name
+	}{
+		{"nil client", nil, srv.Bucket, s3task.StoreOptions{}, "client"},
+		{"empty bucket", client, "", s3task.StoreOptions{}, "bucket"},
+		{"prefix without trailing slash", client, srv.Bucket, s3task.StoreOptions{Prefix: "tasks"}, "Prefix"},
+		{"prefix with leading slash", client, srv.Bucket, s3task.StoreOptions{Prefix: "/tasks/"}, "Prefix"},
+		{"prefix with empty segment", client, srv.Bucket, s3task.StoreOptions{Prefix: "a//b/"}, "Prefix"},
+		{"input extension with a slash", client, srv.Bucket, s3task.StoreOptions{InputExt: "/../x"}, "InputExt"},
+		{"output extension with a space", client, srv.Bucket, s3task.StoreOptions{OutputExt: ". csv"}, "OutputExt"},
+		{"extension too long", client, srv.Bucket, s3task.StoreOptions{InputExt: "." + strings.Repeat("x", 32)}, "InputExt"},
+		{"negative MaxAttempts", client, srv.Bucket, s3task.StoreOptions{MaxAttempts: -1}, "MaxAttempts"},
+		{"negative MaxInputSize", client, srv.Bucket, s3task.StoreOptions{MaxInputSize: -1}, "MaxInputSize"},
+		{"negative MaxPayloadSize", client, srv.Bucket, s3task.StoreOptions{MaxPayloadSize: -1}, "MaxPayloadSize"},
+		{"MaxPayloadSize leaves no room in a record", client, srv.Bucket, s3task.StoreOptions{MaxPayloadSize: 1 << 20}, "MaxPayloadSize"},
+		{"negative ListConcurrency", client, srv.Bucket, s3task.StoreOptions{ListConcurrency: -1}, "ListConcurrency"},
+		{"negative ConflictRetries", client, srv.Bucket, s3task.StoreOptions{ConflictRetries: -1}, "ConflictRetries"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := s3task.NewStore(tc.client, tc.bucket, &tc.opts)
+			if !errors.Is(err, s3task.ErrInvalidOptions) {
+				t.Fatalf("err = %v, want ErrInvalidOptions", err)
+			}
+			if st != nil {
+				t.Error("got a Store along with the error")
+			}
+			if !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("error %q does not name %s", err, tc.field)
+			}
+		})
+	}
+	if n := count.Total(); n != 0 {
+		t.Errorf("NewStore made %d requests (%s), want none", n, count.String())
+	}
+}
+
+func TestCreate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		opts        *s3task.StoreOptions
+		params      s3task.CreateParams
+		wantPayload string
+		wantMax     int
+	}{
+		{name: "zero params", params: s3task.CreateParams{}, wantMax: s3task.DefaultMaxAttempts},
+		{
+			name: "every field",
+			params: s3task.CreateParams{
+				Name: "March invoices", Type: "invoices.import", CreatedBy: "alice",
+				Payload: json.RawMessage(`{ "rows" : [1, 2],  "dry_run": true }`), MaxAttempts: 7,
+			},
+			wantPayload: `{"rows":[1,2],"dry_run":true}`,
+			wantMax:     7,
+		},
+		{name: "store default attempts", opts: &s3task.StoreOptions{MaxAttempts: 5}, wantMax: 5},
+		{name: "fields at their limits", params: s3task.CreateParams{
+			Name: strings.Repeat("n", 256), Type: strings.Repeat("t", 128), CreatedBy: strings.Repeat("c", 256), MaxAttempts: 1000,
+		}, wantMax: 1000},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st, e := setup(t, tc.opts)
+			got, err := st.Create(e.ctx, tc.params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantCounts(t, e, map[string]int{"PUT": 1})
+			if err := s3task.ParseID(got.ID); err != nil {
+				t.Errorf("ID %q: %v", got.ID, err)
+			}
+			idTime, err := s3task.IDTime(got.ID)
+			if err != nil || !idTime.Equal(got.CreatedAt) {
+				t.Errorf("IDTime = %v, %v; want CreatedAt %v", idTime, err, got.CreatedAt)
+			}
+			want := &s3task.Task{
+				SchemaVersion: s3task.SchemaVersion, ID: got.ID, Name: tc.params.Name, Type: tc.params.Type,
+				Status: s3task.StatusCreated, MaxAttempts: tc.wantMax, CreatedBy: tc.params.CreatedBy,
+				InputPath: e.inputKey(t, got.ID), CreatedAt: got.CreatedAt, UpdatedAt: got.UpdatedAt, Revision: got.Revision,
+			}
+			if tc.wantPayload != "" {
+				want.Payload = json.RawMessage(tc.wantPayload)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("created task (-want +got):\n%s", diff)
+			}
+			if got.Revision == "" {
+				t.Error("empty revision")
+			}
+			stored, err := e.admin.Get(e.ctx, got.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(got, stored); diff != "" {
+				t.Errorf("stored record differs from the returned one (-returned +stored):\n%s", diff)
+			}
+		})
+	}
+
+	t.Run("invalid params", func(t *testing.T) {
+		t.Parallel()
+		st, e := setup(t, &s3task.StoreOptions{MaxPayloadSize: 64})
+		bad := []struct {
+			name   string
+			params s3task.CreateParams
+		}{
+			{"name too long", s3task.CreateParams{Name: strings.Repeat("n", 257)}},
+			{"type too long", s3task.CreateParams{Type: strings.Repeat("t", 129)}},
+			{"created by too long", s3task.CreateParams{CreatedBy: strings.Repeat("c", 257)}},
+			{"name not UTF-8", s3task.CreateParams{Name: "bad \xff byte"}},
+			{"payload not JSON", s3task.CreateParams{Payload: json.RawMessage(`{"a":`)}},
+			{"payload over MaxPayloadSize", s3task.CreateParams{Payload: json.RawMessage(`"` + strings.Repeat("p", 64) + `"`)}},
+			{"negative MaxAttempts", s3task.CreateParams{MaxAttempts: -1}},
+			{"MaxAttempts over 1000", s3task.CreateParams{MaxAttempts: 1001}},
+		}
+		for _, tc := range bad {
+			t.Run(tc.name, func(t *testing.T) {
+				e.count.Reset()
+				got, err := st.Create(e.ctx, tc.params)
+				if !errors.Is(err, s3task.ErrInvalidArgument) || got != nil {
+					t.Errorf("Create = %v, %v; want nil, ErrInvalidArgument", got, err)
+				}
+				wantCounts(t, e, map[string]int{})
+			})
+		}
+		if snap := e.snapshot(t); len(snap) != 0 {
+			t.Errorf("refused creates left objects: %v", snap)
+		}
+	})
+}
+
+func TestGet(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, nil)
+	created := e.task(t, "created")
+
+	e.count.Reset()
+	got, err := st.Get(e.ctx, created.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, e, map[string]int{"GET": 1})
+	if diff := cmp.Diff(created, got); diff != "" {
+		t.Errorf("Get (-want +got):\n%s", diff)
+	}
+
+	// The returned value is a copy.
+	got.Status = s3task.StatusCompleted
+	again, err := st.Get(e.ctx, created.ID)
+	if err != nil || again.Status != s3task.StatusCreated {
+		t.Errorf("after changing a returned task, Get = %v, %v", again, err)
+	}
+
+	missing := s3task.NewID()
+	if _, err := st.Get(e.ctx, missing); !errors.Is(err, s3task.ErrNotFound) {
+		t.Errorf("Get(unknown ID) err = %v, want ErrNotFound", err)
+	}
+}
+
+// plainReader hides every method but Read, so UploadInput cannot seek.
+type plainReader struct{ r io.Reader }
+
+func (p plainReader) Read(b []byte) (int, error) { return p.r.Read(b) }
+
+func TestUploadInput(t *testing.T) {
+	t.Parallel()
+	const limit = 16
+	st, e := setup(t, &s3task.StoreOptions{MaxInputSize: limit, InputExt: ".csv"})
+	data := []byte("id,amount\n1,9.50")
+
+	partly := bytes.NewReader([]byte("skip:" + string(data)))
+	if _, err := partly.Seek(5, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	ok := []struct {
+		name string
+		r    io.Reader
+		want []byte
+	}{
+		{"seekable reader", bytes.NewReader(data), data},
+		{"reader that cannot seek is spooled", plainReader{bytes.NewReader(data)}, data},
+		{"seekable reader uploads from its current offset", partly, data},
+		{"empty input", strings.NewReader(""), []byte{}},
+	}
+	for _, tc := range ok {
+		t.Run(tc.name, func(t *testing.T) {
+			task := e.task(t, "created-no-input")
+			e.count.Reset()
+			if err := st.UploadInput(e.ctx, task.ID, tc.r); err != nil {
+				t.Fatal(err)
+			}
+			wantCounts(t, e, map[string]int{"GET": 1, "PUT": 1})
+			got, found := e.object(t, e.inputKey(t, task.ID))
+			if !found || !bytes.Equal(got, tc.want) {
+				t.Errorf("stored input = %q (found %v), want %q", got, found, tc.want)
+			}
+			after, err := e.admin.Get(e.ctx, task.ID)
+			if err != nil || after.Status != s3task.StatusCreated || after.Revision != task.Revision {
+				t.Errorf("UploadInput changed the record: %+v, %v", after, err)
+			}
+		})
+	}
+
+	tooBig := bytes.Repeat([]byte("x"), limit+1)
+	readErr := errors.New("disk on fire")
+	bad := []struct {
+		name  string
+		state string // "" for an unknown ID
+		r     io.Reader
+		check func(t *testing.T, err error, id string)
+	}{
+		{"unknown task", "", bytes.NewReader(data), wantIs(s3task.ErrNotFound)},
+		{"already submitted", "queued", bytes.NewReader(data), wantTransition(s3task.StatusQueued)},
+		{"abandoned", "abandoned", bytes.NewReader(data), wantTransition(s3task.StatusAbandoned)},
+		{"seekable input over the limit", "created-no-input", bytes.NewReader(tooBig), wantInputSize(e, limit)},
+		{"spooled input over the limit", "created-no-input", plainReader{bytes.NewReader(tooBig)}, wantInputSize(e, limit)},
+		{"reader fails", "created-no-input", iotest.ErrReader(readErr), wantIs(readErr)},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			id := s3task.NewID()
+			if tc.state != "" {
+				id = e.task(t, tc.state).ID
+			}
+			before := e.snapshot(t)
+			err := st.UploadInput(e.ctx, id, tc.r)
+			tc.check(t, err, id)
+			if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
+				t.Errorf("refused upload changed the bucket (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+func wantTransition(from s3task.Status) func(t *testing.T, err error, id string) {
+	return func(t *testing.T, err error, id string) {
+		t.Helper()
+		var te *s3task.TransitionError
+		if !errors.As(err, &te) || !errors.Is(err, s3task.ErrInvalidTransition) {
+			t.Fatalf("err = %v, want a *TransitionError", err)
+		}
+		if te.ID != id || te.From != from {
+			t.Errorf("TransitionError{ID: %q, From: %q}, want {%q, %q}", te.ID, te.From, id, from)
+		}
+	}
+}
+
+func wantInputSize(e *env, limit int64) func(t *testing.T, err error, id string) {
+	return func(t *testing.T, err error, id string) {
+		t.Helper()
+		var se *s3task.InputSizeError
+		if !errors.As(err, &se) || !errors.Is(err, s3task.ErrInputTooLarge) {
+			t.Fatalf("err = %v, want an *InputSizeError", err)
+		}
+		if se.Key != e.inputKey(t, id) || se.Limit != limit || se.Size <= limit {
+			t.Errorf("InputSizeError = %+v, want key %s, limit %d and a size above it", se, e.inputKey(t, id), limit)
+		}
+	}
+}
+
+// presignErrorCases are the documented failures shared by PresignUpload and
+// PresignUploadForm.
+func presignErrorCases(t *testing.T, e *env, call func(id string, ttl time.Duration) error) {
+	t.Helper()
+	tests := []struct {
+		name  string
+		state string // "" for an unknown ID
+		ttl   time.Duration
+		check func(t *testing.T, err error, id string)
+		calls bool // whether S3 may be asked
+	}{
+		{"zero TTL", "created", 0, wantIs(s3task.ErrInvalidArgument), false},
+		{"negative TTL", "created", -time.Minute, wantIs(s3task.ErrInvalidArgument), false},
+		{"TTL under a second", "created", 999 * time.Millisecond, wantIs(s3task.ErrInvalidArgument), false},
+		{"TTL of 8 days", "created", 8 * 24 * time.Hour, wantIs(s3task.ErrInvalidArgument), false},
+		{"unknown task", "", time.Minute, wantIs(s3task.ErrNotFound), true},
+		{"submitted task", "queued", time.Minute, wantTransition(s3task.StatusQueued), true},
+		{"completed task", "completed", time.Minute, wantTransition(s3task.StatusCompleted), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			id := s3task.NewID()
+			if tc.state != "" {
+				id = e.task(t, tc.state).ID
+			}
+			e.count.Reset()
+			err := call(id, tc.ttl)
+			tc.check(t, err, id)
+			if !tc.calls {
+				wantCounts(t, e, map[string]int{})
+			}
+		})
+	}
+}
+
+func wantIs(target error) func(t *testing.T, err error, id string) {
+	return func(t *testing.T, err error, _ string) {
+		t.Helper()
+		if !errors.Is(err, target) {
+			t.Errorf("err = %v, want %v", err, target)
+		}
+	}
+}
+
+func TestPresignUpload(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, &s3task.StoreOptions{InputExt: ".csv"})
+
+	t.Run("upload then submit", func(t *testing.T) {
+		task := e.task(t, "created-no-input")
+		ttl := 15 * time.Minute
+		e.count.Reset()
+		before := time.Now()
+		p, err := st.PresignUpload(e.ctx, task.ID, ttl)
+		after := time.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCounts(t, e, map[string]int{"GET": 1})
+		if p.Method != http.MethodPut {
+			t.Errorf("Method = %q, want PUT", p.Method)
+		}
+		if p.Expires.Before(before.Add(ttl)) || p.Expires.After(after.Add(ttl)) {
+			t.Errorf("Expires = %v, want %v from the call", p.Expires, ttl)
+		}
+		if !strings.Contains(p.URL, e.inputKey(t, task.ID)) {
+			t.Errorf("URL %q does not address the input key %s", p.URL, e.inputKey(t, task.ID))
+		}
+		body := []byte("name,qty\nbolt,12\n")
+		resp := sendPresigned(t, e.ctx, p, body)
+		if resp.StatusCode != http.StatusOK {
+			msg, _ := io.ReadAll(resp.Body)
+			t.Fatalf("presigned PUT: %s: %s", resp.Status, msg)
+		}
+		got, err := st.Submit(e.ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != s3task.StatusQueued || got.InputSize != int64(len(body)) {
+			t.Errorf("after submit: status %s, input size %d; want queued, %d", got.Status, got.InputSize, len(body))
+		}
+	})
+
+	t.Run("TTL bounds are inclusive", func(t *testing.T) {
+		task := e.task(t, "created")
+		for _, ttl := range []time.Duration{time.Second, s3task.MaxPresignTTL} {
+			if _, err := st.PresignUpload(e.ctx, task.ID, ttl); err != nil {
+				t.Errorf("PresignUpload(ttl %v): %v", ttl, err)
+			}
+		}
+	})
+
+	presignErrorCases(t, e, func(id string, ttl time.Duration) error {
+		p, err := st.PresignUpload(e.ctx, id, ttl)
+		if err != nil && p != nil {
+			t.Error("got a request along with an error")
+		}
+		return err
+	})
+}
+
+func TestPresignUploadForm(t *testing.T) {
+	t.Parallel()
+	const limit = 1 << 20
+	st, e := setup(t, &s3task.StoreOptions{MaxInputSize: limit})
+
+	t.Run("upload then submit", func(t *testing.T) {
+		task := e.task(t, "created-no-input")
+		ttl := 10 * time.Minute
+		e.count.Reset()
+		before := time.Now()
+		f, err := st.PresignUploadForm(e.ctx, task.ID, ttl)
+		after := time.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCounts(t, e, map[string]int{"GET": 1})
+		if f.MaxSize != limit {
+			t.Errorf("MaxSize = %d, want %d", f.MaxSize, limit)
+		}
+		if f.Expires.Before(before.Add(ttl)) || f.Expires.After(after.Add(ttl)) {
+			t.Errorf("Expires = %v, want %v from the call", f.Expires, ttl)
+		}
+		if f.Fields["key"] != e.inputKey(t, task.ID) {
+			t.Errorf("key field = %q, want %q", f.Fields["key"], e.inputKey(t, task.ID))
+		}
+
+		// The policy must cap the size. gofakes3 does not enforce it, so
+		// read it.
+		raw, err := base64.StdEncoding.DecodeString(f.Fields["policy"])
+		if err != nil {
+			t.Fatalf("policy field %q: %v", f.Fields["policy"], err)
+		}
+		var policy struct {
+			Conditions []any `json:"conditions"`
+		}
+		if err := json.Unmarshal(raw, &policy); err != nil {
+			t.Fatalf("policy %s: %v", raw, err)
+		}
+		capped := false
+		for _, c := range policy.Conditions {
+			if arr, ok := c.([]any); ok && len(arr) == 3 && arr[0] == "content-length-range" {
+				capped = arr[2] == float64(limit)
+			}
+		}
+		if !capped {
+			t.Errorf("policy %s has no content-length-range up to %d", raw, limit)
+		}
+
+		// A browser-style upload: every field, then the file last.
+		body := []byte("sku,qty\nA-1,3\n")
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		names := make([]string, 0, len(f.Fields))
+		for k := range f.Fields {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			if err := mw.WriteField(k, f.Fields[k]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fw, err := mw.CreateFormFile("file", "stock.csv")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fw.Write(body)
+		if err := mw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		req, err := http.NewRequestWithContext(e.ctx, http.MethodPost, f.URL, &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", mw.FormDataContentType())
+		resp, err := (&http.Client{}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			msg, _ := io.ReadAll(resp.Body)
+			t.Fatalf("POST upload: %s: %s", resp.Status, msg)
+		}
+		got, err := st.Submit(e.ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != s3task.StatusQueued || got.InputSize != int64(len(body)) {
+			t.Errorf("after submit: status %s, input size %d; want queued, %d", got.Status, got.InputSize, len(body))
+		}
+	})
+
+	presignErrorCases(t, e, func(id string, ttl time.Duration) error {
+		f, err := st.PresignUploadForm(e.ctx, id, ttl)
+		if err != nil && f != nil {
+			t.Error("got a form along with an error")
+		}
+		return err
+	})
+}
+
+func TestSubmit(t *testing.T) {
+	t.Parallel()
+	const limit = 64
+	st, e := setup(t, &s3task.StoreOptions{MaxInputSize: limit})
+
+	t.Run("created with input", func(t *testing.T) {
+		task := e.task(t, "created-no-input")
+		input := []byte(strings.Repeat("z", limit)) // exactly at the limit
+		etag := e.put(t, e.inputKey(t, task.ID), input)
+
+		e.count.Reset()
+		got, err := st.Submit(e.ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCounts(t, e, map[string]int{"GET": 1, "HEAD": 1, "PUT": 2})
+		want := task
+		want.Status, want.InputETag, want.InputSize = s3task.StatusQueued, etag, int64(len(input))
+		if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {
+			t.Errorf("submitted task (-want +got):\n%s", diff)
+		}
+		if got.Revision == task.Revision {
+			t.Error("revision unchanged by a write")
+		}
+		if !e.exists(t, e.markerKey(task.ID)) {
+			t.Error("no active marker after Submit")
+		}
+		stored, err := e.admin.Get(e.ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(got, stored); diff != "" {
+			t.Errorf("stored differs from returned (-returned +stored):\n%s", diff)
+		}
+
+		t.Run("again changes nothing", func(t *testing.T) {
+			e.count.Reset()
+			again, err := st.Submit(e.ctx, task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantCounts(t, e, map[string]int{"GET": 1})
+			if diff := cmp.Diff(stored, again); diff != "" {
+				t.Errorf("second Submit (-stored +returned):\n%s", diff)
+			}
+		})
+	})
+
+	bad := []struct {
+		name  string
+		state string
+		input []byte // replaces the task's input when not nil
+		check func(t *testing.T, err error, id string)
+	}{
+		{"unknown task", "", nil, wantIs(s3task.ErrNotFound)},
+		{"no input", "created-no-input", nil, wantIs(s3task.ErrInputMissing)},
+		{"input over MaxInputSize", "created-no-input", bytes.Repeat([]byte("x"), limit+1), wantInputSize(e, limit)},
+		{"running", "running", nil, wantTransition(s3task.StatusRunning)},
+		{"completed", "completed", nil, wantTransition(s3task.StatusCompleted)},
+		{"failed", "failed", nil, wantTransition(s3task.StatusFailed)},
+		{"abandoned", "abandoned", nil, wantTransition(s3task.StatusAbandoned)},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			id := s3task.NewID()
+			if tc.state != "" {
+				id = e.task(t, tc.state).ID
+			}
+			if tc.input != nil {
+				e.put(t, e.inputKey(t, id), tc.input)
+			}
+			before := e.snapshot(t)
+			got, err := st.Submit(e.ctx, id)
+			if got != nil {
+				t.Errorf("got a task along with error %v", err)
+			}
+			tc.check(t, err, id)
+			if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
+				t.Errorf("refused Submit changed the bucket (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// ignoreWriteStamp ignores what every write renews.
+func ignoreWriteStamp() cmp.Option {
+	return cmp.FilterPath(func(p cmp.Path) bool {
+		s := p.String()
+		return s == "Revision" || s == "UpdatedAt"
+	}, cmp.Ignore())
+}
+
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, nil)
+
+	for _, state := range []string{"created", "queued", "running", "failed", "failed-waiting"} {
+		t.Run("from "+state, func(t *testing.T) {
+			task := e.task(t, state)
+			reason := "operator said so while " + state
+			e.count.Reset()
+			got, err := st.Cancel(e.ctx, task.ID, reason)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantCounts(t, e, map[string]int{"GET": 1, "PUT": 1, "DELETE": 1})
+			want := task
+			want.Status, want.CancelReason, want.RetryAt, want.LeaseExpiresAt = s3task.StatusAbandoned, reason, time.Time{}, time.Time{}
+			if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {
+				t.Errorf("cancelled task (-want +got):\n%s", diff)
+			}
+			if got.Revision == task.Revision {
+				t.Error("revision unchanged by a write")
+			}
+			if e.exists(t, e.markerKey(task.ID)) {
+				t.Error("active marker still there after Cancel")
+			}
+			stored, err := e.admin.Get(e.ctx, task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(got, stored); diff != "" {
+				t.Errorf("stored differs from returned (-returned +stored):\n%s", diff)
+			}
+
+			e.count.Reset()
+			again, err := st.Cancel(e.ctx, task.ID, "a second reason")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantCounts(t, e, map[string]int{"GET": 1})
+			if diff := cmp.Diff(stored, again); diff != "" {
+				t.Errorf("second Cancel changed the task (-stored +returned):\n%s", diff)
+			}
+		})
+	}
+
+	t.Run("reason at the limit", func(t *testing.T) {
+		task := e.task(t, "created")
+		reason := strings.Repeat("r", 1024)
+		got, err := st.Cancel(e.ctx, task.ID, reason)
+		if err != nil || got.CancelReason != reason {
+			t.Errorf("Cancel with a 1024-byte reason = %v, %v", got, err)
+		}
+	})
+
+	bad := []struct {
+		name   string
+		state  string
+		reason string
+		check  func(t *testing.T, err error, id string)
+		calls  bool
+	}{
+		{"reason too long", "created", strings.Repeat("r", 1025), wantIs(s3task.ErrInvalidArgument), false},
+		{"reason not UTF-8", "created", "bad \xc3", wantIs(s3task.ErrInvalidArgument), false},
+		{"unknown task", "", "x", wantIs(s3task.ErrNotFound), true},
+		{"completed", "completed", "x", wantTransition(s3task.StatusCompleted), true},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			id := s3task.NewID()
+			if tc.state != "" {
+				id = e.task(t, tc.state).ID
+			}
+			before := e.snapshot(t)
+			e.count.Reset()
+			got, err := st.Cancel(e.ctx, id, tc.reason)
+			if got != nil {
+				t.Errorf("got a task along with error %v", err)
+			}
+			tc.check(t, err, id)
+			if !tc.calls {
+				wantCounts(t, e, map[string]int{})
+			}
+			if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
+				t.Errorf("refused Cancel changed the bucket (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRetry(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, nil)
+
+	tests := []struct {
+		state   string
+		wantMax func(before *s3task.Task) int
+	}{
+		{"failed", func(b *s3task.Task) int { return b.MaxAttempts }},
+		{"failed-waiting", func(b *s3task.Task) int { return b.MaxAttempts }},
+		{"failed-exhausted", func(b *s3task.Task) int { return b.Attempt + 1 }}, // one more attempt
+	}
+	for _, tc := range tests {
+		t.Run("from "+tc.state, func(t *testing.T) {
+			task := e.task(t, tc.state)
+			e.count.Reset()
+			got, err := st.Retry(e.ctx, task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantCounts(t, e, map[string]int{"GET": 1, "PUT": 2})
+			want := task
+			want.Status, want.RetryAt, want.MaxAttempts = s3task.StatusQueued, time.Time{}, tc.wantMax(task)
+			if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {
+				t.Errorf("retried task (-want +got):\n%s", diff)
+			}
+			if !e.exists(t, e.markerKey(task.ID)) {
+				t.Error("no active marker after Retry")
+			}
+			stored, err := e.admin.Get(e.ctx, task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(got, stored); diff != "" {
+				t.Errorf("stored differs from returned (-returned +stored):\n%s", diff)
+			}
+		})
+	}
+
+	bad := []struct {
+		state string
+		check func(t *testing.T, err error, id string)
+	}{
+		{"", wantIs(s3task.ErrNotFound)},
+		{"created", wantTransition(s3task.StatusCreated)},
+		{"queued", wantTransition(s3task.StatusQueued)},
+		{"running", wantTransition(s3task.StatusRunning)},
+		{"completed", wantTransition(s3task.StatusCompleted)},
+		{"abandoned", wantTransition(s3task.StatusAbandoned)},
+	}
+	for _, tc := range bad {
+		name := "refused from " + tc.state
+		if tc.state == "" {
+			name = "unknown task"
+		}
+		t.Run(name, func(t *testing.T) {
+			id := s3task.NewID()
+			if tc.state != "" {
+				id = e.task(t, tc.state).ID
+			}
+			before := e.snapshot(t)
+			got, err := st.Retry(e.ctx, id)
+			if got != nil {
+				t.Errorf("got a task along with error %v", err)
+			}
+			tc.check(t, err, id)
+			if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
+				t.Errorf("refused Retry changed the bucket (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRefusedChangesLeaveBucketUnchanged covers the refusals named in the
+// contract: none may leave any trace, not even a marker.
+func TestRefusedChangesLeaveBucketUnchanged(t *testing.T) {
+	t.Parallel()
+	const limit = 10
+	tests := []struct {
+		name  string
+		state string
+		input []byte
+		call  func(st *s3task.Store, ctx context.Context, id string) error
+		check func(t *testing.T, err error, id string)
+	}{
+		{"submit without input", "created-no-input", nil,
+			func(st *s3task.Store, ctx context.Context, id string) error { _, err := st.Submit(ctx, id); return err },
+			wantIs(s3task.ErrInputMissing)},
+		{"submit of an oversized input", "created-no-input", bytes.Repeat([]byte("y"), 4*limit),
+			func(st *s3task.Store, ctx context.Context, id string) error { _, err := st.Submit(ctx, id); return err },
+			func(t *testing.T, err error, id string) {
+				var se *s3task.InputSizeError
+				if !errors.As(err, &se) || !errors.Is(err, s3task.ErrInputTooLarge) || se.Size != 4*limit || se.Limit != limit {
+					t.Errorf("err = %v, want *InputSizeError of %d over %d", err, 4*limit, limit)
+				}
+			}},
+		{"cancel of a completed task", "completed", nil,
+			func(st *s3task.Store, ctx context.Context, id string) error {
+				_, err := st.Cancel(ctx, id, "late")
+				return err
+			},
+			wantTransition(s3task.StatusCompleted)},
+		{"retry of a queued task", "queued", nil,
+			func(st *s3task.Store, ctx context.Context, id string) error { _, err := st.Retry(ctx, id); return err },
+			wantTransition(s3task.StatusQueued)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st, e := setup(t, &s3task.StoreOptions{MaxInputSize: limit})
+			task := e.task(t, tc.state)
+			if tc.input != nil {
+				e.put(t, e.inputKey(t, task.ID), tc.input)
+			}
+			before := e.snapshot(t)
+			tc.check(t, tc.call(st, e.ctx, task.ID), task.ID)
+			if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
+				t.Errorf("bucket changed (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPresignDownload(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, &s3task.StoreOptions{OutputExt: ".csv"})
+
+	t.Run("completed", func(t *testing.T) {
+		task := e.task(t, "completed")
+		want, _ := e.object(t, e.outputKey(t, task.ID, task.Attempt))
+		ttl := 5 * time.Minute
+		e.count.Reset()
+		before := time.Now()
+		p, err := st.PresignDownload(e.ctx, task.ID, ttl)
+		after := time.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCounts(t, e, map[string]int{"GET": 1})
+		if p.Method != http.MethodGet {
+			t.Errorf("Method = %q, want GET", p.Method)
+		}
+		if p.Expires.Before(before.Add(ttl)) || p.Expires.After(after.Add(ttl)) {
+			t.Errorf("Expires = %v, want %v from the call", p.Expires, ttl)
+		}
+		resp := sendPresigned(t, e.ctx, p, nil)
+		got, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Equal(got, want) {
+			t.Errorf("presigned GET: %s, %q, %v; want 200 and %q", resp.Status, got, err, want)
+		}
+	})
+
+	bad := []struct {
+		name  string
+		state string
+		ttl   time.Duration
+		check func(t *testing.T, err error, id string)
+	}{
+		{"zero TTL", "completed", 0, wantIs(s3task.ErrInvalidArgument)},
+		{"TTL of 8 days", "completed", 8 * 24 * time.Hour, wantIs(s3task.ErrInvalidArgument)},
+		{"unknown task", "", time.Minute, wantIs(s3task.ErrNotFound)},
+		{"created", "created", time.Minute, wantIs(s3task.ErrNotCompleted)},
+		{"queued", "queued", time.Minute, wantIs(s3task.ErrNotCompleted)},
+		{"running", "running", time.Minute, wantIs(s3task.ErrNotCompleted)},
+		{"failed", "failed", time.Minute, wantIs(s3task.ErrNotCompleted)},
+		{"abandoned", "abandoned", time.Minute, wantIs(s3task.ErrNotCompleted)},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			id := s3task.NewID()
+			if tc.state != "" {
+				id = e.task(t, tc.state).ID
+			}
+			p, err := st.PresignDownload(e.ctx, id, tc.ttl)
+			if p != nil {
+				t.Errorf("got a URL along with error %v", err)
+			}
+			tc.check(t, err, id)
+		})
+	}
+}
+
+func TestOpenOutput(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, &s3task.StoreOptions{OutputExt: ".json"})
+
+	tests := []struct {
+		name    string
+		attempt int
+		edit    func(t *testing.T, x *s3task.Task)
+	}{
+		{"first attempt", 1, nil},
+		{"second attempt reads its own output", 2, nil},
+		{"output path in the record is not trusted", 2, func(t *testing.T, x *s3task.Task) {
+			x.OutputPath = e.inputKey(t, x.ID) // tampered: points at the input
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			task := e.task(t, "created")
+			for n := 1; n <= tc.attempt; n++ {
+				e.put(t, e.outputKey(t, task.ID, n), fmt.Appendf(nil, `{"attempt":%d}`, n))
+			}
+			e.force(t, task.ID, func(x *s3task.Task) {
+				x.Status, x.Attempt, x.OutputPath = s3task.StatusCompleted, tc.attempt, e.outputKey(t, x.ID, tc.attempt)
+				if tc.edit != nil {
+					tc.edit(t, x)
+				}
+			})
+			e.count.Reset()
+			rc, err := st.OpenOutput(e.ctx, task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantCounts(t, e, map[string]int{"GET": 2})
+			if want := fmt.Sprintf(`{"attempt":%d}`, tc.attempt); string(got) != want {
+				t.Errorf("output = %q, want %q", got, want)
+			}
+		})
+	}
+
+	bad := []struct {
+		name  string
+		state string
+		prep  func(t *testing.T, id string)
+		check func(t *testing.T, err error, id string)
+	}{
+		{"unknown task", "", nil, wantIs(s3task.ErrNotFound)},
+		{"created", "created", nil, wantIs(s3task.ErrNotCompleted)},
+		{"queued", "queued", nil, wantIs(s3task.ErrNotCompleted)},
+		{"running", "running", nil, wantIs(s3task.ErrNotCompleted)},
+		{"failed", "failed", nil, wantIs(s3task.ErrNotCompleted)},
+		{"abandoned", "abandoned", nil, wantIs(s3task.ErrNotCompleted)},
+		{"output object gone", "completed", func(t *testing.T, id string) {
+			key := e.outputKey(t, id, 1)
+			if _, err := e.raw.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: &e.srv.Bucket, Key: &key}); err != nil {
+				t.Fatal(err)
+			}
+		}, wantIs(s3task.ErrNotFound)},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			id := s3task.NewID()
+			if tc.state != "" {
+				id = e.task(t, tc.state).ID
+			}
+			if tc.prep != nil {
+				tc.prep(t, id)
+			}
+			rc, err := st.OpenOutput(e.ctx, id)
+			if rc != nil {
+				rc.Close()
+				t.Errorf("got a reader along with error %v", err)
+			}
+			tc.check(t, err, id)
+		})
+	}
+}
+
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, &s3task.StoreOptions{Prefix: "jobs/eu/", InputExt: ".csv", OutputExt: ".json"})
+	id := s3task.NewID()
+	ok := []struct {
+		name string
+		got  func() (string, error)
+		want string
+	}{
+		{"input", func() (string, error) { return st.InputKey(id) }, "jobs/eu/" + id + "/input.csv"},
+		{"output of attempt 1", func() (string, error) { return st.OutputKey(id, 1) }, "jobs/eu/" + id + "/output-attempt-1.json"},
+		{"output of attempt 12", func() (string, error) { return st.OutputKey(id, 12) }, "jobs/eu/" + id + "/output-attempt-12.json"},
+	}
+	for _, tc := range ok {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.got()
+			if err != nil || got != tc.want {
+				t.Errorf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+	for _, n := range []int{0, -1} {
+		t.Run(fmt.Sprintf("output of attempt %d", n), func(t *testing.T) {
+			got, err := st.OutputKey(id, n)
+			if !errors.Is(err, s3task.ErrInvalidArgument) || got != "" {
+				t.Errorf("OutputKey(id, %d) = %q, %v; want ErrInvalidArgument", n, got, err)
+			}
+		})
+	}
+	wantCounts(t, e, map[string]int{})
+}
+
+func TestCheckBackend(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		wrap    []func(http.RoundTripper) http.RoundTripper
+		wantErr error
+	}{
+		{"honest store", nil, nil},
+		{"store ignoring conditional headers", []func(http.RoundTripper) http.RoundTripper{s3test.StripConditionalHeaders}, s3task.ErrConditionalWritesUnsupported},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, e := setup(t, nil)
+			var count s3test.Counter
+			st := e.newStore(t, nil, append(tc.wrap, count.Wrap)...)
+			err := st.CheckBackend(e.ctx)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+				t.Fatalf("CheckBackend = %v, want %v", err, tc.wantErr)
+			}
+			if tc.wantErr == nil {
+				if diff := cmp.Diff(map[string]int{"PUT": 3, "DELETE": 1}, count.Counts()); diff != "" {
+					t.Errorf("requests (-want +got):\n%s", diff)
+				}
+			}
+			if snap := e.snapshot(t); len(snap) != 0 {
+				t.Errorf("CheckBackend left objects behind: %v", snap)
+			}
+		})
+	}
+}
+
+func TestInvalidIDs(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, nil)
+	methods := []struct {
+		name string
+		call func(id string) error
+	}{
+		{"Get", func(id string) error { _, err := st.Get(e.ctx, id); return err }},
+		{"Submit", func(id string) error { _, err := st.Submit(e.ctx, id); return err }},
+		{"Cancel", func(id string) error { _, err := st.Cancel(e.ctx, id, "x"); return err }},
+		{"Retry", func(id string) error { _, err := st.Retry(e.ctx, id); return err }},
+		{"UploadInput", func(id string) error { return st.UploadInput(e.ctx, id, strings.NewReader("x")) }},
+		{"PresignUpload", func(id string) error { _, err := st.PresignUpload(e.ctx, id, time.Minute); return err }},
+		{"PresignUploadForm", func(id string) error { _, err := st.PresignUploadForm(e.ctx, id, time.Minute); return err }},
+		{"PresignDownload", func(id string) error { _, err := st.PresignDownload(e.ctx, id, time.Minute); return err }},
+		{"OpenOutput", func(id string) error { _, err := st.OpenOutput(e.ctx, id); return err }},
+		{"InputKey", func(id string) error { _, err := st.InputKey(id); return err }},
+		{"OutputKey", func(id string) error { _, err := st.OutputKey(id, 1); return err }},
+	}
+	for _, m := range methods {
+		for _, bad := range invalidIDs(t) {
+			t.Run(m.name+"/"+bad.name, func(t *testing.T) {
+				e.count.Reset()
+				err := m.call(bad.id)
+				var ie *s3task.IDError
+				if !errors.Is(err, s3task.ErrInvalidID) || !errors.As(err, &ie) {
+					t.Fatalf("err = %v, want *IDError wrapping ErrInvalidID", err)
+				}
+				if ie.ID != bad.id {
+					t.Errorf("IDError.ID = %q, want %q", ie.ID, bad.id)
+				}
+				if n := e.count.Total(); n != 0 {
+					t.Errorf("%d requests (%s) for an invalid ID, want none", n, e.count.String())
+				}
+			})
+		}
+	}
+	if snap := e.snapshot(t); len(snap) != 0 {
+		t.Errorf("invalid IDs left objects: %v", snap)
+	}
+}
+
+// recordJSON returns a valid version-1 record for id, with edit applied to
+// its JSON fields.
+func recordJSON(t *testing.T, id string, edit func(m map[string]any)) []byte {
+	t.Helper()
+	b, err := json.Marshal(&s3task.Task{
+		SchemaVersion: 1, ID: id, Name: "planted", Status: s3task.StatusCreated, MaxAttempts: 3,
+		CreatedAt: now(), UpdatedAt: now(), Revision: "planted",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit == nil {
+		return b
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	edit(m)
+	b, err = json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// corruptRecord is a status.json body a store must refuse to use.
+type corruptRecord struct {
+	name string
+	body func(t *testing.T, id string) []byte
+	want error
+}
+
+var corruptRecords = []corruptRecord{
+	{"not JSON", func(*testing.T, string) []byte { return []byte("<html>oops</html>") }, s3task.ErrCorruptRecord},
+	{"truncated", func(t *testing.T, id string) []byte { b := recordJSON(t, id, nil); return b[:len(b)/2] }, s3task.ErrCorruptRecord},
+	{"unknown status", func(t *testing.T, id string) []byte {
+		return recordJSON(t, id, func(m map[string]any) { m["status"] = "paused" })
+	}, s3task.ErrCorruptRecord},
+	{"task_id of another task", func(t *testing.T, _ string) []byte { return recordJSON(t, s3task.NewID(), nil) }, s3task.ErrCorruptRecord},
+	{"no schema_version", func(t *testing.T, id string) []byte {
+		return recordJSON(t, id, func(m map[string]any) { delete(m, "schema_version") })
+	}, s3task.ErrCorruptRecord},
+	{"negative attempt", func(t *testing.T, id string) []byte {
+		return recordJSON(t, id, func(m map[string]any) { m["attempt_id"] = -1 })
+	}, s3task.ErrCorruptRecord},
+	{"over 1 MiB", func(t *testing.T, id string) []byte {
+		return recordJSON(t, id, func(m map[string]any) { m["payload"] = strings.Repeat("p", 1<<20) })
+	}, s3task.ErrCorruptRecord},
+	{"future schema_version", func(t *testing.T, id string) []byte {
+		return recordJSON(t, id, func(m map[string]any) { m["schema_version"] = 2; m["new_field"] = "kept" })
+	}, s3task.ErrUnsupportedSchema},
+}
+
+func TestCorruptRecords(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, nil)
+	calls := []struct {
+		name string
+		call func(id string) error
+	}{
+		{"Get", func(id string) error { _, err := st.Get(e.ctx, id); return err }},
+		{"Submit", func(id string) error { _, err := st.Submit(e.ctx, id); return err }},
+		{"Cancel", func(id string) error { _, err := st.Cancel(e.ctx, id, "x"); return err }},
+		{"Retry", func(id string) error { _, err := st.Retry(e.ctx, id); return err }},
+		{"UploadInput", func(id string) error { return st.UploadInput(e.ctx, id, strings.NewReader("x")) }},
+		{"PresignUpload", func(id string) error { _, err := st.PresignUpload(e.ctx, id, time.Minute); return err }},
+		{"PresignDownload", func(id string) error { _, err := st.PresignDownload(e.ctx, id, time.Minute); return err }},
+		{"OpenOutput", func(id string) error { _, err := st.OpenOutput(e.ctx, id); return err }},
+	}
+	for _, rec := range corruptRecords {
+		t.Run(rec.name, func(t *testing.T) {
+			id := s3task.NewID()
+			key := e.recordKey(id)
+			body := rec.body(t, id)
+			e.put(t, key, body)
+			e.put(t, e.inputKey(t, id), []byte("input"))
+			before := e.snapshot(t)
+			for _, c := range calls {
+				err := c.call(id)
+				var re *s3task.RecordError
+				if !errors.As(err, &re) || !errors.Is(err, rec.want) {
+					t.Errorf("%s: err = %v, want *RecordError wrapping %v", c.name, err, rec.want)
+					continue
+				}
+				if re.Key != key {
+					t.Errorf("%s: RecordError.Key = %q, want %q", c.name, re.Key, key)
+				}
+				other := s3task.ErrCorruptRecord
+				if rec.want == s3task.ErrCorruptRecord {
+					other = s3task.ErrUnsupportedSchema
+				}
+				if errors.Is(err, other) {
+					t.Errorf("%s: err %v also matches %v", c.name, err, other)
+				}
+			}
+			if got, _ := e.object(t, key); !bytes.Equal(got, body) {
+				t.Errorf("record bytes changed: %d bytes, want the %d planted", len(got), len(body))
+			}
+			if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
+				t.Errorf("bucket changed (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestListBrokenRecords(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, nil)
+	var good []string
+	for range 3 {
+		good = append(good, e.task(t, "created").ID)
+	}
+	wantBroken := map[string]error{}
+	for _, rec := range corruptRecords {
+		id := s3task.NewID()
+		e.put(t, e.recordKey(id), rec.body(t, id))
+		wantBroken[e.recordKey(id)] = rec.want
+	}
+	orphan := s3task.NewID() // an input without a record
+	e.put(t, e.inputKey(t, orphan), []byte("input"))
+	wantBroken[e.recordKey(orphan)] = s3task.ErrNotFound
+
+	e.count.Reset()
+	page, err := st.List(e.ctx, s3task.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(good)
+	var gotIDs []string
+	for _, task := range page.Tasks {
+		gotIDs = append(gotIDs, task.ID)
+	}
+	if diff := cmp.Diff(good, gotIDs); diff != "" {
+		t.Errorf("readable tasks (-want +got):\n%s", diff)
+	}
+	if len(page.Broken) != len(wantBroken) {
+		t.Errorf("%d broken entries, want %d: %v", len(page.Broken), len(wantBroken), page.Broken)
+	}
+	for _, re := range page.Broken {
+		want, ok := wantBroken[re.Key]
+		if !ok {
+			t.Errorf("unexpected broken entry %s: %v", re.Key, re.Err)
+			continue
+		}
+		if !errors.Is(re, want) {
+			t.Errorf("broken %s: %v, want %v", re.Key, re.Err, want)
+		}
+		delete(wantBroken, re.Key)
+	}
+	for key := range wantBroken {
+		t.Errorf("broken record %s missing from Page.Broken", key)
+	}
+	folders := len(good) + len(corruptRecords) + 1
+	wantCounts(t, e, map[string]int{"LIST": 1, "GET": folders})
+	if page.NextCursor != "" {
+		t.Errorf("NextCursor = %q on the only page", page.NextCursor)
+	}
+}
+
+func TestListArguments(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, nil)
+	bad := []struct {
+		name string
+		opts s3task.ListOptions
+		want error
+	}{
+		{"negative limit", s3task.ListOptions{Limit: -1}, s3task.ErrInvalidArgument},
+		{"limit over the maximum", s3task.ListOptions{Limit: s3task.MaxListLimit + 1}, s3task.ErrInvalidArgument},
+		{"cursor not base64", s3task.ListOptions{Cursor: "not a cursor!"}, s3task.ErrInvalidCursor},
+		{"cursor with padding", s3task.ListOptions{Cursor: base64.URLEncoding.EncodeToString([]byte("A"))}, s3task.ErrInvalidCursor},
+		{"cursor naming a path", s3task.ListOptions{Cursor: base64.RawURLEncoding.EncodeToString([]byte("../other/x"))}, s3task.ErrInvalidCursor},
+		{"cursor not UTF-8", s3task.ListOptions{Cursor: base64.RawURLEncoding.EncodeToString([]byte{0xff, 0xfe})}, s3task.ErrInvalidCursor},
+		{"cursor far too long", s3task.ListOptions{Cursor: base64.RawURLEncoding.EncodeToString(bytes.Repeat([]byte("A"), 2000))}, s3task.ErrInvalidCursor},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			e.count.Reset()
+			page, err := st.List(e.ctx, tc.opts)
+			if !errors.Is(err, tc.want) || page != nil {
+				t.Errorf("List = %v, %v; want %v", page, err, tc.want)
+			}
+			wantCounts(t, e, map[string]int{})
+		})
+	}
+	t.Run("limit at the maximum", func(t *testing.T) {
+		if _, err := st.List(e.ctx, s3task.ListOptions{Limit: s3task.MaxListLimit}); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// createMany creates n tasks with a few goroutines and returns their IDs.
+func createMany(t *testing.T, st *s3task.Store, ctx context.Context, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	const workers = 8
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				task, err := st.Create(ctx, s3task.CreateParams{Name: fmt.Sprintf("task %d", i)})
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				ids[i] = task.ID
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func TestListPaging(t *testing.T) {
+	t.Parallel()
+	const n, limit = 1050, 100
+	st, e := setup(t, nil)
+	created := createMany(t, e.admin, e.ctx, n)
+	// Markers of a few tasks live in active/, which must never look like a
+	// task.
+	for _, id := range created[:3] {
+		e.put(t, e.markerKey(id), nil)
+	}
+
+	var listed []*s3task.Task
+	pages, cursor := 0, ""
+	for {
+		page, err := st.List(e.ctx, s3task.ListOptions{Limit: limit, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if len(page.Broken) != 0 {
+			t.Errorf("page %d: broken entries %v", pages, page.Broken)
+		}
+		if page.NextCursor != "" && len(page.Tasks) != limit {
+			t.Errorf("page %d holds %d tasks and is not the last, want %d", pages, len(page.Tasks), limit)
+		}
+		listed = append(listed, page.Tasks...)
+		if page.NextCursor == "" {
+			break
+		}
+		if pages > n/limit+5 {
+			t.Fatalf("still paging after %d pages", pages)
+		}
+		cursor = page.NextCursor
+	}
+	if want := (n + limit - 1) / limit; pages != want {
+		t.Errorf("%d pages, want %d", pages, want)
+	}
+
+	var gotIDs []string
+	for i, task := range listed {
+		gotIDs = append(gotIDs, task.ID)
+		if i == 0 {
+			continue
+		}
+		prev := listed[i-1]
+		if prev.ID >= task.ID {
+			t.Errorf("listing position %d: %s after %s, want IDs ascending", i, task.ID, prev.ID)
+		}
+		if task.CreatedAt.After(prev.CreatedAt) {
+			t.Errorf("listing position %d: created %v after the previous %v, want newest first", i, task.CreatedAt, prev.CreatedAt)
+		}
+	}
+	want := slices.Clone(created)
+	slices.Sort(want)
+	if diff := cmp.Diff(want, gotIDs); diff != "" {
+		t.Errorf("listed IDs differ from the created ones (-want +got):\n%s", diff)
+	}
+}
+
+func TestListPageCost(t *testing.T) {
+	t.Parallel()
+	const limit = s3task.DefaultListLimit
+
+	// plant fills a fresh server with n valid records straight through the
+	// backend, without HTTP, and returns the cost of the first page.
+	cost := func(t *testing.T, n int) map[string]int {
+		backend := s3mem.New()
+		srv, err := s3test.StartBackend(backend)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Close)
+		var ids []string
+		for range n {
+			id := s3task.NewID()
+			ids = append(ids, id)
+			body := recordJSON(t, id, nil)
+			key := s3task.DefaultPrefix + id + "/status.json"
+			if _, err := backend.PutObject(srv.Bucket, key, map[string]string{}, bytes.NewReader(body), int64(len(body)), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var count s3test.Counter
+		st, err := s3task.NewStore(srv.Client(count.Wrap), srv.Bucket, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, err := st.List(t.Context(), s3task.ListOptions{}) // the default page size
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(ids)
+		var got []string
+		for _, task := range page.Tasks {
+			got = append(got, task.ID)
+		}
+		if diff := cmp.Diff(ids[:limit], got); diff != "" {
+			t.Errorf("first page of %d tasks (-want +got):\n%s", n, diff)
+		}
+		return count.Counts()
+	}
+
+	small, large := cost(t, limit), cost(t, 100*limit)
+	if diff := cmp.Diff(small, large); diff != "" {
+		t.Errorf("page cost depends on the bucket size (-%d tasks +%d tasks):\n%s", limit, 100*limit, diff)
+	}
+	if diff := cmp.Diff(map[string]int{"LIST": 1, "GET": limit}, large); diff != "" {
+		t.Errorf("page cost (-want +got):\n%s", diff)
+	}
+}
+
+// TestListStrayObjects: objects that are not task folders can sit directly
+// under the prefix (a backup copy of a record, a README). They take places in
+// a LIST page but must never end the listing before the last task.
+func TestListStrayObjects(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, nil)
+	ids := createMany(t, e.admin, e.ctx, 4)
+	slices.Sort(ids)
+	// Keys that sort just before the second task's folder ("." < "/").
+	for _, suffix := range []string{".bak", ".old", ".tmp"} {
+		e.put(t, e.admin.Prefix()+ids[1]+suffix, []byte("stray"))
+	}
+
+	var got []string
+	cursor := ""
+	for range 20 {
+		page, err := st.List(e.ctx, s3task.ListOptions{Limit: 2, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range page.Tasks {
+			got = append(got, task.ID)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	if diff := cmp.Diff(ids, got); diff != "" {
+		t.Errorf("tasks listed page by page (-want +got):\n%s", diff)
+	}
+}
+
+// TestCreateOrderFollowsCallOrder: tasks created one after another by one
+// Store must list newest first. The Store corrects its clock by the S3
+// server's Date header; the correction must never move time backwards
+// between two creates.
+func TestCreateOrderFollowsCallOrder(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		skew time.Duration // local clock minus S3's
+	}{
+		{"local clock behind S3", -2 * time.Second},
+		{"local clock ahead of S3", 2 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st, e := setup(t, &s3task.StoreOptions{Clock: func() time.Time { return time.Now().Add(tc.skew) }})
+			var made []*s3task.Task
+			for _, name := range []string{"first", "second", "third"} {
+				task, err := st.Create(e.ctx, s3task.CreateParams{Name: name})
+				if err != nil {
+					t.Fatal(err)
+				}
+				made = append(made, task)
+			}
+			page, err := st.List(e.ctx, s3task.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, task := range page.Tasks {
+				got = append(got, task.Name)
+			}
+			if diff := cmp.Diff([]string{"third", "second", "first"}, got); diff != "" {
+				t.Errorf("list order (-want +got):\n%s", diff)
+				for _, m := range made {
+					t.Logf("%s: created_at %s", m.Name, m.CreatedAt.Format(time.RFC3339Nano))
+				}
+			}
+		})
+	}
+}
+
+// recorder is a transport wrapper that logs each request as "OP key".
+type recorder struct {
+	bucket string
+	mu     sync.Mutex
+	log    []string
+}
+
+func (r *recorder) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		r.mu.Lock()
+		r.log = append(r.log, s3test.Op(req)+" "+strings.TrimPrefix(req.URL.Path, "/"+r.bucket+"/"))
+		r.mu.Unlock()
+		return next.RoundTrip(req)
+	})
+}
+
+func (r *recorder) reset() {
+	r.mu.Lock()
+	r.log = nil
+	r.mu.Unlock()
+}
+
+// index returns the position of entry in the log, or -1.
+func (r *recorder) index(entry string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Index(r.log, entry)
+}
+
+func (r *recorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.log, "; ")
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestMarkers(t *testing.T) {
+	t.Parallel()
+	_, e := setup(t, nil)
+	rec := &recorder{bucket: e.srv.Bucket}
+	st := e.newStore(t, nil, rec.wrap)
+
+	// markerFirst checks that the marker was written, and before the record.
+	markerFirst := func(t *testing.T, id string) {
+		t.Helper()
+		m, r := rec.index("PUT "+e.markerKey(id)), rec.index("PUT "+e.recordKey(id))
+		if m < 0 || r < 0 || m > r {
+			t.Errorf("want the marker PUT before the record PUT, got: %s", rec)
+		}
+		if !e.exists(t, e.markerKey(id)) {
+			t.Error("no marker")
+		}
+	}
+
+	task := e.task(t, "created")
+	if e.exists(t, e.markerKey(task.ID)) {
+		t.Fatal("a created task has a marker")
+	}
+	t.Run("submit writes it", func(t *testing.T) {
+		rec.reset()
+		if _, err := st.Submit(e.ctx, task.ID); err != nil {
+			t.Fatal(err)
+		}
+		markerFirst(t, task.ID)
+	})
+	t.Run("cancel removes it after the record", func(t *testing.T) {
+		rec.reset()
+		if _, err := st.Cancel(e.ctx, task.ID, "no longer needed"); err != nil {
+			t.Fatal(err)
+		}
+		d, r := rec.index("DELETE "+e.markerKey(task.ID)), rec.index("PUT "+e.recordKey(task.ID))
+		if d < 0 || r < 0 || d < r {
+			t.Errorf("want the record PUT before the marker DELETE, got: %s", rec)
+		}
+		if e.exists(t, e.markerKey(task.ID)) {
+			t.Error("marker still there")
+		}
+	})
+	t.Run("retry of a failed task writes it again", func(t *testing.T) {
+		failed := e.task(t, "queued")
+		if _, err := e.admin.Cancel(e.ctx, failed.ID, ""); err != nil { // removes the marker
+			t.Fatal(err)
+		}
+		e.force(t, failed.ID, func(x *s3task.Task) {
+			x.Status, x.Attempt, x.CancelReason, x.LastError = s3task.StatusFailed, 1, "", "boom"
+		})
+		if e.exists(t, e.markerKey(failed.ID)) {
+			t.Fatal("marker present before Retry")
+		}
+		rec.reset()
+		if _, err := st.Retry(e.ctx, failed.ID); err != nil {
+			t.Fatal(err)
+		}
+		markerFirst(t, failed.ID)
+	})
+}
+
+// fault says how a status.json PUT that S3 applied is reported to the client.
+type fault int
+
+const (
+	fault500   fault = iota // a 500: the SDK resends the PUT
+	faultReset              // a reset connection: the SDK resends the PUT
+	faultFinal              // an error the SDK does not retry: no resend
+)
+
+func (f fault) String() string {
+	return [...]string{"500 after the write", "connection reset after the write", "unretried error after the write"}[f]
+}
+
+// finalError is a transport error the AWS SDK's retryer gives up on at once.
+type finalError struct{}
+
+func (finalError) Error() string        { return "injected: response lost" }
+func (finalError) RetryableError() bool { return false }
+
+// ambiguous is a transport wrapper for the resend problem: the first PUT of a
+// status.json reaches S3 and is applied, but the client is told it failed.
+type ambiguous struct {
+	fault fault
+
+	mu    sync.Mutex
+	codes []int // S3's real answer to each status.json PUT
+}
+
+func (a *ambiguous) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method != http.MethodPut || !strings.HasSuffix(req.URL.Path, "/status.json") {
+			return next.RoundTrip(req)
+		}
+		resp, err := next.RoundTrip(req)
+		if err != nil {
+			return nil, err
+		}
+		a.mu.Lock()
+		a.codes = append(a.codes, resp.StatusCode)
+		first := len(a.codes) == 1
+		a.mu.Unlock()
+		if !first {
+			return resp, nil
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		switch a.fault {
+		case faultReset:
+			return nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+		case faultFinal:
+			return nil, finalError{}
+		}
+		body := `<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>injected after the write</Message></Error>`
+		return &http.Response{
+			Status: "500 Internal Server Error", StatusCode: http.StatusInternalServerError,
+			Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header:        http.Header{"Content-Type": {"application/xml"}},
+			Body:          io.NopCloser(strings.NewReader(body)),
+			ContentLength: int64(len(body)),
+			Request:       req,
+		}, nil
+	})
+}
+
+func (a *ambiguous) answers() []int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.codes)
+}
+
+func TestAmbiguousWrites(t *testing.T) {
+	t.Parallel()
+	ops := []struct {
+		name  string
+		state string // the task to start from; "" for none
+		call  func(st *s3task.Store, ctx context.Context, id string) (*s3task.Task, error)
+		want  s3task.Status
+	}{
+		{"Create", "", func(st *s3task.Store, ctx context.Context, _ string) (*s3task.Task, error) {
+			return st.Create(ctx, s3task.CreateParams{Name: "under fault"})
+		}, s3task.StatusCreated},
+		{"Submit", "created", func(st *s3task.Store, ctx context.Context, id string) (*s3task.Task, error) {
+			return st.Submit(ctx, id)
+		}, s3task.StatusQueued},
+		{"Cancel", "queued", func(st *s3task.Store, ctx context.Context, id string) (*s3task.Task, error) {
+			return st.Cancel(ctx, id, "under fault")
+		}, s3task.StatusAbandoned},
+		{"Retry", "failed", func(st *s3task.Store, ctx context.Context, id string) (*s3task.Task, error) {
+			return st.Retry(ctx, id)
+		}, s3task.StatusQueued},
+	}
+	for _, f := range []fault{fault500, faultReset, faultFinal} {
+		// A resend is refused by its own first copy; without one, S3 only
+		// saw the applied write.
+		wantAnswers := []int{http.StatusOK, http.StatusPreconditionFailed}
+		if f == faultFinal {
+			wantAnswers = wantAnswers[:1]
+		}
+		for _, op := range ops {
+			t.Run(f.String()+"/"+op.name, func(t *testing.T) {
+				t.Parallel()
+				_, e := setup(t, nil)
+				var id string
+				if op.state != "" {
+					id = e.task(t, op.state).ID
+				}
+				a := &ambiguous{fault: f}
+				st := e.newStore(t, nil, a.wrap)
+				got, err := op.call(st, e.ctx, id)
+				if err != nil {
+					t.Fatalf("%s under an ambiguous write: %v", op.name, err)
+				}
+				if diff := cmp.Diff(wantAnswers, a.answers()); diff != "" {
+					t.Errorf("S3's answers to the record PUTs (-want +got):\n%s", diff)
+				}
+				if got.Status != op.want {
+					t.Errorf("status %s, want %s", got.Status, op.want)
+				}
+				stored, err := e.admin.Get(e.ctx, got.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(stored, got); diff != "" {
+					t.Errorf("returned task differs from the stored one (-stored +returned):\n%s", diff)
+				}
+				page, err := e.admin.List(e.ctx, s3task.ListOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page.Tasks) != 1 || len(page.Broken) != 0 {
+					t.Errorf("bucket holds %d tasks and %d broken, want exactly the one", len(page.Tasks), len(page.Broken))
+				}
+			})
+		}
+	}
+}
+
+// hooked is a transport wrapper that runs before[n] just before the n-th
+// status.json PUT (from 0) goes out, so a test can slip other writers in at
+// an exact point of a call, without timing.
+type hooked struct {
+	mu     sync.Mutex
+	n      int
+	before []func()
+}
+
+func (h *hooked) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method == http.MethodPut && strings.HasSuffix(req.URL.Path, "/status.json") {
+			h.mu.Lock()
+			n := h.n
+			h.n++
+			h.mu.Unlock()
+			if n < len(h.before) {
+				h.before[n]()
+			}
+		}
+		return next.RoundTrip(req)
+	})
+}
+
+// TestCancelLosingToAnotherCancel: a Cancel whose every compare-and-set loses
+// ends up re-reading a task that another Cancel has just abandoned. There is
+// nothing left to write, and cancelling an abandoned task is documented to
+// succeed, so the call must not report ErrConflict.
+func TestCancelLosingToAnotherCancel(t *testing.T) {
+	t.Parallel()
+	_, e := setup(t, nil)
+	task := e.task(t, "created")
+	h := &hooked{}
+	h.before = []func(){
+		func() { // first try: someone submits the task
+			if _, err := e.admin.Submit(e.ctx, task.ID); err != nil {
+				t.Error(err)
+			}
+		},
+		func() { // second try: someone else cancels it
+			if _, err := e.admin.Cancel(e.ctx, task.ID, "the other operator"); err != nil {
+				t.Error(err)
+			}
+		},
+	}
+	st := e.newStore(t, &s3task.StoreOptions{ConflictRetries: 1}, h.wrap)
+	got, err := st.Cancel(e.ctx, task.ID, "mine")
+	if err != nil {
+		t.Fatalf("Cancel = %v, want the abandoned task", err)
+	}
+	if got.Status != s3task.StatusAbandoned || got.CancelReason != "the other operator" {
+		t.Errorf("Cancel returned %s with reason %q, want the other operator's abandoned record", got.Status, got.CancelReason)
+	}
+}
