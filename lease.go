@@ -96,7 +96,11 @@ func (l *lease) heartbeats(ctx context.Context, stop <-chan struct{}, stopped ch
 		progress, _ := l.job.state()
 		// A renewal must not be cut off halfway by the handler's context
 		// being cancelled: its outcome would be unknown to the final write.
-		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.w.opts.HeartbeatInterval)
+		// It may take until the lease runs out.
+		l.mu.Lock()
+		left := l.task.LeaseExpiresAt.Sub(l.w.store.serverNow())
+		l.mu.Unlock()
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(left, time.Second))
 		err := l.write(hctx, event{kind: evHeartbeat, progress: &progress})
 		cancel()
 		if err == nil {
@@ -109,7 +113,7 @@ func (l *lease) heartbeats(ctx context.Context, stop <-chan struct{}, stopped ch
 		}
 		l.log.Warn("s3task: heartbeat failed", "err", err)
 		l.mu.Lock()
-		expired := !l.w.store.now().Before(l.task.LeaseExpiresAt)
+		expired := !l.w.store.serverNow().Before(l.task.LeaseExpiresAt)
 		l.mu.Unlock()
 		if expired {
 			l.lose(ErrLeaseLost, nil)
@@ -199,7 +203,7 @@ func (l *lease) write(ctx context.Context, e event) error {
 	}
 	e.worker, e.attempt, e.lease = l.w.opts.ID, l.task.Attempt, l.w.opts.LeaseDuration
 	s := l.w.store
-	next, _, err := transition(l.task, e, s.now())
+	next, _, err := transition(l.task, e, s.serverNow())
 	if err != nil {
 		return err // cannot happen for our own record
 	}
@@ -207,7 +211,7 @@ func (l *lease) write(ctx context.Context, e event) error {
 	if errors.Is(err, errLost) && got.Status == StatusRunning && got.WorkerID == e.worker && got.Attempt == e.attempt {
 		// Still ours: an earlier write of this attempt landed although its
 		// answer was lost, so our ETag was stale. Decide again from it.
-		if next, _, err = transition(got, e, s.now()); err != nil {
+		if next, _, err = transition(got, e, s.serverNow()); err != nil {
 			return err
 		}
 		got, etag, err = s.commit(ctx, got, etag, next)

@@ -44,8 +44,8 @@ type Store struct {
 
 	// skew is the S3 server's clock minus the local clock, in nanoseconds,
 	// as last seen in a response's Date header.
-	skew    atomic.Int64
-	lastNow atomic.Int64 // the latest time now returned, in Unix milliseconds
+	skew      atomic.Int64
+	lastStamp atomic.Int64 // the latest time stamp returned, in Unix milliseconds
 }
 
 // NewStore returns a Store for the tasks under opts.Prefix in bucket. The
@@ -112,19 +112,32 @@ func (s *Store) outputKey(id string, n int) string {
 	return s.taskDir(id) + "output-attempt-" + strconv.Itoa(n) + s.opts.OutputExt
 }
 
-// now returns the S3 server's time as best known: the local clock corrected
-// by the offset seen in the last response, in UTC, to the millisecond. It
-// never goes backwards, although the offset is re-estimated with every
-// response, so records and IDs one Store writes in sequence are in order.
-func (s *Store) now() time.Time {
-	t := s.opts.Clock().Add(time.Duration(s.skew.Load())).UnixMilli()
+// serverNow returns the S3 server's time as best known: the local clock
+// corrected by the offset seen in the last response, in UTC, to the
+// millisecond. Every decision about leases and retries uses it.
+func (s *Store) serverNow() time.Time {
+	return time.UnixMilli(s.opts.Clock().Add(time.Duration(s.skew.Load())).UnixMilli()).UTC()
+}
+
+// maxStampStepBack is how far serverNow may step back (its offset is
+// re-estimated from one-second Date headers with every response) before
+// stamp follows it instead of holding still.
+const maxStampStepBack = 5 * time.Second
+
+// stamp returns the time for IDs and audit timestamps: serverNow, except that
+// it does not go back by small steps, so the tasks and records one Store
+// writes in sequence are in order. A larger step back is a real correction
+// (the first responses of a Store whose local clock is off), and stamp
+// follows it.
+func (s *Store) stamp() time.Time {
+	t := s.serverNow().UnixMilli()
 	for {
-		last := s.lastNow.Load()
-		if t <= last {
+		last := s.lastStamp.Load()
+		if t <= last && last-t <= maxStampStepBack.Milliseconds() {
 			t = last
 			break
 		}
-		if s.lastNow.CompareAndSwap(last, t) {
+		if s.lastStamp.CompareAndSwap(last, t) {
 			break
 		}
 	}
@@ -194,7 +207,7 @@ func (s *Store) Create(ctx context.Context, p CreateParams) (*Task, error) {
 	if err := p.validate(s.opts.MaxPayloadSize); err != nil {
 		return nil, err
 	}
-	now := s.now()
+	now := s.stamp()
 	id := NewIDAt(now)
 	t := &Task{
 		SchemaVersion: SchemaVersion,
@@ -281,7 +294,7 @@ var errLost = errors.New("s3task: lost compare-and-set")
 func (s *Store) commit(ctx context.Context, cur *Task, etag string, next *Task) (*Task, string, error) {
 	n := next.clone()
 	n.Revision = newRevision()
-	n.UpdatedAt = s.now()
+	n.UpdatedAt = s.stamp()
 	body, err := json.Marshal(n)
 	if err != nil {
 		return nil, "", fmt.Errorf("s3task: encode record %s: %w", n.ID, err)
@@ -327,7 +340,7 @@ func (s *Store) commit(ctx context.Context, cur *Task, etag string, next *Task) 
 // stored afterwards and whether this call changed it.
 func (s *Store) apply(ctx context.Context, t *Task, etag string, e event, prepare func(context.Context) error) (*Task, bool, error) {
 	for try := 0; ; try++ {
-		next, write, err := transition(t, e, s.now())
+		next, write, err := transition(t, e, s.serverNow())
 		if err != nil {
 			return nil, false, err
 		}
@@ -449,14 +462,25 @@ func (s *Store) Submit(ctx context.Context, id string) (*Task, error) {
 // final or it was waiting for an automatic retry, and returns it. The decision
 // is made against the stored record, never against what the caller last saw.
 // If all attempts were used, the task gets one more. The marker is written
-// before the record. Requests: GET, PUT marker, PUT record (more on a lost
-// compare-and-set).
+// before the record, and once more after it (see the package documentation,
+// Markers). Requests: GET, PUT marker, PUT record, PUT marker (more on a
+// lost compare-and-set).
 //
 // Errors: [ErrInvalidID]; [ErrNotFound]; a *[TransitionError] unless the task
 // is failed; [ErrConflict]; S3 errors otherwise.
 func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
-	got, _, err := s.change(ctx, id, event{kind: evRetry}, func(ctx context.Context) error { return s.putMarker(ctx, id) })
-	return got, err
+	mark := func(ctx context.Context) error { return s.putMarker(ctx, id) }
+	got, changed, err := s.change(ctx, id, event{kind: evRetry}, mark)
+	if err != nil || !changed {
+		return got, err
+	}
+	// A worker that saw the task terminal may have deleted the marker after
+	// our first write and re-checked the record before our record write
+	// landed. Writing the marker again closes that window.
+	if err := mark(ctx); err != nil {
+		s.log.WarnContext(ctx, "s3task: rewrite marker after retry", "task_id", id, "err", err)
+	}
+	return got, nil
 }
 
 // Cancel abandons a task that is not finished and returns it; reason is kept
@@ -646,7 +670,7 @@ func (s *Store) checkUpload(ctx context.Context, id string, ttl time.Duration) e
 	if err != nil {
 		return err
 	}
-	_, _, err = transition(t, event{kind: evUpload}, s.now())
+	_, _, err = transition(t, event{kind: evUpload}, s.serverNow())
 	return err
 }
 
@@ -845,12 +869,15 @@ func (s *Store) OpenOutput(ctx context.Context, id string) (io.ReadCloser, error
 // when a refused write went through or the headers are not implemented; S3
 // errors otherwise.
 func (s *Store) CheckBackend(ctx context.Context) error {
-	key := s.opts.Prefix + "_check/" + NewIDAt(s.now())
+	key := s.opts.Prefix + "_check/" + NewID()
 	put := func(body string, ifNoneMatch, ifMatch *string) error {
-		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+		out, err := s.client.PutObject(ctx, &s3.PutObjectInput{
 			Bucket: &s.bucket, Key: &key, Body: strings.NewReader(body),
 			ContentLength: aws.Int64(int64(len(body))), IfNoneMatch: ifNoneMatch, IfMatch: ifMatch,
 		})
+		if err == nil {
+			s.observe(out.ResultMetadata) // learn the server's clock before the first task
+		}
 		return err
 	}
 	defer func() {

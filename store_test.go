@@ -982,7 +982,7 @@ func TestRetry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantCounts(t, e, map[string]int{"GET": 1, "PUT": 2})
+			wantCounts(t, e, map[string]int{"GET": 1, "PUT": 3}) // marker, record, marker again
 			want := task
 			want.Status, want.RetryAt, want.MaxAttempts = s3task.StatusQueued, time.Time{}, tc.wantMax(task)
 			if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {

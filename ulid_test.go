@@ -45,9 +45,6 @@ func quickTimes(n int) *quick.Config {
 	}
 }
 
-// idRandomPart returns the 80-bit random half of an ID, as text.
-func idRandomPart(id string) string { return id[10:] }
-
 func TestNewIDIsCanonical(t *testing.T) {
 	t.Parallel()
 

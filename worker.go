@@ -244,6 +244,9 @@ type Worker struct {
 // requests. It returns an error wrapping [ErrInvalidOptions] for a nil store
 // or handler or an invalid option; the message names the field.
 func NewWorker(store *Store, h Handler, opts *WorkerOptions) (*Worker, error) {
+	if f, ok := h.(HandlerFunc); ok && f == nil {
+		h = nil
+	}
 	if store == nil || h == nil {
 		return nil, fmt.Errorf("%w: nil store or handler", ErrInvalidOptions)
 	}
@@ -404,7 +407,7 @@ func (w *Worker) visit(ctx, base context.Context, id string) bool {
 		}
 		return false
 	}
-	now := s.now()
+	now := s.serverNow()
 	switch {
 	case t.Terminal():
 		s.dropMarker(ctx, id, t.Status == StatusFailed)

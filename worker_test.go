@@ -1,0 +1,1604 @@
+package s3task_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/internal/s3test"
+)
+
+// The worker tests share the package with the store tests, which have their
+// own setup; the helpers here take names those do not use.
+
+// workerWait bounds every wait on a signal. It is far longer than any wait
+// should take, even under -race on a loaded machine; reaching it is a failure.
+const workerWait = 20 * time.Second
+
+// Lease settings shared by the worker tests. Leases are long so that none
+// runs out by itself; the tests that need an expired lease move the server's
+// clock with Server.Advance instead of sleeping.
+const (
+	workerLease     = 10 * time.Second
+	workerMargin    = 2 * time.Second
+	workerHeartbeat = 50 * time.Millisecond
+	// workerPastLease moves the server's clock far enough for any worker
+	// to judge a lease left alone as expired: Date headers have one-second
+	// resolution, so a worker's view of the server's clock may be off by
+	// about a second.
+	workerPastLease = workerLease + workerMargin + 2*time.Second
+)
+
+func workerQuietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// workerEnv is what the worker tests work with: an in-process S3, a Store
+// for the producer side (creating, submitting, inspecting tasks) with its
+// request counter, and a raw client to look at objects directly.
+type workerEnv struct {
+	ctx   context.Context
+	srv   *s3test.Server
+	store *s3task.Store
+	reqs  *s3test.Counter // the producer store's requests
+	raw   *s3.Client
+}
+
+func setupWorker(t *testing.T) *workerEnv {
+	t.Helper()
+	srv := s3test.New(t)
+	e := &workerEnv{ctx: t.Context(), srv: srv, reqs: &s3test.Counter{}, raw: srv.Client()}
+	e.store = e.newStore(t, nil, e.reqs.Wrap)
+	return e
+}
+
+// newStore returns a Store with its own S3 client, as another machine would
+// have. opts may be nil; the extensions and a quiet logger are filled in.
+func (e *workerEnv) newStore(t *testing.T, opts *s3task.StoreOptions, wrap ...func(http.RoundTripper) http.RoundTripper) *s3task.Store {
+	t.Helper()
+	var o s3task.StoreOptions
+	if opts != nil {
+		o = *opts
+	}
+	o.InputExt, o.OutputExt = ".csv", ".csv"
+	if o.Logger == nil {
+		o.Logger = workerQuietLog()
+	}
+	st, err := s3task.NewStore(e.srv.Client(wrap...), e.srv.Bucket, &o)
+	if err != nil {
+		t.Fatalf("NewStore: %v", err)
+	}
+	return st
+}
+
+// submit creates a task, uploads input and submits it.
+func (e *workerEnv) submit(t *testing.T, p s3task.CreateParams, input string) *s3task.Task {
+	t.Helper()
+	task, err := e.store.Create(e.ctx, p)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if err := e.store.UploadInput(e.ctx, task.ID, strings.NewReader(input)); err != nil {
+		t.Fatalf("UploadInput(%s): %v", task.ID, err)
+	}
+	got, err := e.store.Submit(e.ctx, task.ID)
+	if err != nil {
+		t.Fatalf("Submit(%s): %v", task.ID, err)
+	}
+	return got
+}
+
+func (e *workerEnv) get(t *testing.T, id string) *s3task.Task {
+	t.Helper()
+	task, err := e.store.Get(e.ctx, id)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", id, err)
+	}
+	return task
+}
+
+func (e *workerEnv) markerKey(id string) string { return e.store.Prefix() + "active/" + id }
+func (e *workerEnv) recordKey(id string) string { return e.store.Prefix() + id + "/status.json" }
+
+func (e *workerEnv) outputKey(t *testing.T, id string, n int) string {
+	t.Helper()
+	key, err := e.store.OutputKey(id, n)
+	if err != nil {
+		t.Fatalf("OutputKey(%s, %d): %v", id, n, err)
+	}
+	return key
+}
+
+// object returns the bytes at key, or ok=false if there is no object.
+func (e *workerEnv) object(t *testing.T, key string) (body []byte, ok bool) {
+	t.Helper()
+	out, err := e.raw.GetObject(e.ctx, &s3.GetObjectInput{Bucket: &e.srv.Bucket, Key: &key})
+	if err != nil {
+		var nf interface{ ErrorCode() string }
+		if errors.As(err, &nf) && nf.ErrorCode() == "NoSuchKey" {
+			return nil, false
+		}
+		t.Fatalf("GetObject(%s): %v", key, err)
+	}
+	defer out.Body.Close()
+	body, err = io.ReadAll(out.Body)
+	if err != nil {
+		t.Fatalf("read %s: %v", key, err)
+	}
+	return body, true
+}
+
+func (e *workerEnv) put(t *testing.T, key string, body []byte) {
+	t.Helper()
+	_, err := e.raw.PutObject(e.ctx, &s3.PutObjectInput{
+		Bucket: &e.srv.Bucket, Key: &key, Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
+	})
+	if err != nil {
+		t.Fatalf("PutObject(%s): %v", key, err)
+	}
+}
+
+func (e *workerEnv) hasMarker(t *testing.T, id string) bool {
+	t.Helper()
+	_, ok := e.object(t, e.markerKey(id))
+	return ok
+}
+
+// output reads a completed task's output through Store.OpenOutput.
+func (e *workerEnv) output(t *testing.T, id string) string {
+	t.Helper()
+	r, err := e.store.OpenOutput(e.ctx, id)
+	if err != nil {
+		t.Fatalf("OpenOutput(%s): %v", id, err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("read output of %s: %v", id, err)
+	}
+	return string(b)
+}
+
+// workerOptions returns options with short polls, long leases, frequent
+// heartbeats, no backoff between attempts and the given hooks.
+func workerOptions(id string, hooks s3task.Hooks) *s3task.WorkerOptions {
+	return &s3task.WorkerOptions{
+		ID:                id,
+		PollInterval:      10 * time.Millisecond,
+		MaxPollInterval:   50 * time.Millisecond,
+		LeaseDuration:     workerLease,
+		HeartbeatInterval: workerHeartbeat,
+		ClockMargin:       workerMargin,
+		Backoff:           func(int) time.Duration { return 0 },
+		ShutdownTimeout:   200 * time.Millisecond,
+		Logger:            workerQuietLog(),
+		Hooks:             hooks,
+	}
+}
+
+// runningWorker is a worker whose Run goroutine the test owns.
+type runningWorker struct {
+	w      *s3task.Worker
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	t      *testing.T
+}
+
+// startWorker builds a worker and runs it until the test ends (or stop).
+func startWorker(t *testing.T, store *s3task.Store, h s3task.Handler, opts *s3task.WorkerOptions) *runningWorker {
+	t.Helper()
+	w, err := s3task.NewWorker(store, h, opts)
+	if err != nil {
+		t.Fatalf("NewWorker: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rw := &runningWorker{w: w, cancel: cancel, done: make(chan error, 1), t: t}
+	go func() { rw.done <- w.Run(ctx) }()
+	t.Cleanup(rw.stop)
+	return rw
+}
+
+// stop cancels Run's context and waits for Run to return. It can be called
+// more than once.
+func (rw *runningWorker) stop() {
+	rw.once.Do(func() {
+		rw.cancel()
+		select {
+		case err := <-rw.done:
+			if err != nil {
+				rw.t.Errorf("worker %s: Run returned %v", rw.w.ID(), err)
+			}
+		case <-time.After(workerWait):
+			rw.t.Errorf("worker %s: Run did not return within %s of its context ending", rw.w.ID(), workerWait)
+		}
+	})
+}
+
+// hookEvents collects what a worker's hooks report, each kind on its own
+// channel. Hooks never block: the channels are large, and a test reads only
+// what it waits for.
+type hookEvents struct {
+	claimed   chan *s3task.Task
+	completed chan *s3task.Task
+	failed    chan hookFailure
+	lost      chan hookLost
+	released  chan *s3task.Task
+}
+
+type hookFailure struct {
+	task *s3task.Task
+	err  error
+}
+
+type hookLost struct {
+	id    string
+	task  *s3task.Task
+	cause error
+}
+
+func newHookEvents() *hookEvents {
+	const n = 1024
+	return &hookEvents{
+		claimed:   make(chan *s3task.Task, n),
+		completed: make(chan *s3task.Task, n),
+		failed:    make(chan hookFailure, n),
+		lost:      make(chan hookLost, n),
+		released:  make(chan *s3task.Task, n),
+	}
+}
+
+func offerHook[T any](ch chan T, v T) {
+	select {
+	case ch <- v:
+	default:
+	}
+}
+
+func (h *hookEvents) hooks() s3task.Hooks {
+	return s3task.Hooks{
+		OnClaim:     func(t *s3task.Task) { offerHook(h.claimed, t) },
+		OnComplete:  func(t *s3task.Task) { offerHook(h.completed, t) },
+		OnFail:      func(t *s3task.Task, err error) { offerHook(h.failed, hookFailure{t, err}) },
+		OnLeaseLost: func(id string, t *s3task.Task, cause error) { offerHook(h.lost, hookLost{id, t, cause}) },
+		OnRelease:   func(t *s3task.Task) { offerHook(h.released, t) },
+	}
+}
+
+// expectNoHook fails the test if ch holds anything.
+func expectNoHook[T any](t *testing.T, ch chan T, what string) {
+	t.Helper()
+	select {
+	case v := <-ch:
+		t.Errorf("unexpected %s: %+v", what, v)
+	default:
+	}
+}
+
+// awaitSignal returns the next value from ch, failing the test after
+// workerWait.
+func awaitSignal[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(workerWait):
+		t.Fatalf("timed out after %s waiting for %s", workerWait, what)
+		panic("unreachable")
+	}
+}
+
+// awaitSignalWithin is awaitSignal with a tighter bound.
+func awaitSignalWithin[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("timed out after %s waiting for %s", d, what)
+		panic("unreachable")
+	}
+}
+
+// waitForCondition checks cond on a short ticker until it holds, failing
+// the test after workerWait. It waits for a condition, never for a fixed
+// time.
+func waitForCondition(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(workerWait)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting until %s", workerWait, what)
+		}
+		<-tick.C
+	}
+}
+
+// handlerGate blocks handlers until the test opens it, or until their
+// context ends.
+type handlerGate struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func newHandlerGate(t *testing.T) *handlerGate {
+	g := &handlerGate{ch: make(chan struct{})}
+	t.Cleanup(g.open) // never leave a handler blocked behind a finished test
+	return g
+}
+
+func (g *handlerGate) open() { g.once.Do(func() { close(g.ch) }) }
+
+// wait returns nil once the gate opens, or the context's error.
+func (g *handlerGate) wait(ctx context.Context) error {
+	select {
+	case <-g.ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ignoreWorkerWriteStamps leaves out what every write changes.
+var ignoreWorkerWriteStamps = cmpopts.IgnoreFields(s3task.Task{}, "UpdatedAt", "Revision")
+
+func TestWorkerEndToEndCSV(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	input := "name,city\nada,london\ngrace,arlington\nlinus,helsinki\nbarbara,boston\n"
+	// The expected results come from the input, not from the handler.
+	lines := strings.Split(strings.TrimSuffix(input, "\n"), "\n")
+	dataRows := int64(len(lines) - 1)
+
+	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		in, err := job.OpenInput(ctx)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		records, err := csv.NewReader(in).ReadAll()
+		if err != nil {
+			return s3task.Permanent(err)
+		}
+		out, err := job.CreateOutput(ctx)
+		if err != nil {
+			return err
+		}
+		cw := csv.NewWriter(out)
+		var p s3task.Progress
+		p.RowCount = int64(len(records) - 1)
+		for i, rec := range records {
+			for j := range rec {
+				rec[j] = strings.ToUpper(rec[j])
+			}
+			if err := cw.Write(rec); err != nil {
+				out.Close()
+				return err
+			}
+			if i > 0 {
+				p.ProcessedCount++
+				p.SuccessCount++
+				job.SetProgress(p)
+			}
+		}
+		cw.Flush()
+		if err := cw.Error(); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	})
+
+	var workerReqs s3test.Counter
+	ev := newHookEvents()
+	opts := workerOptions("csv-worker", ev.hooks())
+	opts.HeartbeatInterval = workerLease / 3 // no heartbeat during this short task: request counts stay exact
+	startWorker(t, e.newStore(t, nil, workerReqs.Wrap), handler, opts)
+
+	e.reqs.Reset()
+	workerReqs.Reset()
+	submitted := e.submit(t, s3task.CreateParams{Name: "cities.csv", Type: "upper"}, input)
+	producer := e.reqs.String()
+	done := awaitSignal(t, ev.completed, "the task to complete")
+	t.Logf("requests for one task: producer (create, upload, submit): %s; worker (polls included): %s", producer, workerReqs.String())
+
+	if done.ID != submitted.ID {
+		t.Fatalf("completed task %s, want %s", done.ID, submitted.ID)
+	}
+	got := e.get(t, submitted.ID)
+	want := *submitted
+	want.Status = s3task.StatusCompleted
+	want.Attempt = 1
+	want.WorkerID = "csv-worker"
+	want.Progress = s3task.Progress{RowCount: dataRows, ProcessedCount: dataRows, SuccessCount: dataRows}
+	want.OutputPath = e.outputKey(t, submitted.ID, 1)
+	if diff := cmp.Diff(&want, got, ignoreWorkerWriteStamps); diff != "" {
+		t.Errorf("completed record (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(got, done, ignoreWorkerWriteStamps); diff != "" {
+		t.Errorf("OnComplete saw a different record than Get (-get +hook):\n%s", diff)
+	}
+	if out := e.output(t, submitted.ID); out != strings.ToUpper(input) {
+		t.Errorf("output = %q, want %q", out, strings.ToUpper(input))
+	}
+	if e.hasMarker(t, submitted.ID) {
+		t.Errorf("active marker of completed task %s is still there", submitted.ID)
+	}
+	expectNoHook(t, ev.failed, "OnFail")
+	expectNoHook(t, ev.lost, "OnLeaseLost")
+}
+
+func TestWorkerProgressVisibleWhileRunning(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	release := newHandlerGate(t)
+	want := s3task.Progress{RowCount: 40, ProcessedCount: 17, SuccessCount: 15, ErrorCount: 2}
+	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		job.SetProgress(want)
+		return release.wait(ctx)
+	})
+	ev := newHookEvents()
+	rw := startWorker(t, e.newStore(t, nil), handler, workerOptions("progress-worker", ev.hooks()))
+	task := e.submit(t, s3task.CreateParams{Name: "progress"}, "a\n")
+	awaitSignal(t, ev.claimed, "the claim")
+
+	var running *s3task.Task
+	waitForCondition(t, "Get shows the handler's progress", func() bool {
+		running = e.get(t, task.ID)
+		return running.Progress == want
+	})
+	if running.Status != s3task.StatusRunning || running.WorkerID != rw.w.ID() || running.Attempt != 1 {
+		t.Errorf("while running: status %s, worker %q, attempt %d; want running, %q, 1",
+			running.Status, running.WorkerID, running.Attempt, rw.w.ID())
+	}
+	if !running.LeaseExpiresAt.After(e.srv.Now()) {
+		t.Errorf("lease_expires_at %s is not in the future (server now %s)", running.LeaseExpiresAt, e.srv.Now())
+	}
+
+	release.open()
+	done := awaitSignal(t, ev.completed, "the task to complete")
+	if done.Progress != want {
+		t.Errorf("progress after completion = %+v, want %+v", done.Progress, want)
+	}
+}
+
+func TestWorkerRetriesUntilSuccess(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	const succeedAt = 3
+	var mu sync.Mutex
+	var attempts []int
+	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		n := job.Task.Attempt
+		mu.Lock()
+		attempts = append(attempts, n)
+		mu.Unlock()
+		// Every attempt writes an output; only the last one's may count.
+		if err := job.WriteOutput(ctx, strings.NewReader(fmt.Sprintf("written by attempt %d", n))); err != nil {
+			return err
+		}
+		if n < succeedAt {
+			return fmt.Errorf("flaky dependency, attempt %d", n)
+		}
+		return nil
+	})
+	ev := newHookEvents()
+	startWorker(t, e.newStore(t, nil), handler, workerOptions("retry-worker", ev.hooks()))
+	task := e.submit(t, s3task.CreateParams{Name: "flaky", MaxAttempts: succeedAt}, "x\n")
+
+	for n := 1; n < succeedAt; n++ {
+		f := awaitSignal(t, ev.failed, fmt.Sprintf("attempt %d to fail", n))
+		if f.task.Attempt != n || f.task.Terminal() || f.task.RetryAt.IsZero() {
+			t.Errorf("failure %d: attempt %d, terminal %v, retry_at %v; want attempt %d with a retry scheduled",
+				n, f.task.Attempt, f.task.Terminal(), f.task.RetryAt, n)
+		}
+		if want := fmt.Sprintf("flaky dependency, attempt %d", n); f.task.LastError != want {
+			t.Errorf("failure %d: last_error %q, want %q", n, f.task.LastError, want)
+		}
+	}
+	done := awaitSignal(t, ev.completed, "the task to complete")
+	got := e.get(t, task.ID)
+	if got.Status != s3task.StatusCompleted || got.Attempt != succeedAt || got.LastError != "" {
+		t.Errorf("final record: status %s, attempt_id %d, last_error %q; want completed, %d, empty",
+			got.Status, got.Attempt, got.LastError, succeedAt)
+	}
+	if want := e.outputKey(t, task.ID, succeedAt); got.OutputPath != want || done.OutputPath != want {
+		t.Errorf("output_object_path = %q (hook %q), want %q", got.OutputPath, done.OutputPath, want)
+	}
+	if out, want := e.output(t, task.ID), fmt.Sprintf("written by attempt %d", succeedAt); out != want {
+		t.Errorf("OpenOutput = %q, want %q", out, want)
+	}
+	for n := 1; n < succeedAt; n++ {
+		body, ok := e.object(t, e.outputKey(t, task.ID, n))
+		if want := fmt.Sprintf("written by attempt %d", n); !ok || string(body) != want {
+			t.Errorf("output of attempt %d = %q (exists %v), want %q", n, body, ok, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff([]int{1, 2, 3}, attempts); diff != "" {
+		t.Errorf("handler attempts (-want +got):\n%s", diff)
+	}
+	if e.hasMarker(t, task.ID) {
+		t.Errorf("marker of completed task still there")
+	}
+}
+
+func TestWorkerFailsAtMaxAttempts(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		return fmt.Errorf("cannot parse row %d", 7*job.Task.Attempt)
+	})
+	ev := newHookEvents()
+	startWorker(t, e.newStore(t, nil), handler, workerOptions("failing-worker", ev.hooks()))
+	task := e.submit(t, s3task.CreateParams{Name: "doomed"}, "x\n")
+	if task.MaxAttempts != s3task.DefaultMaxAttempts {
+		t.Fatalf("max_attempts = %d, want the default %d", task.MaxAttempts, s3task.DefaultMaxAttempts)
+	}
+
+	var last hookFailure
+	for n := 1; n <= task.MaxAttempts; n++ {
+		last = awaitSignal(t, ev.failed, fmt.Sprintf("attempt %d to fail", n))
+		if last.task.Attempt != n {
+			t.Fatalf("failure %d reported attempt %d", n, last.task.Attempt)
+		}
+		if final := n == task.MaxAttempts; last.task.Terminal() != final {
+			t.Errorf("attempt %d: Terminal() = %v, want %v", n, last.task.Terminal(), final)
+		}
+	}
+	got := e.get(t, task.ID)
+	wantMsg := fmt.Sprintf("cannot parse row %d", 7*task.MaxAttempts)
+	if got.Status != s3task.StatusFailed || !got.Terminal() || got.Attempt != task.MaxAttempts || !got.RetryAt.IsZero() {
+		t.Errorf("final record: status %s, terminal %v, attempt %d, retry_at %v; want failed for good at attempt %d",
+			got.Status, got.Terminal(), got.Attempt, got.RetryAt, task.MaxAttempts)
+	}
+	if !strings.Contains(got.LastError, wantMsg) {
+		t.Errorf("last_error = %q, want it to hold %q", got.LastError, wantMsg)
+	}
+	if last.err == nil || last.err.Error() != wantMsg {
+		t.Errorf("OnFail err = %v, want %q", last.err, wantMsg)
+	}
+	if e.hasMarker(t, task.ID) {
+		t.Errorf("marker of finally failed task still there")
+	}
+	claims := len(ev.claimed)
+	if claims != task.MaxAttempts {
+		t.Errorf("%d claims, want %d", claims, task.MaxAttempts)
+	}
+}
+
+func TestWorkerPermanentErrorStopsAfterFirstAttempt(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		return s3task.Permanent(errors.New("column 'amount' missing"))
+	})
+	ev := newHookEvents()
+	startWorker(t, e.newStore(t, nil), handler, workerOptions("permanent-worker", ev.hooks()))
+	task := e.submit(t, s3task.CreateParams{Name: "bad input"}, "x\n")
+
+	f := awaitSignal(t, ev.failed, "the permanent failure")
+	if !f.task.Terminal() || !s3task.IsPermanent(f.err) {
+		t.Errorf("OnFail: terminal %v, IsPermanent(err) %v; want both", f.task.Terminal(), s3task.IsPermanent(f.err))
+	}
+	got := e.get(t, task.ID)
+	if got.Status != s3task.StatusFailed || got.Attempt != 1 || got.MaxAttempts != task.MaxAttempts || !got.Terminal() {
+		t.Errorf("record: status %s, attempt %d of %d, terminal %v; want failed for good after attempt 1 of %d",
+			got.Status, got.Attempt, got.MaxAttempts, got.Terminal(), task.MaxAttempts)
+	}
+	if !strings.Contains(got.LastError, "column 'amount' missing") {
+		t.Errorf("last_error = %q", got.LastError)
+	}
+	if e.hasMarker(t, task.ID) {
+		t.Errorf("marker still there")
+	}
+	if n := len(ev.claimed); n != 1 {
+		t.Errorf("%d claims, want 1", n)
+	}
+}
+
+func TestWorkerRetryAfterWaitsForServerClock(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	const delay = time.Hour
+	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		if job.Task.Attempt == 1 {
+			return s3task.RetryAfter(errors.New("rate limited"), delay)
+		}
+		return nil
+	})
+	var workerReqs s3test.Counter
+	ev := newHookEvents()
+	startWorker(t, e.newStore(t, nil, workerReqs.Wrap), handler, workerOptions("patient-worker", ev.hooks()))
+	before := e.srv.Now()
+	task := e.submit(t, s3task.CreateParams{Name: "rate limited"}, "x\n")
+
+	f := awaitSignal(t, ev.failed, "the first attempt to fail")
+	after := e.srv.Now()
+	// The worker reads the server's clock from one-second Date headers.
+	if lo, hi := before.Add(delay-2*time.Second), after.Add(delay+2*time.Second); f.task.RetryAt.Before(lo) || f.task.RetryAt.After(hi) {
+		t.Errorf("retry_at = %s, want between %s and %s", f.task.RetryAt, lo, hi)
+	}
+	if f.task.Terminal() || f.task.Status != s3task.StatusFailed {
+		t.Errorf("after RetryAfter: status %s, terminal %v; want failed awaiting retry", f.task.Status, f.task.Terminal())
+	}
+
+	// Let the worker look at the task several more times: it must leave it.
+	gets := workerReqs.Counts()["GET"]
+	waitForCondition(t, "the worker read the record 5 more times", func() bool { return workerReqs.Counts()["GET"] >= gets+5 })
+	if n := len(ev.claimed); n != 1 {
+		t.Fatalf("%d claims before the retry was due, want 1", n)
+	}
+	if got := e.get(t, task.ID); got.Status != s3task.StatusFailed || got.Attempt != 1 {
+		t.Fatalf("before the retry was due: status %s, attempt %d; want failed, 1", got.Status, got.Attempt)
+	}
+
+	e.srv.Advance(delay + 2*time.Second)
+	done := awaitSignal(t, ev.completed, "the retry once the server's clock passed retry_at")
+	if done.Attempt != 2 {
+		t.Errorf("completed at attempt %d, want 2", done.Attempt)
+	}
+}
+
+// TestWorkerCrashRecovery cuts worker A off from S3 while its handler runs,
+// lets the lease expire by the server's clock, and has worker B take the task
+// over as a new attempt. When A comes back and its handler returns, nothing
+// it does may change B's result.
+func TestWorkerCrashRecovery(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+
+	var cut s3test.Cutter
+	releaseA := newHandlerGate(t)
+	aWrote := make(chan error, 1)
+	aReturned := make(chan struct{})
+	evA := newHookEvents()
+	handlerA := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		defer close(aReturned)
+		_ = releaseA.wait(ctx)
+		// A stale handler that ignores its context and writes its output
+		// anyway: the key is its own, but it must never become the result.
+		aWrote <- job.WriteOutput(context.WithoutCancel(ctx), strings.NewReader("stale result from A"))
+		return nil
+	})
+	runA := startWorker(t, e.newStore(t, nil, cut.Wrap), handlerA, workerOptions("worker-a", evA.hooks()))
+
+	task := e.submit(t, s3task.CreateParams{Name: "crash"}, "x\n")
+	claimA := awaitSignal(t, evA.claimed, "worker A's claim")
+	if claimA.Attempt != 1 || claimA.WorkerID != "worker-a" {
+		t.Fatalf("A claimed attempt %d as %q", claimA.Attempt, claimA.WorkerID)
+	}
+
+	evB := newHookEvents()
+	handlerB := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		return job.WriteOutput(ctx, strings.NewReader("fresh result from B"))
+	})
+	startWorker(t, e.newStore(t, nil), handlerB, workerOptions("worker-b", evB.hooks()))
+
+	cut.Cut() // from now on nothing A sends reaches S3
+	waitForCondition(t, "A's requests are refused", func() bool { return cut.Refused() > 0 })
+	e.srv.Advance(workerPastLease)
+
+	claimB := awaitSignal(t, evB.claimed, "worker B to recover the task")
+	if claimB.Attempt != 2 || claimB.WorkerID != "worker-b" {
+		t.Errorf("B claimed attempt %d as %q, want a new attempt 2 as worker-b", claimB.Attempt, claimB.WorkerID)
+	}
+	doneB := awaitSignal(t, evB.completed, "worker B to complete")
+
+	cut.Restore()
+	releaseA.open()
+	if err := awaitSignal(t, aWrote, "A's handler to write its output"); err != nil {
+		t.Logf("A's output write failed (allowed): %v", err)
+	} else if body, _ := e.object(t, e.outputKey(t, task.ID, 1)); string(body) != "stale result from A" {
+		t.Errorf("A's output write succeeded, but attempt 1's output holds %q", body)
+	}
+	awaitSignal(t, aReturned, "A's handler to return")
+	lost := awaitSignal(t, evA.lost, "A to report its lost lease")
+	if lost.id != task.ID || !errors.Is(lost.cause, s3task.ErrLeaseLost) {
+		t.Errorf("OnLeaseLost(%s, cause %v), want (%s, ErrLeaseLost)", lost.id, lost.cause, task.ID)
+	}
+	runA.stop() // everything A does is over once Run returned
+	expectNoHook(t, evA.completed, "OnComplete from A")
+	expectNoHook(t, evA.failed, "OnFail from A")
+
+	got := e.get(t, task.ID)
+	if diff := cmp.Diff(doneB, got); diff != "" {
+		t.Errorf("A changed B's completed record (-B's +now):\n%s", diff)
+	}
+	if got.Status != s3task.StatusCompleted || got.Attempt != 2 || got.WorkerID != "worker-b" {
+		t.Errorf("record: status %s, attempt %d, worker %q; want completed by worker-b at attempt 2", got.Status, got.Attempt, got.WorkerID)
+	}
+	if want := e.outputKey(t, task.ID, 2); got.OutputPath != want {
+		t.Errorf("output_object_path = %q, want %q", got.OutputPath, want)
+	}
+	if out := e.output(t, task.ID); out != "fresh result from B" {
+		t.Errorf("OpenOutput = %q, want B's result", out)
+	}
+	if e.hasMarker(t, task.ID) {
+		t.Errorf("marker still there")
+	}
+}
+
+func TestWorkerCancelWhileRunning(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	started := make(chan struct{})
+	causes := make(chan error, 1)
+	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		close(started)
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	})
+	ev := newHookEvents()
+	opts := workerOptions("cancel-worker", ev.hooks())
+	opts.HeartbeatInterval = 100 * time.Millisecond
+	rw := startWorker(t, e.newStore(t, nil), handler, opts)
+	task := e.submit(t, s3task.CreateParams{Name: "to cancel"}, "x\n")
+	awaitSignal(t, started, "the handler to start")
+
+	canceled, err := e.store.Cancel(e.ctx, task.ID, "user pressed stop")
+	if err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	canceledAt := time.Now()
+	// The worker learns of it at its next heartbeat. The bound leaves room
+	// for a loaded machine and is still a fraction of the lease: the
+	// handler is not left running until the lease runs out.
+	bound := 30 * opts.HeartbeatInterval
+	cause := awaitSignalWithin(t, causes, bound, "the handler's context to be cancelled")
+	t.Logf("handler cancelled %s after Cancel returned (heartbeat every %s)", time.Since(canceledAt).Round(time.Millisecond), opts.HeartbeatInterval)
+	if !errors.Is(cause, s3task.ErrTaskCanceled) {
+		t.Errorf("context.Cause = %v, want ErrTaskCanceled", cause)
+	}
+	lost := awaitSignal(t, ev.lost, "OnLeaseLost")
+	if !errors.Is(lost.cause, s3task.ErrTaskCanceled) || lost.task == nil || lost.task.Status != s3task.StatusAbandoned {
+		t.Errorf("OnLeaseLost cause %v, task %+v; want ErrTaskCanceled with the abandoned record", lost.cause, lost.task)
+	}
+	rw.stop()
+
+	got := e.get(t, task.ID)
+	if diff := cmp.Diff(canceled, got); diff != "" {
+		t.Errorf("the worker changed the abandoned record (-after Cancel +now):\n%s", diff)
+	}
+	if got.Status != s3task.StatusAbandoned || got.CancelReason != "user pressed stop" {
+		t.Errorf("status %s, reason %q; want abandoned, %q", got.Status, got.CancelReason, "user pressed stop")
+	}
+	if e.hasMarker(t, task.ID) {
+		t.Errorf("marker of abandoned task still there")
+	}
+	expectNoHook(t, ev.completed, "OnComplete")
+	expectNoHook(t, ev.failed, "OnFail")
+	expectNoHook(t, ev.released, "OnRelease")
+}
+
+// TestWorkerFastClockKeepsOffLiveLease runs worker B with a clock ten
+// minutes fast next to worker A, which holds a task. The server's clock moves
+// on by more than a lease in steps, with A renewing in between; B must judge
+// by the server's clock and never take the task.
+func TestWorkerFastClockKeepsOffLiveLease(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	release := newHandlerGate(t)
+	blocking := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return release.wait(ctx) })
+
+	var landedA landedPuts
+	var reqsB s3test.Counter
+	evA, evB := newHookEvents(), newHookEvents()
+	startWorker(t, e.newStore(t, nil, landedA.wrap), blocking, workerOptions("worker-a", evA.hooks()))
+	task := e.submit(t, s3task.CreateParams{Name: "held"}, "x\n")
+	awaitSignal(t, evA.claimed, "A's claim")
+
+	fast := &s3task.StoreOptions{Clock: func() time.Time { return time.Now().Add(10 * time.Minute) }}
+	startWorker(t, e.newStore(t, fast, reqsB.Wrap), blocking, workerOptions("worker-b", evB.hooks()))
+
+	const steps = 4
+	step := workerLease / 2
+	for i := range steps {
+		e.srv.Advance(step)
+		// A's first renewal after the jump may still use the old clock
+		// reading; the ones after it renew from the new one.
+		puts := landedA.count()
+		waitForCondition(t, "A renewed its lease three times", func() bool { return landedA.count() >= puts+3 })
+		gets := reqsB.Counts()["GET"]
+		waitForCondition(t, "B looked at the task again", func() bool { return reqsB.Counts()["GET"] >= gets+3 })
+		if n := len(evB.claimed); n != 0 {
+			t.Fatalf("step %d (server clock +%s): B took over a task whose lease A keeps renewing", i+1, step*time.Duration(i+1))
+		}
+	}
+	if got := e.get(t, task.ID); got.Status != s3task.StatusRunning || got.WorkerID != "worker-a" || got.Attempt != 1 {
+		t.Fatalf("status %s, worker %q, attempt %d; want still running by worker-a at attempt 1", got.Status, got.WorkerID, got.Attempt)
+	}
+	t.Logf("B polled with a fast clock: %s", reqsB.String())
+
+	release.open()
+	done := awaitSignal(t, evA.completed, "A to complete")
+	if done.Attempt != 1 || done.WorkerID != "worker-a" {
+		t.Errorf("completed attempt %d by %q, want attempt 1 by worker-a", done.Attempt, done.WorkerID)
+	}
+	expectNoHook(t, evB.claimed, "claim by B")
+	expectNoHook(t, evA.lost, "lost lease of A")
+}
+
+// TestWorkerSlowClockRecoversExpiredLease checks that a worker whose clock is
+// ten minutes slow still sees a lease that truly expired by the server's
+// clock, and recovers the task.
+func TestWorkerSlowClockRecoversExpiredLease(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	var cut s3test.Cutter
+	stuck := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	evA := newHookEvents()
+	startWorker(t, e.newStore(t, nil, cut.Wrap), stuck, workerOptions("worker-a", evA.hooks()))
+	task := e.submit(t, s3task.CreateParams{Name: "orphaned"}, "x\n")
+	awaitSignal(t, evA.claimed, "A's claim")
+	cut.Cut()
+	t.Cleanup(cut.Restore) // let A stop cleanly
+
+	slow := &s3task.StoreOptions{Clock: func() time.Time { return time.Now().Add(-10 * time.Minute) }}
+	evC := newHookEvents()
+	ok := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return nil })
+	var reqsC s3test.Counter
+	startWorker(t, e.newStore(t, slow, reqsC.Wrap), ok, workerOptions("worker-c", evC.hooks()))
+	// While the lease is live, C leaves the task alone.
+	gets := reqsC.Counts()["GET"]
+	waitForCondition(t, "C looked at the task", func() bool { return reqsC.Counts()["GET"] >= gets+3 })
+	expectNoHook(t, evC.claimed, "claim by C of a live lease")
+
+	e.srv.Advance(workerPastLease)
+	claim := awaitSignal(t, evC.claimed, "the slow-clock worker to recover the task")
+	if claim.ID != task.ID || claim.Attempt != 2 {
+		t.Errorf("C claimed %s attempt %d, want %s attempt 2", claim.ID, claim.Attempt, task.ID)
+	}
+	done := awaitSignal(t, evC.completed, "C to complete")
+	if done.Status != s3task.StatusCompleted || done.WorkerID != "worker-c" {
+		t.Errorf("done: %s by %q", done.Status, done.WorkerID)
+	}
+	// The lease A was given, and C judged expired, was set by the server's
+	// clock, not by C's slow one.
+	if d := claim.LeaseExpiresAt.Sub(e.srv.Now()); d < workerLease-5*time.Second || d > workerLease+5*time.Second {
+		t.Errorf("C's lease ends %s from the server's now, want about %s", d, workerLease)
+	}
+}
+
+func TestWorkerPanickingHandler(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	mux := s3task.NewMux()
+	if err := mux.HandleFunc("explode", func(ctx context.Context, job *s3task.Job) error {
+		panic("boom: handler bug")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := mux.HandleFunc("fine", func(ctx context.Context, job *s3task.Job) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	ev := newHookEvents()
+	rw := startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(mux.Dispatch), workerOptions("panic-worker", ev.hooks()))
+
+	bad := e.submit(t, s3task.CreateParams{Name: "explodes", Type: "explode", MaxAttempts: 1}, "x\n")
+	f := awaitSignal(t, ev.failed, "the panicking attempt to fail")
+	if f.task.ID != bad.ID || !strings.Contains(f.task.LastError, "panic") || !strings.Contains(f.task.LastError, "boom") || !f.task.Terminal() {
+		t.Errorf("failure of %s: last_error %q, terminal %v; want %s with a panic message, final", f.task.ID, f.task.LastError, f.task.Terminal(), bad.ID)
+	}
+	if got := e.get(t, bad.ID); got.Status != s3task.StatusFailed || !strings.Contains(got.LastError, "panic") {
+		t.Errorf("record: %s, last_error %q", got.Status, got.LastError)
+	}
+
+	good := e.submit(t, s3task.CreateParams{Name: "after the panic", Type: "fine"}, "x\n")
+	done := awaitSignal(t, ev.completed, "the worker to go on with another task")
+	if done.ID != good.ID {
+		t.Errorf("completed %s, want %s", done.ID, good.ID)
+	}
+	rw.stop()
+}
+
+func TestMuxUnknownTaskTypeFailsPermanently(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	mux := s3task.NewMux()
+	if err := mux.HandleFunc("known", func(ctx context.Context, job *s3task.Job) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	ev := newHookEvents()
+	startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(mux.Dispatch), workerOptions("mux-worker", ev.hooks()))
+	task := e.submit(t, s3task.CreateParams{Name: "mystery", Type: "no-such-type"}, "x\n")
+
+	f := awaitSignal(t, ev.failed, "the unknown type to fail")
+	if !errors.Is(f.err, s3task.ErrUnknownTaskType) || !s3task.IsPermanent(f.err) {
+		t.Errorf("OnFail err = %v: Is(ErrUnknownTaskType) %v, IsPermanent %v; want both",
+			f.err, errors.Is(f.err, s3task.ErrUnknownTaskType), s3task.IsPermanent(f.err))
+	}
+	got := e.get(t, task.ID)
+	if got.Status != s3task.StatusFailed || !got.Terminal() || got.Attempt != 1 || got.MaxAttempts != task.MaxAttempts {
+		t.Errorf("record: %s, terminal %v, attempt %d of %d; want failed for good after 1 of %d",
+			got.Status, got.Terminal(), got.Attempt, got.MaxAttempts, task.MaxAttempts)
+	}
+	if !strings.Contains(got.LastError, "no-such-type") {
+		t.Errorf("last_error = %q, want it to name the type", got.LastError)
+	}
+	if n := len(ev.claimed); n != 1 {
+		t.Errorf("%d claims, want 1", n)
+	}
+}
+
+func TestMuxHandle(t *testing.T) {
+	t.Parallel()
+	mux := s3task.NewMux()
+	var calls []string
+	first := func(ctx context.Context, job *s3task.Job) error { calls = append(calls, "first"); return nil }
+	second := func(ctx context.Context, job *s3task.Job) error { calls = append(calls, "second"); return nil }
+	if err := mux.HandleFunc("report", first); err != nil {
+		t.Fatalf("first HandleFunc: %v", err)
+	}
+	tests := []struct {
+		name     string
+		register func() error
+	}{
+		{"same type twice with Handle", func() error { return mux.Handle("report", s3task.HandlerFunc(second)) }},
+		{"same type twice with HandleFunc", func() error { return mux.HandleFunc("report", second) }},
+		{"nil handler", func() error { return mux.Handle("other", nil) }},
+		{"nil func", func() error { return mux.HandleFunc("other", nil) }},
+		{"type over 128 bytes", func() error { return mux.HandleFunc(strings.Repeat("t", 129), second) }},
+	}
+	for _, tt := range tests {
+		if err := tt.register(); !errors.Is(err, s3task.ErrInvalidArgument) {
+			t.Errorf("%s: err = %v, want ErrInvalidArgument", tt.name, err)
+		}
+	}
+	if err := mux.Dispatch(context.Background(), &s3task.Job{Task: s3task.Task{Type: "report"}}); err != nil {
+		t.Fatalf("Dispatch: %v", err)
+	}
+	if diff := cmp.Diff([]string{"first"}, calls); diff != "" {
+		t.Errorf("handlers called (-want +got):\n%s", diff)
+	}
+	err := mux.Dispatch(context.Background(), &s3task.Job{Task: s3task.Task{Type: "other"}})
+	if !errors.Is(err, s3task.ErrUnknownTaskType) || !s3task.IsPermanent(err) {
+		t.Errorf("Dispatch of a type whose registration failed: %v, want a permanent ErrUnknownTaskType", err)
+	}
+}
+
+func TestMuxDispatchesByType(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	var mu sync.Mutex
+	ran := map[string]string{} // task ID -> handler
+	mux := s3task.NewMux()
+	for _, typ := range []string{"resize", "transcode"} {
+		if err := mux.HandleFunc(typ, func(ctx context.Context, job *s3task.Job) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if prev, dup := ran[job.Task.ID]; dup {
+				return fmt.Errorf("task already ran in %s", prev)
+			}
+			ran[job.Task.ID] = typ
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev := newHookEvents()
+	startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(mux.Dispatch), workerOptions("mux-worker", ev.hooks()))
+	want := map[string]string{}
+	for _, typ := range []string{"resize", "transcode", "resize"} {
+		task := e.submit(t, s3task.CreateParams{Name: typ, Type: typ}, "x\n")
+		want[task.ID] = typ
+	}
+	for range want {
+		awaitSignal(t, ev.completed, "a task to complete")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, ran); diff != "" {
+		t.Errorf("handler per task (-want +got):\n%s", diff)
+	}
+}
+
+func TestWorkerShutdownReleasesTask(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	causes := make(chan error, 1)
+	handlerA := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	})
+	evA := newHookEvents()
+	optsA := workerOptions("worker-a", evA.hooks())
+	optsA.ShutdownTimeout = 50 * time.Millisecond
+	runA := startWorker(t, e.newStore(t, nil), handlerA, optsA)
+	task := e.submit(t, s3task.CreateParams{Name: "interrupted"}, "x\n")
+	awaitSignal(t, evA.claimed, "A's claim")
+
+	runA.stop()
+	// Run returned, so the handler's end and the release are behind us.
+	if cause := awaitSignal(t, causes, "the handler's cancellation"); !errors.Is(cause, s3task.ErrWorkerStopping) {
+		t.Errorf("context.Cause = %v, want ErrWorkerStopping", cause)
+	}
+	released := awaitSignal(t, evA.released, "OnRelease")
+	expectNoHook(t, evA.failed, "OnFail on shutdown")
+	got := e.get(t, task.ID)
+	if diff := cmp.Diff(released, got); diff != "" {
+		t.Errorf("OnRelease record differs from the stored one (-hook +stored):\n%s", diff)
+	}
+	if got.Status != s3task.StatusQueued || got.MaxAttempts != task.MaxAttempts+1 || got.Attempt != 1 || got.WorkerID != "" {
+		t.Errorf("after shutdown: status %s, max_attempts %d, attempt %d, worker %q; want queued, %d, 1, none",
+			got.Status, got.MaxAttempts, got.Attempt, got.WorkerID, task.MaxAttempts+1)
+	}
+	if !e.hasMarker(t, task.ID) {
+		t.Errorf("released task has no marker: no worker would find it")
+	}
+
+	evB := newHookEvents()
+	startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return nil }),
+		workerOptions("worker-b", evB.hooks()))
+	done := awaitSignal(t, evB.completed, "B to complete the released task")
+	if done.ID != task.ID || done.Attempt != 2 || done.WorkerID != "worker-b" {
+		t.Errorf("B completed %s attempt %d as %q, want %s attempt 2", done.ID, done.Attempt, done.WorkerID, task.ID)
+	}
+}
+
+func TestWorkerShutdownLetsHandlerFinish(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	release := newHandlerGate(t)
+	started := make(chan struct{})
+	ctxErrAtRelease := make(chan error, 1)
+	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		close(started)
+		err := release.wait(ctx)
+		ctxErrAtRelease <- err
+		if err != nil {
+			return err
+		}
+		return job.WriteOutput(ctx, strings.NewReader("finished during shutdown"))
+	})
+	ev := newHookEvents()
+	opts := workerOptions("graceful-worker", ev.hooks())
+	opts.ShutdownTimeout = workerWait
+	rw := startWorker(t, e.newStore(t, nil), handler, opts)
+	task := e.submit(t, s3task.CreateParams{Name: "nearly done"}, "x\n")
+	awaitSignal(t, started, "the handler to start")
+
+	rw.cancel() // shutdown begins; the handler is still running
+	release.open()
+	rw.stop()
+
+	if err := awaitSignal(t, ctxErrAtRelease, "the handler to be released"); err != nil {
+		t.Errorf("handler context ended during the shutdown timeout: %v", err)
+	}
+	done := awaitSignal(t, ev.completed, "OnComplete")
+	expectNoHook(t, ev.released, "OnRelease")
+	got := e.get(t, task.ID)
+	if got.Status != s3task.StatusCompleted || got.Attempt != 1 || got.MaxAttempts != task.MaxAttempts {
+		t.Errorf("status %s, attempt %d, max_attempts %d; want completed, 1, %d", got.Status, got.Attempt, got.MaxAttempts, task.MaxAttempts)
+	}
+	if done.ID != task.ID || e.output(t, task.ID) != "finished during shutdown" {
+		t.Errorf("completed %s with output %q", done.ID, e.output(t, task.ID))
+	}
+}
+
+// landedPuts counts the PUTs of a client that the server accepted.
+type landedPuts struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (l *landedPuts) wrap(next http.RoundTripper) http.RoundTripper {
+	return workerRoundTrip(func(r *http.Request) (*http.Response, error) {
+		resp, err := next.RoundTrip(r)
+		if err == nil && r.Method == http.MethodPut && resp.StatusCode == http.StatusOK {
+			l.mu.Lock()
+			l.n++
+			l.mu.Unlock()
+		}
+		return resp, err
+	})
+}
+
+func (l *landedPuts) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+// listTimes records when each LIST request of a client was sent.
+type listTimes struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (l *listTimes) wrap(next http.RoundTripper) http.RoundTripper {
+	return workerRoundTrip(func(r *http.Request) (*http.Response, error) {
+		if s3test.Op(r) == "LIST" {
+			l.mu.Lock()
+			l.times = append(l.times, time.Now())
+			l.mu.Unlock()
+		}
+		return next.RoundTrip(r)
+	})
+}
+
+func (l *listTimes) get() []time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Time(nil), l.times...)
+}
+
+type workerRoundTrip func(*http.Request) (*http.Response, error)
+
+func (f workerRoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestWorkerIdleBackoff checks that an idle worker only lists markers, that
+// the wait between its polls grows towards MaxPollInterval, and that it picks
+// up work once there is some. Only lower bounds of waits are checked: a timer
+// never fires early, however loaded the machine is.
+func TestWorkerIdleBackoff(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	var reqs s3test.Counter
+	var lists listTimes
+	ev := newHookEvents()
+	opts := workerOptions("idle-worker", ev.hooks())
+	opts.PollInterval, opts.MaxPollInterval = 10*time.Millisecond, 80*time.Millisecond
+	store := e.newStore(t, nil, reqs.Wrap, lists.wrap)
+	startWorker(t, store, s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return nil }), opts)
+
+	const polls = 7
+	waitForCondition(t, fmt.Sprintf("%d idle polls", polls), func() bool { return len(lists.get()) >= polls })
+	counts := reqs.Counts()
+	if counts["LIST"] < polls || len(counts) != 1 {
+		t.Errorf("idle worker requests: %s; want LIST only", reqs.String())
+	}
+	times := lists.get()
+	interval := opts.PollInterval
+	for i := 1; i < len(times); i++ {
+		interval = min(2*interval, opts.MaxPollInterval)
+		// Each wait is the interval jittered by ±20%.
+		if gap, least := times[i].Sub(times[i-1]), interval*4/5; gap < least {
+			t.Errorf("gap before idle poll %d = %s, want at least %s: the idle wait does not grow", i, gap, least)
+		}
+	}
+	t.Logf("idle polls: %d LISTs, requests %s; gaps: %v", len(times), reqs.String(), listGaps(times))
+
+	task := e.submit(t, s3task.CreateParams{Name: "wake up"}, "x\n")
+	done := awaitSignal(t, ev.completed, "the idle worker to pick up new work")
+	if done.ID != task.ID {
+		t.Errorf("completed %s, want %s", done.ID, task.ID)
+	}
+}
+
+func listGaps(times []time.Time) []time.Duration {
+	var d []time.Duration
+	for i := 1; i < len(times); i++ {
+		d = append(d, times[i].Sub(times[i-1]).Round(time.Millisecond))
+	}
+	return d
+}
+
+func TestNewWorkerValidatesOptions(t *testing.T) {
+	t.Parallel()
+	srv := s3test.New(t)
+	store, err := s3task.NewStore(srv.Client(), srv.Bucket, &s3task.StoreOptions{Logger: workerQuietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return nil })
+
+	optionTests := []struct {
+		name   string
+		opts   s3task.WorkerOptions
+		fields []string // what the message must name
+	}{
+		{"HeartbeatInterval over a third of LeaseDuration", s3task.WorkerOptions{LeaseDuration: 30 * time.Second, HeartbeatInterval: 10*time.Second + time.Millisecond}, []string{"HeartbeatInterval", "LeaseDuration"}},
+		{"HeartbeatInterval over a third of the default LeaseDuration", s3task.WorkerOptions{HeartbeatInterval: s3task.DefaultLeaseDuration/3 + time.Second}, []string{"HeartbeatInterval", "LeaseDuration"}},
+		{"negative PollInterval", s3task.WorkerOptions{PollInterval: -time.Second}, []string{"PollInterval"}},
+		{"negative MaxPollInterval", s3task.WorkerOptions{MaxPollInterval: -time.Second}, []string{"MaxPollInterval"}},
+		{"negative LeaseDuration", s3task.WorkerOptions{LeaseDuration: -time.Second}, []string{"LeaseDuration"}},
+		{"negative HeartbeatInterval", s3task.WorkerOptions{HeartbeatInterval: -time.Second}, []string{"HeartbeatInterval"}},
+		{"negative ClockMargin", s3task.WorkerOptions{ClockMargin: -time.Second}, []string{"ClockMargin"}},
+		{"negative ShutdownTimeout", s3task.WorkerOptions{ShutdownTimeout: -time.Second}, []string{"ShutdownTimeout"}},
+		{"negative Concurrency", s3task.WorkerOptions{Concurrency: -1}, []string{"Concurrency"}},
+		{"MaxPollInterval below PollInterval", s3task.WorkerOptions{PollInterval: time.Second, MaxPollInterval: 500 * time.Millisecond}, []string{"MaxPollInterval", "PollInterval"}},
+		{"ClockMargin equal to LeaseDuration", s3task.WorkerOptions{LeaseDuration: 9 * time.Second, ClockMargin: 9 * time.Second}, []string{"ClockMargin", "LeaseDuration"}},
+		{"ClockMargin over LeaseDuration", s3task.WorkerOptions{LeaseDuration: 9 * time.Second, ClockMargin: 10 * time.Second}, []string{"ClockMargin", "LeaseDuration"}},
+		{"ID over 128 bytes", s3task.WorkerOptions{ID: strings.Repeat("w", 129)}, []string{"ID"}},
+	}
+	for _, tt := range optionTests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := tt.opts
+			_, err := s3task.NewWorker(store, ok, &opts)
+			if !errors.Is(err, s3task.ErrInvalidOptions) {
+				t.Fatalf("NewWorker = %v, want an error wrapping ErrInvalidOptions", err)
+			}
+			for _, f := range tt.fields {
+				if !strings.Contains(err.Error(), f) {
+					t.Errorf("error %q does not name %s", err, f)
+				}
+			}
+		})
+	}
+
+	argTests := []struct {
+		name    string
+		store   *s3task.Store
+		handler s3task.Handler
+	}{
+		{"nil store", nil, ok},
+		{"nil handler", store, nil},
+		// A HandlerFunc holding a nil function is a nil handler too. If it
+		// were accepted, every attempt of every task would fail with a
+		// nil-call panic.
+		{"nil HandlerFunc", store, s3task.HandlerFunc(nil)},
+	}
+	for _, tt := range argTests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := s3task.NewWorker(tt.store, tt.handler, nil); !errors.Is(err, s3task.ErrInvalidOptions) {
+				t.Errorf("NewWorker = %v, want an error wrapping ErrInvalidOptions", err)
+			}
+		})
+	}
+
+	t.Run("the caller's options are not changed", func(t *testing.T) {
+		opts := s3task.WorkerOptions{LeaseDuration: 30 * time.Second, HeartbeatInterval: 10 * time.Second, ClockMargin: 29 * time.Second}
+		before := opts
+		if _, err := s3task.NewWorker(store, ok, &opts); err != nil {
+			t.Fatalf("NewWorker: %v", err)
+		}
+		if diff := cmp.Diff(before, opts, cmpopts.IgnoreFields(s3task.WorkerOptions{}, "Backoff", "Hooks")); diff != "" {
+			t.Errorf("NewWorker changed the caller's options (-before +after):\n%s", diff)
+		}
+	})
+	t.Run("nil options mean defaults", func(t *testing.T) {
+		w, err := s3task.NewWorker(store, ok, nil)
+		if err != nil {
+			t.Fatalf("NewWorker(nil options): %v", err)
+		}
+		if w.ID() == "" {
+			t.Errorf("worker has no default ID")
+		}
+	})
+}
+
+func TestWorkerRunTwice(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	var reqs s3test.Counter
+	ev := newHookEvents()
+	rw := startWorker(t, e.newStore(t, nil, reqs.Wrap), s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return nil }),
+		workerOptions("twice", ev.hooks()))
+	// Once the first Run polls, it is running.
+	waitForCondition(t, "the first Run polls", func() bool { return reqs.Counts()["LIST"] > 0 })
+
+	second := make(chan error, 1)
+	go func() { second <- rw.w.Run(context.Background()) }()
+	if err := awaitSignal(t, second, "the second Run to return"); err == nil {
+		t.Fatal("a second concurrent Run returned nil, want an error")
+	} else if !strings.Contains(err.Error(), "running") {
+		t.Errorf("second Run error %q does not say the worker is running", err)
+	}
+
+	// The refused Run did not disturb the first one.
+	task := e.submit(t, s3task.CreateParams{Name: "still served"}, "x\n")
+	if done := awaitSignal(t, ev.completed, "the first Run to complete a task"); done.ID != task.ID {
+		t.Errorf("completed %s, want %s", done.ID, task.ID)
+	}
+
+	// Once the first Run is over, the worker can run again.
+	rw.stop()
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := rw.w.Run(ended); err != nil {
+		t.Errorf("Run after the first one returned = %v, want nil", err)
+	}
+}
+
+// TestWorkerSurvivesBrokenRecords puts broken entries next to a valid task:
+// a corrupt status.json and one with a newer schema behind markers, a marker
+// that is not a task ID and a marker whose task has no record. The worker must
+// go on, finish the valid task, leave the broken records byte for byte as they
+// were and drop the marker that points at nothing.
+func TestWorkerSurvivesBrokenRecords(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+
+	corruptID, futureID, orphanID := s3task.NewID(), s3task.NewID(), s3task.NewID()
+	corrupt := []byte(`{"schema_version": 1, "task_id": "` + corruptID + `", "status": "queu`)
+	future := []byte(`{"schema_version":2,"task_id":"` + futureID + `","status":"queued","attempt_id":0,"max_attempts":3,` +
+		`"input_object_path":"` + e.store.Prefix() + futureID + `/input.csv","priority":"high","created_at":"2030-01-01T00:00:00Z",` +
+		`"updated_at":"2030-01-01T00:00:00Z","revision":"f00d"}`)
+	e.put(t, e.recordKey(corruptID), corrupt)
+	e.put(t, e.recordKey(futureID), future)
+	for _, id := range []string{corruptID, futureID, orphanID, "not-an-id"} {
+		e.put(t, e.markerKey(id), nil)
+	}
+
+	ev := newHookEvents()
+	startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return nil }),
+		workerOptions("robust-worker", ev.hooks()))
+	valid := e.submit(t, s3task.CreateParams{Name: "valid"}, "x\n")
+	if done := awaitSignal(t, ev.completed, "the valid task to complete"); done.ID != valid.ID {
+		t.Fatalf("completed %s, want %s", done.ID, valid.ID)
+	}
+	waitForCondition(t, "the marker without a record is removed", func() bool { return !e.hasMarker(t, orphanID) })
+
+	// The worker keeps going after all that.
+	again := e.submit(t, s3task.CreateParams{Name: "valid again"}, "y\n")
+	if done := awaitSignal(t, ev.completed, "a second valid task to complete"); done.ID != again.ID {
+		t.Fatalf("completed %s, want %s", done.ID, again.ID)
+	}
+
+	for _, r := range []struct {
+		id   string
+		want []byte
+	}{{corruptID, corrupt}, {futureID, future}} {
+		got, ok := e.object(t, e.recordKey(r.id))
+		if !ok || !bytes.Equal(got, r.want) {
+			t.Errorf("record %s changed:\n got %q (exists %v)\nwant %q", r.id, got, ok, r.want)
+		}
+	}
+	if _, err := e.store.Get(e.ctx, futureID); !errors.Is(err, s3task.ErrUnsupportedSchema) {
+		t.Errorf("Get(future record) = %v, want ErrUnsupportedSchema", err)
+	}
+	for n := len(ev.claimed); n > 0; n-- {
+		if c := <-ev.claimed; c.ID != valid.ID && c.ID != again.ID {
+			t.Errorf("worker claimed %s, which has no usable record", c.ID)
+		}
+	}
+	expectNoHook(t, ev.failed, "OnFail")
+}
+
+// pauseWrite holds back one PUT of a key, when armed, until released.
+type pauseWrite struct {
+	key     string // object key, matched against the request path's end
+	mu      sync.Mutex
+	armed   bool
+	reached chan struct{} // closed when the held PUT arrives
+	release chan struct{} // close to let it through
+}
+
+func newPauseWrite(key string) *pauseWrite {
+	return &pauseWrite{key: key, reached: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (p *pauseWrite) arm() {
+	p.mu.Lock()
+	p.armed = true
+	p.mu.Unlock()
+}
+
+func (p *pauseWrite) wrap(next http.RoundTripper) http.RoundTripper {
+	return workerRoundTrip(func(r *http.Request) (*http.Response, error) {
+		p.mu.Lock()
+		hold := p.armed && r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/"+p.key)
+		if hold {
+			p.armed = false
+		}
+		p.mu.Unlock()
+		if hold {
+			close(p.reached)
+			<-p.release
+		}
+		return next.RoundTrip(r)
+	})
+}
+
+// requestLog records "METHOD /path" of each request once its response came.
+type requestLog struct {
+	mu      sync.Mutex
+	entries []string
+}
+
+func (l *requestLog) wrap(next http.RoundTripper) http.RoundTripper {
+	return workerRoundTrip(func(r *http.Request) (*http.Response, error) {
+		resp, err := next.RoundTrip(r)
+		l.mu.Lock()
+		l.entries = append(l.entries, s3test.Op(r)+" "+r.URL.Path)
+		l.mu.Unlock()
+		return resp, err
+	})
+}
+
+func (l *requestLog) since(i int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.entries[min(i, len(l.entries)):]...)
+}
+
+func (l *requestLog) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.entries)
+}
+
+// TestWorkerMarkerDropRacingRetry replays a race between a worker that
+// drops the marker of a finally failed task and an operator's Retry of it.
+// Retry writes the marker, then the record. Here the worker sees the marker,
+// reads the record while it still says failed, deletes the marker and reads
+// the record again (still failed: Retry's record write is held back) before
+// Retry's record lands. The task is then queued, and it must still have its
+// marker, or no worker ever finds it again.
+func TestWorkerMarkerDropRacingRetry(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	var wlog requestLog
+	ev := newHookEvents()
+	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		if job.Task.Attempt == 1 {
+			return s3task.Permanent(errors.New("bad row"))
+		}
+		return nil
+	})
+	startWorker(t, e.newStore(t, nil, wlog.wrap), handler, workerOptions("dropping-worker", ev.hooks()))
+	task := e.submit(t, s3task.CreateParams{Name: "retried by an operator"}, "x\n")
+	if f := awaitSignal(t, ev.failed, "the permanent failure"); !f.task.Terminal() {
+		t.Fatalf("failure is not final: %+v", f.task)
+	}
+
+	pause := newPauseWrite(e.recordKey(task.ID))
+	operator := e.newStore(t, nil, pause.wrap)
+	pause.arm()
+	retried := make(chan error, 1)
+	go func() {
+		_, err := operator.Retry(e.ctx, task.ID)
+		retried <- err
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-pause.release:
+		default:
+			close(pause.release)
+		}
+	})
+	awaitSignal(t, pause.reached, "Retry to write its marker and reach its record write")
+
+	// Wait for the worker to delete the marker Retry just wrote and to
+	// re-read the record after the delete.
+	from := wlog.len()
+	markerPath, recordPath := "/"+e.srv.Bucket+"/"+e.markerKey(task.ID), "/"+e.srv.Bucket+"/"+e.recordKey(task.ID)
+	waitForCondition(t, "the worker deletes the marker and re-reads the record", func() bool {
+		deleted := false
+		for _, entry := range wlog.since(from) {
+			switch {
+			case entry == "DELETE "+markerPath:
+				deleted = true
+			case deleted && entry == "GET "+recordPath:
+				return true
+			}
+		}
+		return false
+	})
+	close(pause.release)
+	if err := awaitSignal(t, retried, "Retry to return"); err != nil {
+		t.Fatalf("Retry: %v", err)
+	}
+
+	if got := e.get(t, task.ID); got.Status != s3task.StatusQueued {
+		t.Fatalf("after Retry: status %s, want queued", got.Status)
+	}
+	if !e.hasMarker(t, task.ID) {
+		t.Fatalf("task %s is queued but has no active marker: no worker will ever pick it up", task.ID)
+	}
+	if done := awaitSignal(t, ev.completed, "the retried task to complete"); done.ID != task.ID || done.Attempt != 2 {
+		t.Errorf("completed %s attempt %d, want %s attempt 2", done.ID, done.Attempt, task.ID)
+	}
+}
+
+// TestWorkerFastClockAfterCheckBackend starts a worker the way the package
+// documentation suggests, NewStore, CheckBackend, then the worker, on a
+// machine whose clock is ten minutes fast. It must judge leases by the
+// server's clock all the same: not take over a task whose holder is alive,
+// and not write leases ten minutes too long.
+func TestWorkerFastClockAfterCheckBackend(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	releaseA := newHandlerGate(t)
+	evA := newHookEvents()
+	optsA := workerOptions("worker-a", evA.hooks())
+	// A renews rarely, so no renewal changes the record between the fast
+	// worker's read and its claim: if it judged the lease expired, its
+	// claim would land.
+	optsA.HeartbeatInterval = workerLease / 3
+	runA := startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		return releaseA.wait(ctx)
+	}), optsA)
+	e.submit(t, s3task.CreateParams{Name: "held by A"}, "x\n")
+	claimA := awaitSignal(t, evA.claimed, "A's claim")
+
+	var reqsF s3test.Counter
+	fast := e.newStore(t, &s3task.StoreOptions{Clock: func() time.Time { return time.Now().Add(10 * time.Minute) }}, reqsF.Wrap)
+	if err := fast.CheckBackend(e.ctx); err != nil {
+		t.Fatalf("CheckBackend: %v", err)
+	}
+	evF := newHookEvents()
+	startWorker(t, fast, s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return nil }),
+		workerOptions("fast-worker", evF.hooks()))
+	gets := reqsF.Counts()["GET"]
+	waitForCondition(t, "the fast worker looked at A's task", func() bool {
+		return reqsF.Counts()["GET"] >= gets+3 || len(evF.claimed) > 0
+	})
+	select {
+	case c := <-evF.claimed:
+		t.Errorf("the fast worker took over %s (attempt %d) from A, whose lease was live: it ended %s after the server's now",
+			c.ID, c.Attempt, claimA.LeaseExpiresAt.Sub(e.srv.Now()).Round(time.Second))
+	default:
+	}
+	releaseA.open()
+	runA.stop()
+
+	task := e.submit(t, s3task.CreateParams{Name: "for the fast worker"}, "x\n")
+	var claim *s3task.Task
+	for claim == nil || claim.ID != task.ID {
+		claim = awaitSignal(t, evF.claimed, "the fast worker's claim")
+	}
+	if d := claim.LeaseExpiresAt.Sub(e.srv.Now()); d < workerLease-5*time.Second || d > workerLease+5*time.Second {
+		t.Errorf("the fast worker's lease ends %s after the server's now, want about LeaseDuration (%s)", d.Round(time.Second), workerLease)
+	}
+}
+
+// TestWorkerCutOffStopsHandlerAtLeaseEnd cuts a worker off from S3 while its
+// handler runs. Its renewals fail, and once its lease has run out it must
+// cancel the handler with ErrLeaseLost on its own, and write nothing more
+// for the task even when S3 is reachable again.
+func TestWorkerCutOffStopsHandlerAtLeaseEnd(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	var cut s3test.Cutter
+	started := make(chan struct{})
+	causes := make(chan error, 1)
+	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		close(started)
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return nil // would complete the task if anything still reached it
+	})
+	ev := newHookEvents()
+	opts := workerOptions("cut-worker", ev.hooks())
+	// A real (short) lease: this test waits for it to run out.
+	opts.LeaseDuration, opts.HeartbeatInterval, opts.ClockMargin = 1500*time.Millisecond, 500*time.Millisecond, time.Second
+	rw := startWorker(t, e.newStore(t, nil, cut.Wrap), handler, opts)
+	task := e.submit(t, s3task.CreateParams{Name: "cut off"}, "x\n")
+	awaitSignal(t, started, "the handler to start")
+
+	cut.Cut()
+	before := e.get(t, task.ID) // the last record A wrote
+	if before.Status != s3task.StatusRunning || before.WorkerID != "cut-worker" {
+		t.Fatalf("status %s, worker %q; want running by cut-worker", before.Status, before.WorkerID)
+	}
+	cause := awaitSignal(t, causes, "the handler to be cancelled once the lease ran out")
+	t.Logf("handler cancelled %s after the lease's end by the server's clock", e.srv.Now().Sub(before.LeaseExpiresAt).Round(time.Millisecond))
+	if !errors.Is(cause, s3task.ErrLeaseLost) {
+		t.Errorf("context.Cause = %v, want ErrLeaseLost", cause)
+	}
+	lost := awaitSignal(t, ev.lost, "OnLeaseLost")
+	if lost.id != task.ID || !errors.Is(lost.cause, s3task.ErrLeaseLost) {
+		t.Errorf("OnLeaseLost(%s, %v), want (%s, ErrLeaseLost)", lost.id, lost.cause, task.ID)
+	}
+
+	cut.Restore()
+	rw.stop()
+	if got := e.get(t, task.ID); !cmp.Equal(before, got) {
+		t.Errorf("the worker wrote after losing its lease (-before +after):\n%s", cmp.Diff(before, got))
+	}
+	expectNoHook(t, ev.completed, "OnComplete")
+	expectNoHook(t, ev.released, "OnRelease")
+}
