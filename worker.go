@@ -128,6 +128,11 @@ func (j *Job) OpenInput(ctx context.Context) (io.ReadCloser, error) {
 	default:
 		return nil, fmt.Errorf("s3task: open input %s: %w", key, err)
 	}
+	if etag := aws.ToString(out.ETag); j.Task.InputETag != "" && etag != j.Task.InputETag {
+		// Some stores ignore If-Match on GET; the ETag still tells.
+		out.Body.Close()
+		return nil, Permanent(fmt.Errorf("%w: %s", ErrInputChanged, key))
+	}
 	if n := aws.ToInt64(out.ContentLength); n > s.opts.MaxInputSize {
 		out.Body.Close()
 		return nil, Permanent(&InputSizeError{Key: key, Size: n, Limit: s.opts.MaxInputSize})

@@ -1602,3 +1602,103 @@ func TestWorkerCutOffStopsHandlerAtLeaseEnd(t *testing.T) {
 	expectNoHook(t, ev.completed, "OnComplete")
 	expectNoHook(t, ev.released, "OnRelease")
 }
+
+// TestWorkerRefusesUnverifiedInput covers Job.OpenInput's guards: an input
+// replaced after Submit verified it, one deleted since, and one over the size
+// limit all fail the task for good, whatever attempts are left.
+func TestWorkerRefusesUnverifiedInput(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		tamper  func(t *testing.T, e *workerEnv, task *s3task.Task)
+		opts    *s3task.StoreOptions // the worker's store
+		wantErr error
+		wantMsg string // in last_error
+	}{
+		{
+			name: "replaced after submit",
+			tamper: func(t *testing.T, e *workerEnv, task *s3task.Task) {
+				e.put(t, task.InputPath, []byte("other,bytes\n"))
+			},
+			wantErr: s3task.ErrInputChanged,
+			wantMsg: "input changed after submit",
+		},
+		{
+			name: "deleted after submit",
+			tamper: func(t *testing.T, e *workerEnv, task *s3task.Task) {
+				if _, err := e.raw.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: &e.srv.Bucket, Key: &task.InputPath}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantErr: s3task.ErrInputMissing,
+			wantMsg: "input missing",
+		},
+		{
+			name:    "over the worker's size limit",
+			tamper:  func(*testing.T, *workerEnv, *s3task.Task) {},
+			opts:    &s3task.StoreOptions{MaxInputSize: 4},
+			wantErr: s3task.ErrInputTooLarge,
+			wantMsg: "is 8 bytes, over the limit of 4",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := setupWorker(t)
+			task := e.submit(t, s3task.CreateParams{Name: tt.name}, "a,b\n1,2\n")
+			tt.tamper(t, e, task)
+
+			opened := make(chan struct{}, 1)
+			handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+				in, err := job.OpenInput(ctx)
+				if err == nil {
+					in.Close()
+					opened <- struct{}{}
+				}
+				return err
+			})
+			ev := newHookEvents()
+			startWorker(t, e.newStore(t, tt.opts), handler, workerOptions("input-guard", ev.hooks()))
+
+			f := awaitSignal(t, ev.failed, "the attempt to fail")
+			if !errors.Is(f.err, tt.wantErr) || !s3task.IsPermanent(f.err) {
+				t.Errorf("handler error %v: want a permanent %v", f.err, tt.wantErr)
+			}
+			got := e.get(t, task.ID)
+			if got.Status != s3task.StatusFailed || !got.Terminal() || got.Attempt != 1 {
+				t.Errorf("record: %s at attempt %d, terminal %v; want failed for good after attempt 1", got.Status, got.Attempt, got.Terminal())
+			}
+			if !strings.Contains(got.LastError, tt.wantMsg) {
+				t.Errorf("last_error %q does not say %q", got.LastError, tt.wantMsg)
+			}
+			expectNoHook(t, opened, "input opened")
+		})
+	}
+}
+
+func TestDefaultBackoff(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		attempt  int
+		min, max time.Duration
+	}{
+		{1, 5 * time.Second, 10 * time.Second},
+		{2, 10 * time.Second, 20 * time.Second},
+		{4, 40 * time.Second, 80 * time.Second},
+		{7, 5 * time.Minute, 10 * time.Minute},
+		{50, 5 * time.Minute, 10 * time.Minute}, // capped, no overflow
+	}
+	for _, tt := range tests {
+		distinct := map[time.Duration]bool{}
+		for range 200 {
+			d := s3task.DefaultBackoff(tt.attempt)
+			if d < tt.min || d > tt.max {
+				t.Fatalf("DefaultBackoff(%d) = %s, want within [%s, %s]", tt.attempt, d, tt.min, tt.max)
+			}
+			distinct[d] = true
+		}
+		if len(distinct) < 100 {
+			t.Errorf("DefaultBackoff(%d) gave only %d distinct waits in 200 calls: no jitter?", tt.attempt, len(distinct))
+		}
+	}
+}
