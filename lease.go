@@ -173,6 +173,7 @@ func (l *lease) finish(ctx context.Context, handlerErr error) {
 			hooks.OnComplete(t)
 		}
 	case evRelease:
+		l.w.store.wake(wctx)
 		l.log.Info("s3task: task released for another worker")
 		if hooks.OnRelease != nil {
 			hooks.OnRelease(t)

@@ -127,7 +127,7 @@ func (o *StoreOptions) withDefaults() (StoreOptions, error) {
 const (
 	DefaultConcurrency     = 1
 	DefaultPollInterval    = 2 * time.Second
-	DefaultMaxPollInterval = 30 * time.Second
+	DefaultMaxPollInterval = 60 * time.Second
 	DefaultLeaseDuration   = 60 * time.Second
 	DefaultClockMargin     = 5 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
@@ -144,14 +144,19 @@ type WorkerOptions struct {
 	// [DefaultConcurrency].
 	Concurrency int
 
-	// PollInterval is the time between polls of the active markers while
-	// there is work. Each wait is jittered by up to ±20% so workers drift
+	// PollInterval is how soon a worker notices new work. An idle worker
+	// checks the wake object, which Submit and Retry touch, once per
+	// interval (one conditional GET), and lists the markers only when it
+	// changed. Each wait is shortened by up to 25% at random so workers drift
 	// apart. Default [DefaultPollInterval].
 	PollInterval time.Duration
 
-	// MaxPollInterval caps the idle backoff: each poll that finds nothing to
-	// do doubles the wait, up to this; finding work resets it. It must be at
-	// least PollInterval. Default [DefaultMaxPollInterval].
+	// MaxPollInterval is the longest a worker goes without listing the
+	// markers, whatever the wake object says: the safety net for a lost wake
+	// write or a marker repaired by hand. Retries falling due and other
+	// workers' expiring leases are listed for when they come, without
+	// waiting for it. It must be at least PollInterval. Default
+	// [DefaultMaxPollInterval].
 	MaxPollInterval time.Duration
 
 	// LeaseDuration is how long a claim or a heartbeat keeps the task the

@@ -83,6 +83,7 @@ func (s *Store) taskDir(id string) string   { return s.opts.Prefix + id + "/" }
 func (s *Store) recordKey(id string) string { return s.taskDir(id) + "status.json" }
 func (s *Store) markerDir() string          { return s.opts.Prefix + "active/" }
 func (s *Store) markerKey(id string) string { return s.markerDir() + id }
+func (s *Store) wakeKey() string            { return s.opts.Prefix + "_wake" }
 
 // InputKey returns the object key of a task's input. It returns an error
 // wrapping [ErrInvalidID] for an invalid ID.
@@ -419,12 +420,48 @@ func (s *Store) dropMarker(ctx context.Context, id string, recheck bool) {
 	}
 }
 
+// wake tells idle workers that there is new work by giving the wake object a
+// new ETag. It is only a hint that saves them a LIST: a failure is logged,
+// and workers still list the markers every MaxPollInterval.
+func (s *Store) wake(ctx context.Context) {
+	key, body := s.wakeKey(), newRevision()
+	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: strings.NewReader(body), ContentLength: aws.Int64(int64(len(body)))})
+	if err != nil {
+		s.log.WarnContext(ctx, "s3task: write wake object", "err", err)
+	}
+}
+
+// checkWake reports whether the wake object's ETag differs from etag, and
+// returns its current ETag. A missing object has the ETag "". It costs one
+// GET, with If-None-Match so an unchanged object sends no body.
+func (s *Store) checkWake(ctx context.Context, etag string) (string, bool, error) {
+	key := s.wakeKey()
+	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key}
+	if etag != "" {
+		in.IfNoneMatch = aws.String(etag)
+	}
+	out, err := s.client.GetObject(ctx, in)
+	switch {
+	case err == nil:
+		out.Body.Close()
+		s.observe(out.ResultMetadata)
+		now := aws.ToString(out.ETag)
+		return now, now != etag, nil
+	case s3x.NotModified(err):
+		return etag, false, nil
+	case s3x.NotFound(err):
+		return "", etag != "", nil
+	}
+	return etag, false, fmt.Errorf("s3task: check %s: %w", key, err)
+}
+
 // Submit moves a created task to queued once its input is in place, and
 // returns it. It checks that the input object exists and is at most
 // StoreOptions.MaxInputSize bytes, records the input's ETag (a worker refuses
-// an input replaced after this point), writes the active marker and then the
-// record. Submitting a queued task again changes nothing and returns it.
-// Requests: GET, HEAD, PUT marker, PUT record.
+// an input replaced after this point), writes the active marker, then the
+// record, then the wake object that tells idle workers to look. Submitting a
+// queued task again changes nothing and returns it. Requests: GET, HEAD,
+// PUT marker, PUT record, PUT wake.
 //
 // Errors: [ErrInvalidID]; [ErrNotFound]; [ErrInputMissing]; an
 // *[InputSizeError] wrapping [ErrInputTooLarge]; a *[TransitionError] for any
@@ -454,7 +491,10 @@ func (s *Store) Submit(ctx context.Context, id string) (*Task, error) {
 		}
 		e.inputETag, e.inputSize = aws.ToString(head.ETag), size
 	}
-	got, _, err := s.apply(ctx, t, etag, e, func(ctx context.Context) error { return s.putMarker(ctx, id) })
+	got, changed, err := s.apply(ctx, t, etag, e, func(ctx context.Context) error { return s.putMarker(ctx, id) })
+	if changed {
+		s.wake(ctx)
+	}
 	return got, err
 }
 
@@ -463,8 +503,9 @@ func (s *Store) Submit(ctx context.Context, id string) (*Task, error) {
 // is made against the stored record, never against what the caller last saw.
 // If all attempts were used, the task gets one more. The marker is written
 // before the record, and once more after it (see the package documentation,
-// Markers). Requests: GET, PUT marker, PUT record, PUT marker (more on a
-// lost compare-and-set).
+// Markers); then the wake object tells idle workers to look. Requests: GET,
+// PUT marker, PUT record, PUT marker, PUT wake (more on a lost
+// compare-and-set).
 //
 // Errors: [ErrInvalidID]; [ErrNotFound]; a *[TransitionError] unless the task
 // is failed; [ErrConflict]; S3 errors otherwise.
@@ -480,6 +521,7 @@ func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
 	if err := mark(ctx); err != nil {
 		s.log.WarnContext(ctx, "s3task: rewrite marker after retry", "task_id", id, "err", err)
 	}
+	s.wake(ctx)
 	return got, nil
 }
 

@@ -796,7 +796,7 @@ func TestSubmit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantCounts(t, e, map[string]int{"GET": 1, "HEAD": 1, "PUT": 2})
+		wantCounts(t, e, map[string]int{"GET": 1, "HEAD": 1, "PUT": 3}) // marker, record, wake
 		want := task
 		want.Status, want.InputETag, want.InputSize = s3task.StatusQueued, etag, int64(len(input))
 		if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {
@@ -982,7 +982,7 @@ func TestRetry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantCounts(t, e, map[string]int{"GET": 1, "PUT": 3}) // marker, record, marker again
+			wantCounts(t, e, map[string]int{"GET": 1, "PUT": 4}) // marker, record, marker again, wake
 			want := task
 			want.Status, want.RetryAt, want.MaxAttempts = s3task.StatusQueued, time.Time{}, tc.wantMax(task)
 			if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {

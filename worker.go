@@ -294,33 +294,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	base, stop := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stop(nil)
 
-	interval := w.opts.PollInterval
-	for ctx.Err() == nil {
-		if len(w.slots) == cap(w.slots) {
-			// Every slot is busy: there is nothing to poll for until one
-			// frees.
-			select {
-			case <-ctx.Done():
-			case <-w.freed:
-			}
-			continue
-		}
-		claimed, saturated := w.poll(ctx, base)
-		if saturated {
-			continue // more work is waiting: poll again once a slot frees
-		}
-		if claimed {
-			interval = w.opts.PollInterval
-		} else {
-			interval = min(2*interval, w.opts.MaxPollInterval)
-		}
-		timer := time.NewTimer(interval*4/5 + jitter(interval*2/5))
-		select {
-		case <-ctx.Done():
-		case <-timer.C:
-		}
-		timer.Stop()
-	}
+	w.loop(ctx, base)
 
 	done := make(chan struct{})
 	go func() { w.wg.Wait(); close(done) }()
@@ -336,34 +310,95 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
+// loop is the poll loop of Run. Listing the markers costs a LIST, the
+// dearest kind of request, so an idle worker lists only when there is a
+// reason to:
+//   - the wake object changed (Submit, Retry and a released task write it),
+//     which it checks with one conditional GET every PollInterval;
+//   - a deadline it saw in the last listing has come: a retry falling due,
+//     or another worker's lease running out;
+//   - it had more work than free slots and a slot freed;
+//   - MaxPollInterval passed since the last listing, as a safety net.
+func (w *Worker) loop(ctx, base context.Context) {
+	s := w.store
+	var (
+		wakeETag string
+		listNow  = true
+		lastList time.Time // local clock
+		due      time.Time // server clock; zero means none
+	)
+	for ctx.Err() == nil {
+		if len(w.slots) == cap(w.slots) {
+			// Every slot is busy: nothing to poll for until one frees.
+			select {
+			case <-ctx.Done():
+			case <-w.freed:
+			}
+			continue
+		}
+		if !listNow {
+			switch {
+			case time.Since(lastList) >= w.opts.MaxPollInterval:
+				listNow = true
+			case !due.IsZero() && !s.serverNow().Before(due):
+				listNow = true
+			default:
+				etag, changed, err := s.checkWake(ctx, wakeETag)
+				if err != nil && ctx.Err() == nil {
+					w.log.Warn("s3task: poll", "err", err)
+				}
+				wakeETag, listNow = etag, changed
+			}
+		}
+		if listNow {
+			var saturated bool
+			saturated, due = w.poll(ctx, base)
+			lastList, listNow = time.Now(), saturated
+			if saturated {
+				continue // poll again as soon as a slot frees
+			}
+		}
+		// Jitter only shortens the wait, so pickup stays within PollInterval.
+		timer := time.NewTimer(w.opts.PollInterval*3/4 + jitter(w.opts.PollInterval/4))
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
 // poll lists the active markers and visits them in random order while a slot
-// is free. It reports whether it started a task and whether it ran out of
-// slots with markers left to visit.
-func (w *Worker) poll(ctx, base context.Context) (claimed, saturated bool) {
+// is free. It reports whether it ran out of slots with markers left to visit,
+// and the earliest time, by the server's clock, at which a task it saw will
+// need a worker (zero if none).
+func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time) {
 	ids, err := w.listMarkers(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.log.Warn("s3task: poll", "err", err)
 		}
-		return false, false
+		return false, time.Time{}
 	}
 	mrand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 	for _, id := range ids {
 		if ctx.Err() != nil {
-			return claimed, false
+			return false, due
 		}
 		select {
 		case w.slots <- struct{}{}:
 		default:
-			return claimed, true
+			return true, due
 		}
-		if w.visit(ctx, base, id) {
-			claimed = true
-		} else {
+		started, when := w.visit(ctx, base, id)
+		if !started {
 			<-w.slots
 		}
+		if !when.IsZero() && (due.IsZero() || when.Before(due)) {
+			due = when
+		}
 	}
-	return claimed, false
+	return false, due
 }
 
 // listMarkers returns the IDs under the marker folder, all pages.
@@ -396,8 +431,9 @@ func (w *Worker) listMarkers(ctx context.Context) ([]string, error) {
 
 // visit reads the task behind a marker and does what it needs: claim it,
 // recover it from an expired lease, or drop a stale marker. It reports
-// whether it started running the task.
-func (w *Worker) visit(ctx, base context.Context, id string) bool {
+// whether it started running the task, and otherwise when the task will next
+// need a worker (a retry falling due, a lease running out), if it knows.
+func (w *Worker) visit(ctx, base context.Context, id string) (started bool, due time.Time) {
 	s := w.store
 	log := w.log.With("task_id", id)
 	t, etag, err := s.read(ctx, id)
@@ -405,24 +441,26 @@ func (w *Worker) visit(ctx, base context.Context, id string) bool {
 	case errors.Is(err, ErrNotFound):
 		log.Warn("s3task: marker without a task record; removing it")
 		s.dropMarker(ctx, id, false)
-		return false
+		return false, due
 	case err != nil:
 		if ctx.Err() == nil {
 			log.Warn("s3task: cannot read task; skipping it", "err", err)
 		}
-		return false
+		return false, due
 	}
 	now := s.serverNow()
 	switch {
 	case t.Terminal():
 		s.dropMarker(ctx, id, t.Status == StatusFailed)
-		return false
+		return false, due
+	case t.Status == StatusFailed && now.Before(t.RetryAt):
+		return false, t.RetryAt
 	case t.Status == StatusRunning:
 		// The lease counts as expired only ClockMargin after its end by the
 		// server's clock, so a live holder is never overtaken.
 		expired, _, err := transition(t, event{kind: evLeaseExpired}, now.Add(-w.opts.ClockMargin))
 		if err != nil {
-			return false
+			return false, t.LeaseExpiresAt.Add(w.opts.ClockMargin)
 		}
 		log.Info("s3task: recovering task from an expired lease", "attempt", t.Attempt, "holder", t.WorkerID)
 		if expired.Status == StatusFailed { // no attempts left
@@ -431,19 +469,19 @@ func (w *Worker) visit(ctx, base context.Context, id string) bool {
 				s.dropMarker(ctx, id, true)
 				w.hookFail(got, errors.New(got.LastError))
 			}
-			return false
+			return false, due
 		}
 		next, _, err := transition(expired, w.claimEvent(), now)
 		if err != nil {
-			return false
+			return false, due
 		}
-		return w.claim(ctx, base, t, etag, next)
+		return w.claim(ctx, base, t, etag, next), due
 	}
 	next, _, err := transition(t, w.claimEvent(), now)
 	if err != nil {
-		return false // created, or a retry not yet due
+		return false, due // created: Submit's wake will bring us back
 	}
-	return w.claim(ctx, base, t, etag, next)
+	return w.claim(ctx, base, t, etag, next), due
 }
 
 func (w *Worker) claimEvent() event {

@@ -1148,11 +1148,11 @@ type workerRoundTrip func(*http.Request) (*http.Response, error)
 
 func (f workerRoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// TestWorkerIdleBackoff checks that an idle worker only lists markers, that
-// the wait between its polls grows towards MaxPollInterval, and that it picks
-// up work once there is some. Only lower bounds of waits are checked: a timer
-// never fires early, however loaded the machine is.
-func TestWorkerIdleBackoff(t *testing.T) {
+// TestWorkerIdleCost checks what an idle worker costs: one conditional GET
+// of the wake object per PollInterval and a LIST only every MaxPollInterval.
+// Only lower bounds of gaps are checked: a timer never fires early, however
+// loaded the machine is.
+func TestWorkerIdleCost(t *testing.T) {
 	t.Parallel()
 	e := setupWorker(t)
 	var reqs s3test.Counter
@@ -1163,27 +1163,62 @@ func TestWorkerIdleBackoff(t *testing.T) {
 	store := e.newStore(t, nil, reqs.Wrap, lists.wrap)
 	startWorker(t, store, s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return nil }), opts)
 
-	const polls = 7
-	waitForCondition(t, fmt.Sprintf("%d idle polls", polls), func() bool { return len(lists.get()) >= polls })
+	const polls = 4
+	waitForCondition(t, fmt.Sprintf("%d idle listings", polls), func() bool { return len(lists.get()) >= polls })
 	counts := reqs.Counts()
-	if counts["LIST"] < polls || len(counts) != 1 {
-		t.Errorf("idle worker requests: %s; want LIST only", reqs.String())
+	if counts["LIST"] < polls || counts["GET"] == 0 || len(counts) != 2 {
+		t.Errorf("idle worker requests: %s; want GETs of the wake object and LISTs only", reqs.String())
 	}
 	times := lists.get()
-	interval := opts.PollInterval
 	for i := 1; i < len(times); i++ {
-		interval = min(2*interval, opts.MaxPollInterval)
-		// Each wait is the interval jittered by ±20%.
-		if gap, least := times[i].Sub(times[i-1]), interval*4/5; gap < least {
-			t.Errorf("gap before idle poll %d = %s, want at least %s: the idle wait does not grow", i, gap, least)
+		if gap := times[i].Sub(times[i-1]); gap < opts.MaxPollInterval {
+			t.Errorf("gap before idle listing %d = %s, want at least MaxPollInterval %s", i, gap, opts.MaxPollInterval)
 		}
 	}
-	t.Logf("idle polls: %d LISTs, requests %s; gaps: %v", len(times), reqs.String(), listGaps(times))
+	t.Logf("idle: requests %s; gaps between listings: %v", reqs.String(), listGaps(times))
 
 	task := e.submit(t, s3task.CreateParams{Name: "wake up"}, "x\n")
 	done := awaitSignal(t, ev.completed, "the idle worker to pick up new work")
 	if done.ID != task.ID {
 		t.Errorf("completed %s, want %s", done.ID, task.ID)
+	}
+}
+
+// TestWorkerWakesOnSubmit shows that new work is found through the wake
+// object, not the safety listing: with MaxPollInterval an hour, a worker that
+// has listed once still picks up tasks submitted and retried after that.
+func TestWorkerWakesOnSubmit(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	var lists listTimes
+	ev := newHookEvents()
+	opts := workerOptions("wake-worker", ev.hooks())
+	opts.PollInterval, opts.MaxPollInterval = 10*time.Millisecond, time.Hour
+	fail := make(chan bool, 2)
+	fail <- true
+	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		select {
+		case <-fail:
+			return s3task.Permanent(errors.New("first run fails for good"))
+		default:
+			return nil
+		}
+	})
+	startWorker(t, e.newStore(t, nil, lists.wrap), handler, opts)
+	waitForCondition(t, "the first listing", func() bool { return len(lists.get()) >= 1 })
+
+	task := e.submit(t, s3task.CreateParams{Name: "woken"}, "x\n")
+	if f := awaitSignal(t, ev.failed, "the submitted task to run"); f.task.ID != task.ID || !f.task.Terminal() {
+		t.Fatalf("failure of %s (terminal %v), want %s for good", f.task.ID, f.task.Terminal(), task.ID)
+	}
+	if _, err := e.store.Retry(e.ctx, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	if done := awaitSignal(t, ev.completed, "the retried task to run"); done.ID != task.ID {
+		t.Errorf("completed %s, want %s", done.ID, task.ID)
+	}
+	if n := len(lists.get()); n > 3 {
+		t.Errorf("%d listings for two wake-ups, want at most 3 (the first and one per wake)", n)
 	}
 }
 

@@ -56,3 +56,9 @@ func Lost(err error) bool {
 func NotImplemented(err error) bool {
 	return code(err) == "NotImplemented" || status(err) == 501
 }
+
+// NotModified reports whether a conditional GET answered 304: the object
+// still has the ETag given in If-None-Match.
+func NotModified(err error) bool {
+	return code(err) == "NotModified" || status(err) == 304
+}
