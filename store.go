@@ -662,7 +662,7 @@ func (s *Store) List(ctx context.Context, opts ListOptions) (*Page, error) {
 func encodeCursor(name string) string { return base64.RawURLEncoding.EncodeToString([]byte(name)) }
 
 func decodeCursor(c string) (string, error) {
-	b, err := base64.RawURLEncoding.DecodeString(c)
+	b, err := base64.RawURLEncoding.Strict().DecodeString(c)
 	name := string(b)
 	if err != nil || name == "" || len(name) > 1024 || strings.Contains(name, "/") || !utf8.ValidString(name) {
 		return "", fmt.Errorf("%w: %q", ErrInvalidCursor, c)
