@@ -61,6 +61,7 @@ func (l *lease) run(ctx context.Context) {
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go l.heartbeats(ctx, stop, stopped)
 	err := l.callHandler(ctx)
+	l.job.discardOpen()
 	close(stop)
 	<-stopped
 	l.finish(ctx, err)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"strconv"
@@ -621,7 +622,10 @@ func (s *Store) List(ctx context.Context, opts ListOptions) (*Page, error) {
 		after = max(after, strings.TrimPrefix(aws.ToString(obj.Key), s.opts.Prefix))
 	}
 	page := &Page{}
-	if aws.ToBool(out.IsTruncated) && after != "" {
+	// Task IDs start with '0' to '7'; the marker folder, the wake object and
+	// anything else after them cannot hide a task, so a page that reached
+	// them is the last.
+	if aws.ToBool(out.IsTruncated) && after != "" && after[0] <= '7' {
 		page.NextCursor = encodeCursor(after)
 	}
 
@@ -811,7 +815,11 @@ func seekable(r io.Reader, limit int64) (io.ReadSeeker, int64, func(), error) {
 		return nil, 0, nil, err
 	}
 	cleanup := func() { f.Close(); os.Remove(f.Name()) }
-	n, err := io.Copy(f, io.LimitReader(r, limit+1))
+	src := r
+	if limit < math.MaxInt64 {
+		src = io.LimitReader(r, limit+1) // one byte more tells "too large"
+	}
+	n, err := io.Copy(f, src)
 	if err == nil && n > limit {
 		err = &InputSizeError{Size: n, Limit: limit}
 	}

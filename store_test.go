@@ -2029,3 +2029,40 @@ func TestCancelLosingToAnotherCancel(t *testing.T) {
 		t.Errorf("Cancel returned %s with reason %q, want the other operator's abandoned record", got.Status, got.CancelReason)
 	}
 }
+
+// TestListEndsAtTheLastTask checks that the objects the library keeps after
+// the task folders (the marker folder, the wake object) never produce a
+// trailing empty page: a page that reaches them is the last.
+func TestListEndsAtTheLastTask(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, nil)
+	for range 2 {
+		e.task(t, "queued") // writes a marker and the wake object too
+	}
+	page, err := st.List(e.ctx, s3task.ListOptions{Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Tasks) != 2 {
+		t.Fatalf("first page has %d tasks, want 2", len(page.Tasks))
+	}
+	if page.NextCursor == "" {
+		return // the store knew already: fine
+	}
+	next, err := st.List(e.ctx, s3task.ListOptions{Limit: 2, Cursor: page.NextCursor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(next.Tasks) != 0 || len(next.Broken) != 0 || next.NextCursor != "" {
+		t.Errorf("page after the last task: %d tasks, %d broken, cursor %q; want an empty last page",
+			len(next.Tasks), len(next.Broken), next.NextCursor)
+	}
+	// With a limit that ends the page on a non-task entry, no cursor at all.
+	page, err = st.List(e.ctx, s3task.ListOptions{Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Tasks) != 2 || page.NextCursor != "" {
+		t.Errorf("limit 3: %d tasks, cursor %q; want 2 tasks and no cursor", len(page.Tasks), page.NextCursor)
+	}
+}

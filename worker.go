@@ -103,7 +103,19 @@ type Job struct {
 
 	mu       sync.Mutex
 	progress Progress
-	output   bool // the attempt's output was written
+	output   bool      // the attempt's output was written
+	open     []*Output // outputs made by CreateOutput
+}
+
+// discardOpen drops every output the handler left open.
+func (j *Job) discardOpen() {
+	j.mu.Lock()
+	open := j.open
+	j.open = nil
+	j.mu.Unlock()
+	for _, o := range open {
+		o.Discard()
+	}
 }
 
 // OpenInput opens the task's input for reading; the caller closes it. It
@@ -184,34 +196,61 @@ func (j *Job) WriteOutput(ctx context.Context, r io.Reader) error {
 }
 
 // CreateOutput returns a writer for this attempt's output. What is written
-// goes to a temporary file; Close uploads it as [Job.WriteOutput] does, using
-// ctx, and reports the upload's error.
-func (j *Job) CreateOutput(ctx context.Context) (io.WriteCloser, error) {
+// goes to a temporary file, so memory stays bounded however large the output;
+// [Output.Close] uploads it as [Job.WriteOutput] does, using ctx, and
+// [Output.Discard] drops it. An output neither closed nor discarded when the
+// handler returns is discarded.
+func (j *Job) CreateOutput(ctx context.Context) (*Output, error) {
 	f, err := os.CreateTemp("", "s3task-output-*")
 	if err != nil {
 		return nil, fmt.Errorf("s3task: create output: %w", err)
 	}
-	return &outputFile{File: f, job: j, ctx: ctx}, nil
+	o := &Output{f: f, job: j, ctx: ctx}
+	j.mu.Lock()
+	j.open = append(j.open, o)
+	j.mu.Unlock()
+	return o, nil
 }
 
-type outputFile struct {
-	*os.File
-	job    *Job
-	ctx    context.Context
-	closed bool
+// Output is an attempt's output being written; see [Job.CreateOutput]. Use it
+// from one goroutine.
+type Output struct {
+	f    *os.File
+	job  *Job
+	ctx  context.Context
+	done bool
 }
 
-func (o *outputFile) Close() error {
-	if o.closed {
+// Write appends p to the output.
+func (o *Output) Write(p []byte) (int, error) {
+	if o.done {
+		return 0, os.ErrClosed
+	}
+	return o.f.Write(p)
+}
+
+// Close uploads what was written as this attempt's output and removes the
+// temporary file. It reports the upload's error.
+func (o *Output) Close() error {
+	if o.done {
 		return os.ErrClosed
 	}
-	o.closed = true
-	defer os.Remove(o.File.Name())
-	defer o.File.Close()
-	if _, err := o.File.Seek(0, io.SeekStart); err != nil {
+	defer o.Discard()
+	if _, err := o.f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	return o.job.WriteOutput(o.ctx, o.File)
+	return o.job.WriteOutput(o.ctx, o.f)
+}
+
+// Discard drops what was written without uploading it. It is safe to call
+// after Close, and more than once.
+func (o *Output) Discard() {
+	if o.done {
+		return
+	}
+	o.done = true
+	o.f.Close()
+	os.Remove(o.f.Name())
 }
 
 // SetProgress records the attempt's counters. They reach the record with the

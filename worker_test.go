@@ -1737,3 +1737,79 @@ func TestDefaultBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerOutputs covers the ways a handler writes its output: a reader
+// that cannot seek (spooled to a file first), CreateOutput closed, and
+// CreateOutput discarded or left open (nothing uploaded).
+func TestWorkerOutputs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		write   func(ctx context.Context, job *s3task.Job) error
+		want    string
+		wantOut bool
+	}{
+		{
+			name: "reader that cannot seek",
+			write: func(ctx context.Context, job *s3task.Job) error {
+				return job.WriteOutput(ctx, io.MultiReader(strings.NewReader("hello, "), strings.NewReader("world\n")))
+			},
+			want: "hello, world\n", wantOut: true,
+		},
+		{
+			name: "CreateOutput closed",
+			write: func(ctx context.Context, job *s3task.Job) error {
+				out, err := job.CreateOutput(ctx)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "row %d\n", 1)
+				return out.Close()
+			},
+			want: "row 1\n", wantOut: true,
+		},
+		{
+			name: "CreateOutput discarded",
+			write: func(ctx context.Context, job *s3task.Job) error {
+				out, err := job.CreateOutput(ctx)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "half a file")
+				out.Discard()
+				if err := out.Close(); err == nil {
+					return errors.New("Close after Discard succeeded")
+				}
+				return nil
+			},
+		},
+		{
+			name: "CreateOutput left open",
+			write: func(ctx context.Context, job *s3task.Job) error {
+				out, err := job.CreateOutput(ctx)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "forgotten")
+				return nil
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := setupWorker(t)
+			ev := newHookEvents()
+			startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(tt.write), workerOptions("output-writer", ev.hooks()))
+			task := e.submit(t, s3task.CreateParams{Name: tt.name}, "x\n")
+			done := awaitSignal(t, ev.completed, "the task to complete")
+			body, ok := e.object(t, e.outputKey(t, task.ID, 1))
+			if ok != tt.wantOut || string(body) != tt.want {
+				t.Errorf("output object: exists %v, %q; want exists %v, %q", ok, body, tt.wantOut, tt.want)
+			}
+			if wantPath := map[bool]string{true: e.outputKey(t, task.ID, 1)}[tt.wantOut]; done.OutputPath != wantPath {
+				t.Errorf("output_object_path %q, want %q", done.OutputPath, wantPath)
+			}
+		})
+	}
+}
