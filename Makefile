@@ -7,8 +7,8 @@ help: ## list the targets
 	@grep -E '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: run
-run: ## run the example program against an in-process S3
-	go run ./examples/quickstart
+run: ## run the example service against an embedded S3
+	go run ./examples/csvbatch
 
 .PHONY: test
 test: ## run the tests

@@ -8,9 +8,6 @@
 package s3test
 
 import (
-	"context"
-	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -41,35 +38,10 @@ func Start() (*Server, error) {
 	return StartBackend(s3mem.New())
 }
 
-// StartBackend starts a server over the given gofakes3 backend and creates
-// [Bucket] in it if it is missing.
+// StartBackend starts a server on a free loopback port over the given
+// gofakes3 backend and creates [Bucket] in it if it is missing.
 func StartBackend(backend gofakes3.Backend) (*Server, error) {
-	s := &Server{Bucket: Bucket}
-	faker := gofakes3.New(backend,
-		gofakes3.WithTimeSource(clock{s}),
-		gofakes3.WithTimeSkewLimit(0), // clients' clocks are skewed on purpose in tests
-		gofakes3.WithLogger(gofakes3.DiscardLog()),
-	)
-	h := faker.Server()
-	s.http = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Date", s.Now().UTC().Format(http.TimeFormat))
-		h.ServeHTTP(w, r)
-	}))
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	s.http.Listener = l
-	s.http.Start()
-	s.URL = s.http.URL
-	if _, err := s.Client().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(Bucket)}); err != nil {
-		var exists interface{ ErrorCode() string }
-		if !asCode(err, &exists) || (exists.ErrorCode() != "BucketAlreadyOwnedByYou" && exists.ErrorCode() != "BucketAlreadyExists") {
-			s.Close()
-			return nil, fmt.Errorf("s3test: create bucket: %w", err)
-		}
-	}
-	return s, nil
+	return StartOn("127.0.0.1:0", backend)
 }
 
 // New starts a server for a test and stops it when the test ends.

@@ -1,0 +1,397 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/s3task/s3task"
+)
+
+// The control API: JSON over HTTP. Every error is
+//
+//	{"error": {"code": "...", "message": "..."}}
+//
+// with a stable code (see errorFor) and a fitting status. File bytes never
+// pass through it: uploads and downloads go straight to S3 with presigned
+// URLs.
+
+// maxBodySize caps request bodies. The largest is a create whose payload
+// may be up to s3task.DefaultMaxPayloadSize.
+const maxBodySize = 2 * s3task.DefaultMaxPayloadSize
+
+// apiError is an error as the client sees it.
+type apiError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.message }
+
+func badRequest(code, format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+// errorFor maps an error to what the client sees. Library errors are
+// matched with errors.Is, so wrapping never changes the answer.
+func errorFor(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	mapping := []struct {
+		target error
+		status int
+		code   string
+	}{
+		{s3task.ErrInvalidID, http.StatusBadRequest, "invalid_id"},
+		{s3task.ErrInvalidCursor, http.StatusBadRequest, "invalid_cursor"},
+		{s3task.ErrInvalidArgument, http.StatusBadRequest, "invalid_argument"},
+		{s3task.ErrNotFound, http.StatusNotFound, "not_found"},
+		{s3task.ErrInvalidTransition, http.StatusConflict, "invalid_transition"},
+		{s3task.ErrConflict, http.StatusConflict, "conflict"},
+		{s3task.ErrNotCompleted, http.StatusConflict, "not_completed"},
+		{s3task.ErrInputTooLarge, http.StatusRequestEntityTooLarge, "input_too_large"},
+		{s3task.ErrInputMissing, http.StatusUnprocessableEntity, "input_missing"},
+		{s3task.ErrUnsupportedSchema, http.StatusInternalServerError, "unsupported_record"},
+		{s3task.ErrCorruptRecord, http.StatusInternalServerError, "corrupt_record"},
+	}
+	for _, m := range mapping {
+		if errors.Is(err, m.target) {
+			return &apiError{status: m.status, code: m.code, message: err.Error()}
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable", message: "the request was cut short; try again"}
+	}
+	// Anything else is most likely S3 trouble; the details go to the log,
+	// not to the client.
+	return &apiError{status: http.StatusInternalServerError, code: "internal", message: "internal error; the server log has the details"}
+}
+
+// api serves the control API.
+type api struct {
+	store       *s3task.Store
+	auth        *authenticator
+	log         *slog.Logger
+	uploadTTL   time.Duration
+	downloadTTL time.Duration
+}
+
+// handlerFunc is an API handler: it gets the authenticated caller and
+// returns an error instead of writing one.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, caller string) error
+
+func (a *api) register(mux *http.ServeMux) {
+	mux.Handle("POST /tasks", a.handle(a.create))
+	mux.Handle("GET /tasks", a.handle(a.list))
+	mux.Handle("GET /tasks/{id}", a.handle(a.get))
+	mux.Handle("POST /tasks/{id}/submit", a.handle(a.submit))
+	mux.Handle("POST /tasks/{id}/retry", a.handle(a.retry))
+	mux.Handle("POST /tasks/{id}/cancel", a.handle(a.cancel))
+	mux.Handle("GET /tasks/{id}/output", a.handle(a.output))
+}
+
+// handle authenticates, limits the body, runs h and writes its error.
+func (a *api) handle(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		caller, aerr := a.auth.caller(r)
+		if aerr != nil {
+			if aerr.status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="csvbatch"`)
+			}
+			writeError(w, aerr)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBodySize)
+		if err := h(w, r, caller); err != nil {
+			ae := errorFor(err)
+			if ae.status >= 500 {
+				a.log.ErrorContext(r.Context(), "api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			}
+			writeError(w, ae)
+		}
+	})
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	type body struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	writeJSON(w, e.status, map[string]body{"error": {Code: e.code, Message: e.message}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // presigned URLs stay readable; the type is JSON and nosniff is set
+	_ = enc.Encode(v)        // the client went away: nothing to do
+}
+
+// readJSON decodes the request body into v: one JSON object, no unknown
+// fields. An empty body is allowed when optional is true.
+func readJSON(r *http.Request, v any, optional bool) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return &apiError{status: http.StatusRequestEntityTooLarge, code: "body_too_large",
+			message: fmt.Sprintf("the request body is over %d bytes", tooBig.Limit)}
+	case errors.Is(err, io.EOF) && optional:
+		return nil
+	case errors.Is(err, io.EOF):
+		return badRequest("invalid_body", "the request body is empty; a JSON object is expected")
+	case err != nil:
+		return badRequest("invalid_body", "the request body is not a valid JSON object of the expected shape: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return badRequest("invalid_body", "the request body holds more than one JSON value")
+	}
+	return nil
+}
+
+// taskView is a task record as the API shows it: the record's own fields
+// plus what the backend computes for clients.
+type taskView struct {
+	*s3task.Task
+	// Retryable and Cancelable say whether Retry and Cancel would be
+	// accepted now. They are hints for a UI; the endpoints decide again
+	// against the stored record.
+	Retryable  bool `json:"retryable"`
+	Cancelable bool `json:"cancelable"`
+	// Terminal says whether the task is finished (nothing more will happen
+	// without an operator).
+	Terminal bool `json:"terminal"`
+}
+
+func viewOf(t *s3task.Task) taskView {
+	return taskView{Task: t, Retryable: t.Retryable(), Cancelable: t.Cancelable(), Terminal: t.Terminal()}
+}
+
+// presigned is a presigned request the client sends itself.
+type presigned struct {
+	Method    string            `json:"method"`
+	URL       string            `json:"url"`
+	Headers   map[string]string `json:"headers"`
+	ExpiresAt time.Time         `json:"expires_at"`
+}
+
+func presignedOf(p *s3task.PresignedRequest) presigned {
+	h := map[string]string{}
+	for k, v := range p.Header {
+		if strings.EqualFold(k, "Host") {
+			continue // every client sends it from the URL
+		}
+		h[k] = strings.Join(v, ", ")
+	}
+	return presigned{Method: p.Method, URL: p.URL, Headers: h, ExpiresAt: p.Expires.UTC()}
+}
+
+// presignedForm is a browser-style POST upload: send a multipart/form-data
+// POST to URL with every field, then the file in FileField, last.
+type presignedForm struct {
+	URL       string            `json:"url"`
+	Fields    map[string]string `json:"fields"`
+	FileField string            `json:"file_field"`
+	MaxSize   int64             `json:"max_size"`
+	ExpiresAt time.Time         `json:"expires_at"`
+}
+
+type createRequest struct {
+	Name    string          `json:"name"`
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+type createResponse struct {
+	Task   taskView `json:"task"`
+	Upload struct {
+		Put  presigned     `json:"put"`
+		Post presignedForm `json:"post"`
+	} `json:"upload"`
+}
+
+// create: POST /tasks {name, type, payload} -> 201 {task, upload}.
+func (a *api) create(w http.ResponseWriter, r *http.Request, caller string) error {
+	var req createRequest
+	if err := readJSON(r, &req, false); err != nil {
+		return err
+	}
+	if req.Type == "" {
+		return badRequest("invalid_body", "type is required: one of %s", strings.Join(taskTypes, ", "))
+	}
+	if err := checkPayload(req.Type, req.Payload); err != nil {
+		return badRequest("invalid_body", "%v", err)
+	}
+	if string(req.Payload) == "null" {
+		req.Payload = nil
+	}
+	t, err := a.store.Create(r.Context(), s3task.CreateParams{
+		Name: req.Name, Type: req.Type, Payload: req.Payload, CreatedBy: caller,
+	})
+	if err != nil {
+		return err
+	}
+	put, err := a.store.PresignUpload(r.Context(), t.ID, a.uploadTTL)
+	if err != nil {
+		return err
+	}
+	form, err := a.store.PresignUploadForm(r.Context(), t.ID, a.uploadTTL)
+	if err != nil {
+		return err
+	}
+	var resp createResponse
+	resp.Task = viewOf(t)
+	resp.Upload.Put = presignedOf(put)
+	resp.Upload.Post = presignedForm{URL: form.URL, Fields: form.Fields, FileField: "file", MaxSize: form.MaxSize, ExpiresAt: form.Expires.UTC()}
+	a.log.InfoContext(r.Context(), "task created", "task_id", t.ID, "type", t.Type, "created_by", caller)
+	w.Header().Set("Location", "/tasks/"+t.ID)
+	writeJSON(w, http.StatusCreated, resp)
+	return nil
+}
+
+// submit: POST /tasks/{id}/submit -> 200 task.
+func (a *api) submit(w http.ResponseWriter, r *http.Request, caller string) error {
+	t, err := a.store.Submit(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	a.log.InfoContext(r.Context(), "task submitted", "task_id", t.ID, "input_size", t.InputSize, "by", caller)
+	writeJSON(w, http.StatusOK, viewOf(t))
+	return nil
+}
+
+type listResponse struct {
+	Tasks      []taskView   `json:"tasks"`
+	Broken     []brokenTask `json:"broken,omitempty"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+}
+
+// brokenTask is a task folder whose record cannot be read.
+type brokenTask struct {
+	Key   string `json:"key"`
+	Error string `json:"error"`
+}
+
+// list: GET /tasks?limit=&cursor= -> 200 {tasks, broken, next_cursor},
+// newest first.
+func (a *api) list(w http.ResponseWriter, r *http.Request, _ string) error {
+	q := r.URL.Query()
+	opts := s3task.ListOptions{Cursor: q.Get("cursor")}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > s3task.MaxListLimit {
+			return badRequest("invalid_argument", "limit %q: want a number from 1 to %d", s, s3task.MaxListLimit)
+		}
+		opts.Limit = n
+	}
+	page, err := a.store.List(r.Context(), opts)
+	if err != nil {
+		return err
+	}
+	resp := listResponse{Tasks: make([]taskView, 0, len(page.Tasks)), NextCursor: page.NextCursor}
+	for _, t := range page.Tasks {
+		resp.Tasks = append(resp.Tasks, viewOf(t))
+	}
+	for _, b := range page.Broken {
+		// The page polls the list: log at debug level, the answer shows it.
+		a.log.DebugContext(r.Context(), "unreadable task record", "key", b.Key, "err", b.Err)
+		resp.Broken = append(resp.Broken, brokenTask{Key: b.Key, Error: b.Error()})
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// get: GET /tasks/{id} -> 200 task.
+func (a *api) get(w http.ResponseWriter, r *http.Request, _ string) error {
+	t, err := a.store.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, viewOf(t))
+	return nil
+}
+
+// retry: POST /tasks/{id}/retry -> 200 task.
+func (a *api) retry(w http.ResponseWriter, r *http.Request, caller string) error {
+	t, err := a.store.Retry(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	a.log.InfoContext(r.Context(), "task retried", "task_id", t.ID, "by", caller)
+	writeJSON(w, http.StatusOK, viewOf(t))
+	return nil
+}
+
+// cancel: POST /tasks/{id}/cancel [{reason}] -> 200 task.
+func (a *api) cancel(w http.ResponseWriter, r *http.Request, caller string) error {
+	var req struct {
+		Reason string `json:"reason"`
+	}
+	if err := readJSON(r, &req, true); err != nil {
+		return err
+	}
+	reason := req.Reason
+	if reason == "" {
+		reason = "cancelled by " + caller
+	}
+	t, err := a.store.Cancel(r.Context(), r.PathValue("id"), reason)
+	if err != nil {
+		return err
+	}
+	a.log.InfoContext(r.Context(), "task cancelled", "task_id", t.ID, "by", caller)
+	writeJSON(w, http.StatusOK, viewOf(t))
+	return nil
+}
+
+// output: GET /tasks/{id}/output -> 200 presigned GET of the output, for
+// completed tasks only.
+func (a *api) output(w http.ResponseWriter, r *http.Request, _ string) error {
+	p, err := a.store.PresignDownload(r.Context(), r.PathValue("id"), a.downloadTTL)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, presignedOf(p))
+	return nil
+}
+
+// cleanPaths refuses any request whose decoded path is not already clean
+// (a "." or ".." segment, plain or percent-encoded, or "//") before the mux
+// could redirect it elsewhere. Under /tasks/ such a path can only be an
+// attempt to smuggle something into a task ID, so it is an invalid ID. An
+// encoded "/" inside a segment ("a%2Fb") passes here and reaches the
+// handler as one segment, where the library refuses it as an ID.
+func cleanPaths(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		clean := path.Clean(p)
+		if strings.HasSuffix(p, "/") && clean != "/" {
+			clean += "/"
+		}
+		if p != clean || !strings.HasPrefix(p, "/") {
+			code := "invalid_path"
+			if strings.HasPrefix(p, "/tasks/") {
+				code = "invalid_id"
+			}
+			writeError(w, badRequest(code, "the path %q is not in canonical form", p))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

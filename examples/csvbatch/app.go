@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/s3task/s3task"
+)
+
+// app is one running csvbatch process: its S3, its Store, and the API and
+// worker as its mode asks.
+type app struct {
+	cfg   *config
+	log   *slog.Logger
+	objs  *objectStore
+	store *s3task.Store
+
+	// API and page (nil in worker mode).
+	srv      *http.Server
+	ln       net.Listener
+	baseURL  string
+	serveErr chan error
+	open     bool // no token: the API answers anyone on this machine
+
+	// Worker (nil in api mode).
+	worker     *s3task.Worker
+	stopWorker context.CancelFunc
+	workerDone chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// start opens the S3, proves it enforces conditional writes, and starts the
+// worker and the HTTP server as configured. The worker runs until ctx is
+// done or close is called.
+func start(ctx context.Context, cfg *config, log *slog.Logger) (*app, error) {
+	creds, err := parseTokens(cfg.tokens)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.runsAPI() && len(creds) == 0 && !loopbackAddr(cfg.listen) {
+		return nil, fmt.Errorf("refusing to listen on %s without a token: anyone who reaches it could control every task. Set CSVBATCH_TOKEN (or -token), or listen on a loopback address such as 127.0.0.1:8080", cfg.listen)
+	}
+	a := &app{cfg: cfg, log: log}
+	if err := a.init(ctx, creds); err != nil {
+		a.close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *app) init(ctx context.Context, creds []credential) error {
+	cfg := a.cfg
+	var err error
+	if a.objs, err = openObjectStore(ctx, cfg); err != nil {
+		return err
+	}
+	a.store, err = s3task.NewStore(a.objs.client, a.objs.bucket, &s3task.StoreOptions{
+		Prefix:       cfg.prefix,
+		InputExt:     ".csv",
+		OutputExt:    ".csv",
+		MaxInputSize: int64(cfg.maxInput),
+		Logger:       a.log,
+	})
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = a.store.CheckBackend(cctx)
+	cancel()
+	if errors.Is(err, s3task.ErrConditionalWritesUnsupported) {
+		return fmt.Errorf("%s does not enforce conditional writes (If-None-Match / If-Match), so two workers could both claim one task; csvbatch will not run on it. "+
+			"Use AWS S3, Cloudflare R2, Ceph RGW, Tigris, a recent MinIO or versitygw 1.8.0 or later. Details: %w", a.objs.about, err)
+	}
+	if err != nil {
+		return fmt.Errorf("checking %s: %w", a.objs.about, err)
+	}
+	if cfg.runsWorker() {
+		if err := a.startWorker(ctx); err != nil {
+			return err
+		}
+	}
+	if cfg.runsAPI() {
+		if err := a.startHTTP(creds); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *app) startWorker(ctx context.Context) error {
+	mux, err := newMux("")
+	if err != nil {
+		return err
+	}
+	w, err := s3task.NewWorker(a.store, s3task.HandlerFunc(mux.Dispatch), &s3task.WorkerOptions{
+		Concurrency:     a.cfg.concurrency,
+		PollInterval:    a.cfg.pollInterval,
+		MaxPollInterval: a.cfg.maxPollInterval,
+		LeaseDuration:   a.cfg.leaseDuration,
+		// Heartbeats carry progress: renewing more often than the default
+		// third of the lease keeps the page's progress bars moving.
+		HeartbeatInterval: a.cfg.heartbeat,
+		ShutdownTimeout:   a.cfg.shutdownTimeout,
+		Logger:            a.log,
+	})
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	a.worker, a.stopWorker, a.workerDone = w, cancel, make(chan struct{})
+	go func() {
+		defer close(a.workerDone)
+		if err := w.Run(wctx); err != nil {
+			a.log.Error("worker stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+func (a *app) startHTTP(creds []credential) error {
+	ln, err := net.Listen("tcp", a.cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", a.cfg.listen, err)
+	}
+	a.ln = ln
+	a.open = len(creds) == 0
+	a.baseURL = "http://" + ln.Addr().String()
+	api := &api{
+		store:       a.store,
+		auth:        &authenticator{creds: creds},
+		log:         a.log,
+		uploadTTL:   a.cfg.uploadTTL,
+		downloadTTL: a.cfg.downloadTTL,
+	}
+	mux := http.NewServeMux()
+	api.register(mux)
+	registerPage(mux)
+	csrf := http.NewCrossOriginProtection()
+	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{status: http.StatusForbidden, code: "cross_origin", message: "cross-origin requests are refused"})
+	}))
+	var h http.Handler = cleanPaths(csrf.Handler(mux))
+	if a.cfg.verbose {
+		h = logRequests(a.log, h)
+	}
+	a.srv = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		WriteTimeout:      time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	a.serveErr = make(chan error, 1)
+	go func() { a.serveErr <- a.srv.Serve(ln) }()
+	return nil
+}
+
+// banner tells the operator where everything is.
+func (a *app) banner(w io.Writer) {
+	fmt.Fprintf(w, "csvbatch: S3      %s\n", a.objs.about)
+	if a.srv != nil {
+		fmt.Fprintf(w, "csvbatch: page    %s/\n", a.baseURL)
+		fmt.Fprintf(w, "csvbatch: API     %s/tasks\n", a.baseURL)
+	}
+	if a.worker != nil {
+		fmt.Fprintf(w, "csvbatch: worker  %s running (concurrency %d; types %v)\n", a.worker.ID(), a.cfg.concurrency, taskTypes)
+	}
+	if a.srv != nil && a.open {
+		fmt.Fprintf(w, "\n"+
+			"  *** WARNING: no token is set, so the API is open to anyone on this machine.\n"+
+			"  *** It listens on a loopback address only. To protect it, or to listen on\n"+
+			"  *** another address, set CSVBATCH_TOKEN (e.g. CSVBATCH_TOKEN=$(openssl rand -hex 16)).\n\n")
+	}
+}
+
+// wait blocks until ctx is done or the HTTP server fails.
+func (a *app) wait(ctx context.Context) error {
+	if a.serveErr == nil {
+		<-ctx.Done()
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-a.serveErr:
+		a.serveErr <- err // keep it for close
+		return fmt.Errorf("HTTP server: %w", err)
+	}
+}
+
+// close shuts down gracefully: the HTTP server stops taking requests and
+// finishes the ones in flight, the worker lets running tasks finish for up
+// to -shutdown-timeout and puts the rest back in the queue, then the
+// embedded S3 stops. It is safe to call more than once.
+func (a *app) close() error {
+	a.closeOnce.Do(func() {
+		var errs []error
+		var wg sync.WaitGroup
+		if a.srv != nil {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := a.srv.Shutdown(ctx); err != nil {
+					a.srv.Close()
+				}
+				if err := <-a.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+					errs = append(errs, err)
+				}
+			})
+		}
+		if a.worker != nil {
+			a.stopWorker()
+			<-a.workerDone
+		}
+		wg.Wait()
+		if a.objs != nil {
+			if err := a.objs.close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		a.closeErr = errors.Join(errs...)
+	})
+	return a.closeErr
+}
+
+// logRequests logs every request at debug level.
+func logRequests(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", time.Since(start).Round(time.Microsecond))
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

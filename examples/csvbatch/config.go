@@ -1,0 +1,208 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/s3task/s3task"
+)
+
+// The process roles picked by -mode.
+const (
+	modeBoth   = "both"
+	modeAPI    = "api"
+	modeWorker = "worker"
+)
+
+// envPrefix is prepended to a flag's name, upper-cased with '-' turned into
+// '_', to name the environment variable that sets it: -max-input-size is
+// CSVBATCH_MAX_INPUT_SIZE. A flag on the command line wins over the
+// environment.
+const envPrefix = "CSVBATCH_"
+
+// config is everything the program is told at start.
+type config struct {
+	mode   string
+	listen string // API and page
+	tokens string // raw -token value, see parseTokens
+
+	// Embedded S3 (used when bucket is empty).
+	dataDir  string // bbolt backend folder; empty keeps objects in memory
+	s3Listen string
+
+	// External S3 (used when bucket is set).
+	bucket    string
+	endpoint  string
+	region    string
+	pathStyle bool
+
+	prefix          string
+	maxInput        byteSize
+	concurrency     int
+	pollInterval    time.Duration
+	maxPollInterval time.Duration
+	leaseDuration   time.Duration
+	heartbeat       time.Duration
+	shutdownTimeout time.Duration
+	uploadTTL       time.Duration
+	downloadTTL     time.Duration
+	selftestRows    int
+	verbose         bool
+
+	// s3Wrap, if set, wraps the S3 client's HTTP transport. Tests use it to
+	// imitate a store that ignores conditional writes.
+	s3Wrap func(http.RoundTripper) http.RoundTripper
+}
+
+// embedded reports whether the program runs its own in-process S3.
+func (c *config) embedded() bool { return c.bucket == "" }
+
+// runsAPI and runsWorker report which roles this process plays.
+func (c *config) runsAPI() bool    { return c.mode != modeWorker && c.selftestRows == 0 }
+func (c *config) runsWorker() bool { return c.mode != modeAPI }
+
+// parseConfig reads flags from args and, for flags not on the command line,
+// from CSVBATCH_* environment variables looked up with lookupEnv.
+func parseConfig(args []string, lookupEnv func(string) (string, bool), usageOut io.Writer) (*config, error) {
+	c := &config{maxInput: byteSize(s3task.DefaultMaxInputSize)}
+	fs := flag.NewFlagSet("csvbatch", flag.ContinueOnError)
+	fs.SetOutput(usageOut)
+	fs.StringVar(&c.mode, "mode", modeBoth, "what this process runs: `both` (API, page and worker), api or worker")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "`address` of the API and the operator page")
+	fs.StringVar(&c.tokens, "token", "", "bearer `token`s, comma-separated, each `secret` (caller \"operator\") or `name:secret`; prefer the CSVBATCH_TOKEN environment variable, which other users cannot see in ps")
+	fs.StringVar(&c.dataDir, "data", "./csvbatch-data", "`folder` of the embedded S3's database; empty keeps objects in memory only")
+	fs.StringVar(&c.s3Listen, "s3-listen", "127.0.0.1:0", "loopback `address` of the embedded S3 (port 0 picks a free port)")
+	fs.StringVar(&c.bucket, "bucket", "", "use this `bucket` of a real S3 or S3-compatible store instead of the embedded S3; credentials and region come from the standard AWS environment")
+	fs.StringVar(&c.endpoint, "s3-endpoint", "", "S3 endpoint `URL` of a compatible store (default: AWS, or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL)")
+	fs.StringVar(&c.region, "s3-region", "", "S3 `region` (default: AWS_REGION or the AWS profile)")
+	fs.BoolVar(&c.pathStyle, "s3-path-style", false, "use path-style S3 addressing (most compatible stores want it)")
+	fs.StringVar(&c.prefix, "prefix", s3task.DefaultPrefix, "key `prefix` of the tasks in the bucket")
+	fs.Var(&c.maxInput, "max-input-size", "largest accepted input `size`, e.g. 100MiB or 250MB")
+	fs.IntVar(&c.concurrency, "concurrency", 2, "`tasks` the worker runs at once")
+	fs.DurationVar(&c.pollInterval, "poll", time.Second, "worker poll `interval` while there is work")
+	fs.DurationVar(&c.maxPollInterval, "poll-max", 5*time.Second, "longest worker poll `interval` when idle")
+	fs.DurationVar(&c.leaseDuration, "lease", s3task.DefaultLeaseDuration, "task lease `duration`")
+	fs.DurationVar(&c.heartbeat, "heartbeat", 2*time.Second, "`interval` of lease renewals, which also carry progress to the record (at most a third of -lease)")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running tasks may finish at shutdown before they are put back in the queue")
+	fs.DurationVar(&c.uploadTTL, "upload-ttl", 15*time.Minute, "lifetime of presigned upload URLs")
+	fs.DurationVar(&c.downloadTTL, "download-ttl", 5*time.Minute, "lifetime of presigned download URLs")
+	fs.IntVar(&c.selftestRows, "selftest-rows", 0, "generate a CSV of `n` rows, run it as a csv_enrich task through the worker, print the figures (peak RSS included) and exit")
+	fs.BoolVar(&c.verbose, "v", false, "verbose logs (every API request)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: csvbatch [flags]\n\n"+
+			"A CSV batch service on s3task: control API, operator page and worker.\n"+
+			"Every flag can also be set with CSVBATCH_<FLAG>, e.g. CSVBATCH_TOKEN.\n\n")
+		fs.PrintDefaults()
+	}
+
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := envPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := lookupEnv(name); ok && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("environment variable %s=%q: %w", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q (flags only; see -h)", fs.Args())
+	}
+	return c, c.validate()
+}
+
+func (c *config) validate() error {
+	switch c.mode {
+	case modeBoth, modeAPI, modeWorker:
+	default:
+		return fmt.Errorf("-mode %q: want both, api or worker", c.mode)
+	}
+	if c.selftestRows < 0 {
+		return fmt.Errorf("-selftest-rows %d: must not be negative", c.selftestRows)
+	}
+	if c.selftestRows > 0 && c.mode == modeAPI {
+		return errors.New("-selftest-rows needs a worker in this process: use -mode both or worker")
+	}
+	if c.concurrency < 1 {
+		return fmt.Errorf("-concurrency %d: want at least 1", c.concurrency)
+	}
+	for name, ttl := range map[string]time.Duration{"-upload-ttl": c.uploadTTL, "-download-ttl": c.downloadTTL} {
+		if ttl < time.Second || ttl > s3task.MaxPresignTTL {
+			return fmt.Errorf("%s %s: want 1s to %s", name, ttl, s3task.MaxPresignTTL)
+		}
+	}
+	if c.maxInput <= 0 {
+		return fmt.Errorf("-max-input-size %d: want a positive size", c.maxInput)
+	}
+	if c.embedded() {
+		if c.endpoint != "" || c.region != "" || c.pathStyle {
+			return errors.New("-s3-endpoint, -s3-region and -s3-path-style need -bucket (without -bucket the embedded S3 is used)")
+		}
+		// gofakes3 checks no signatures: whoever reaches it reads and writes
+		// everything. It must never listen beyond this machine.
+		if !loopbackAddr(c.s3Listen) {
+			return fmt.Errorf("-s3-listen %q: the embedded S3 has no authentication and only listens on a loopback address such as 127.0.0.1:9000; for remote access use a real S3 with -bucket", c.s3Listen)
+		}
+	}
+	if _, err := parseTokens(c.tokens); err != nil {
+		return err
+	}
+	return nil
+}
+
+// loopbackAddr reports whether a listen address is on a loopback interface.
+// An empty host means every interface, so it is not.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// byteSize is a flag value such as "100MiB", "250MB", "64KiB" or "1048576".
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(s string) error {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{
+		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1},
+	}
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(strings.ToUpper(num), strings.ToUpper(u.suffix)) {
+			num, mult = strings.TrimSpace(num[:len(num)-len(u.suffix)]), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return fmt.Errorf("invalid size %q: want a number of bytes, optionally with KiB, MiB, GiB, KB, MB or GB", s)
+	}
+	*b = byteSize(n * mult)
+	return nil
+}

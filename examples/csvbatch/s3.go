@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3bolt"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/s3task/s3task/internal/s3test"
+)
+
+// objectStore is the S3 the program works against: its own in-process one
+// or a real bucket.
+type objectStore struct {
+	client *s3.Client
+	bucket string
+	about  string // one line for the start-up banner
+
+	embedded *s3test.Server // nil for a real S3
+	db       *bolt.DB       // the embedded S3's database, if persistent
+}
+
+// close stops the embedded S3, if any, and closes its database.
+func (o *objectStore) close() error {
+	if o.embedded != nil {
+		o.embedded.Close()
+	}
+	if o.db != nil {
+		return o.db.Close()
+	}
+	return nil
+}
+
+// openObjectStore starts the embedded S3 or connects to the configured one.
+func openObjectStore(ctx context.Context, cfg *config) (*objectStore, error) {
+	if cfg.embedded() {
+		return openEmbedded(cfg)
+	}
+	return openExternal(ctx, cfg)
+}
+
+// openEmbedded starts gofakes3 on a loopback port. With a data folder its
+// objects live in a bbolt file there and survive a restart; without one they
+// live in memory.
+//
+// gofakes3's default CORS answer allows every origin, which lets the
+// operator page (on another loopback port) upload with the presigned POST
+// form and PUT.
+func openEmbedded(cfg *config) (*objectStore, error) {
+	o := &objectStore{}
+	var backend gofakes3.Backend
+	where := "in memory only: objects are lost at exit"
+	if cfg.dataDir == "" {
+		backend = s3mem.New()
+	} else {
+		if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("embedded S3: data folder: %w", err)
+		}
+		file := filepath.Join(cfg.dataDir, "s3.bolt")
+		db, err := bolt.Open(file, 0o600, &bolt.Options{Timeout: time.Second})
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return nil, fmt.Errorf("embedded S3: %s is in use by another csvbatch process; give this one its own -data folder, or point it at that process's S3 with -bucket tasks -s3-endpoint <its S3 URL> -s3-path-style", file)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("embedded S3: open %s: %w", file, err)
+		}
+		o.db = db
+		backend = s3bolt.New(db)
+		where = "data in " + file
+	}
+	srv, err := s3test.StartOn(cfg.s3Listen, backend)
+	if err != nil {
+		o.close()
+		return nil, fmt.Errorf("embedded S3: %w", err)
+	}
+	o.embedded = srv
+	var wraps []func(http.RoundTripper) http.RoundTripper
+	if cfg.s3Wrap != nil {
+		wraps = append(wraps, cfg.s3Wrap)
+	}
+	o.client = s3test.NewClient(srv.URL, wraps...)
+	o.bucket = srv.Bucket
+	o.about = fmt.Sprintf("embedded S3 (gofakes3) at %s, bucket %q, %s", srv.URL, srv.Bucket, where)
+	return o, nil
+}
+
+// openExternal builds a client from the standard AWS configuration
+// (environment, shared config and credentials files, instance roles), with
+// the flags on top. This is the only place that loads credentials: the
+// library never does.
+func openExternal(ctx context.Context, cfg *config) (*objectStore, error) {
+	var opts []func(*awsconfig.LoadOptions) error
+	if cfg.region != "" {
+		opts = append(opts, awsconfig.WithRegion(cfg.region))
+	}
+	if cfg.s3Wrap != nil {
+		opts = append(opts, awsconfig.WithHTTPClient(&http.Client{Transport: cfg.s3Wrap(http.DefaultTransport)}))
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("S3: load AWS configuration: %w", err)
+	}
+	var endpoint string
+	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		if cfg.endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.endpoint)
+		}
+		if cfg.pathStyle {
+			o.UsePathStyle = true
+		}
+		if o.BaseEndpoint == nil {
+			return
+		}
+		endpoint = *o.BaseEndpoint
+		// Compatible stores: most accept any region, and many reject the
+		// SDK's default request checksums.
+		if o.Region == "" {
+			o.Region = "us-east-1"
+		}
+		if awsCfg.RequestChecksumCalculation == aws.RequestChecksumCalculationUnset {
+			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		}
+		if awsCfg.ResponseChecksumValidation == aws.ResponseChecksumValidationUnset {
+			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		}
+	})
+	region := client.Options().Region
+	if region == "" {
+		return nil, errors.New("S3: no region: set -s3-region or AWS_REGION (or a region in your AWS profile)")
+	}
+	if awsCfg.Credentials == nil {
+		return nil, errors.New("S3: no AWS credentials provider: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if _, err := awsCfg.Credentials.Retrieve(cctx); err != nil {
+		return nil, fmt.Errorf("S3: no usable AWS credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE): %w", err)
+	}
+	about := fmt.Sprintf("S3 bucket %q in region %s", cfg.bucket, region)
+	if endpoint != "" {
+		about = fmt.Sprintf("S3 bucket %q at %s (path-style %v)", cfg.bucket, endpoint, client.Options().UsePathStyle)
+	}
+	return &objectStore{client: client, bucket: cfg.bucket, about: about}, nil
+}
