@@ -146,20 +146,23 @@ func invalidArg(format string, args ...any) error {
 // good, whatever attempts are left, with err in last_error. Permanent(nil)
 // is nil.
 func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &handlerError{err: err, permanent: true}
+	return wrapHandlerError(err, func(he *handlerError) { he.permanent = true })
 }
 
 // RetryAfter asks the worker to retry the task no sooner than d from now,
 // instead of after the configured backoff, if attempts are left.
 // RetryAfter(nil, d) is nil.
 func RetryAfter(err error, d time.Duration) error {
-	if err == nil {
-		return nil
-	}
-	return &handlerError{err: err, delay: max(d, 0), hasDelay: true}
+	return wrapHandlerError(err, func(he *handlerError) { he.delay, he.hasDelay = max(d, 0), true })
+}
+
+// WithCategory labels err with a failure category, such as "bad_input" or
+// "upstream_timeout". The worker records it in the task's error_category,
+// and [Store.Stats] groups failures by it. Without one, a failure is
+// "permanent" or "transient" (see [Permanent]); a panic is "panic", an
+// expired lease "lease_expired". WithCategory(nil, c) is nil.
+func WithCategory(err error, category string) error {
+	return wrapHandlerError(err, func(he *handlerError) { he.category = truncate(category, 64) })
 }
 
 // IsPermanent reports whether err, or an error it wraps, was made by
@@ -175,7 +178,43 @@ type handlerError struct {
 	permanent bool
 	delay     time.Duration
 	hasDelay  bool
+	category  string
 }
 
 func (e *handlerError) Error() string { return e.err.Error() }
 func (e *handlerError) Unwrap() error { return e.err }
+
+// wrapHandlerError wraps err with the wishes of any handlerError inside it,
+// then applies set, so the outermost one holds them all:
+// Permanent(WithCategory(err, c)) is both.
+func wrapHandlerError(err error, set func(*handlerError)) error {
+	if err == nil {
+		return nil
+	}
+	he := &handlerError{err: err}
+	var inner *handlerError
+	if errors.As(err, &inner) {
+		he.permanent, he.delay, he.hasDelay, he.category = inner.permanent, inner.delay, inner.hasDelay, inner.category
+	}
+	set(he)
+	return he
+}
+
+// failureCategory returns the category to record for a handler's error.
+func failureCategory(err error) string {
+	var he *handlerError
+	switch {
+	case errors.As(err, &he) && he.category != "":
+		return he.category
+	case IsPermanent(err):
+		return "permanent"
+	case errors.As(err, new(*panicError)):
+		return "panic"
+	}
+	return "transient"
+}
+
+// panicError is a handler's panic as an error.
+type panicError struct{ value any }
+
+func (e *panicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.value) }

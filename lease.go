@@ -3,7 +3,6 @@ package s3task
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -72,7 +71,7 @@ func (l *lease) callHandler(ctx context.Context) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			l.log.Error("s3task: handler panicked", "panic", r, "stack", string(debug.Stack()))
-			err = fmt.Errorf("handler panicked: %v", r)
+			err = &panicError{value: r}
 		}
 	}()
 	return l.w.h.Handle(ctx, l.job)
@@ -154,7 +153,7 @@ func (l *lease) finish(ctx context.Context, handlerErr error) {
 			delay = he.delay
 		}
 		e = event{kind: evFail, progress: &progress, errMsg: truncate(handlerErr.Error(), 4096),
-			permanent: IsPermanent(handlerErr), retryDelay: delay}
+			permanent: IsPermanent(handlerErr), retryDelay: delay, category: failureCategory(handlerErr)}
 	}
 	err := l.write(wctx, e)
 	if err != nil {

@@ -130,7 +130,9 @@ const (
 	DefaultMaxPollInterval = 60 * time.Second
 	DefaultLeaseDuration   = 60 * time.Second
 	DefaultClockMargin     = 5 * time.Second
-	DefaultShutdownTimeout = 30 * time.Second
+	DefaultShutdownTimeout   = 30 * time.Second
+	DefaultReconcileInterval = time.Hour
+	DefaultReconcileWindow   = 24 * time.Hour
 )
 
 // WorkerOptions configures a [Worker]. A nil *WorkerOptions, and every zero
@@ -185,6 +187,17 @@ type WorkerOptions struct {
 	// [DefaultShutdownTimeout].
 	ShutdownTimeout time.Duration
 
+	// ReconcileInterval is how often the worker runs [Store.Reconcile] over
+	// the tasks of the last ReconcileWindow, so a lost marker heals without
+	// an operator. The first run comes at a random point of the first
+	// interval, so workers started together spread out. Negative disables
+	// it. Default [DefaultReconcileInterval].
+	ReconcileInterval time.Duration
+
+	// ReconcileWindow is how far back the worker's own reconcile looks.
+	// Default [DefaultReconcileWindow].
+	ReconcileWindow time.Duration
+
 	// Logger receives the worker's logs, with task_id, attempt and worker_id
 	// attributes. Default: the Store's logger.
 	Logger *slog.Logger
@@ -212,6 +225,18 @@ type Hooks struct {
 	// OnRelease runs after a task interrupted by shutdown went back to the
 	// queue.
 	OnRelease func(t *Task)
+	// OnPoll runs after each listing of the markers: how many markers it
+	// found and how many tasks it started.
+	OnPoll func(p PollStats)
+	// OnReconcile runs after each of the worker's own reconcile runs.
+	OnReconcile func(r *ReconcileReport)
+}
+
+// PollStats describes one listing of the markers by a worker.
+type PollStats struct {
+	Markers int           // markers listed
+	Started int           // tasks claimed and started
+	Took    time.Duration // from the LIST to the last visit
 }
 
 func (o *WorkerOptions) withDefaults(storeLog *slog.Logger) (WorkerOptions, error) {
@@ -233,6 +258,7 @@ func (o *WorkerOptions) withDefaults(storeLog *slog.Logger) (WorkerOptions, erro
 		{"HeartbeatInterval", &c.HeartbeatInterval, 0}, // LeaseDuration/3, set below
 		{"ClockMargin", &c.ClockMargin, DefaultClockMargin},
 		{"ShutdownTimeout", &c.ShutdownTimeout, DefaultShutdownTimeout},
+		{"ReconcileWindow", &c.ReconcileWindow, DefaultReconcileWindow},
 	}
 	for _, d := range durations {
 		if *d.v < 0 {
@@ -241,6 +267,9 @@ func (o *WorkerOptions) withDefaults(storeLog *slog.Logger) (WorkerOptions, erro
 		if *d.v == 0 {
 			*d.v = d.def
 		}
+	}
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = DefaultReconcileInterval
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = c.LeaseDuration / 3

@@ -24,7 +24,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go/middleware"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/s3task/s3task/internal/s3x"
 )
@@ -383,6 +385,32 @@ func (s *Store) change(ctx context.Context, id string, e event, prepare func(con
 	return s.apply(ctx, t, etag, e, prepare)
 }
 
+// listMarkers returns the task IDs under the marker folder, all pages, and
+// the keys there that are not task IDs.
+func (s *Store) listMarkers(ctx context.Context) (ids, stray []string, err error) {
+	dir := s.markerDir()
+	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &dir}
+	for {
+		out, err := s.client.ListObjectsV2(ctx, in)
+		if err != nil {
+			return nil, nil, fmt.Errorf("s3task: list %s: %w", dir, err)
+		}
+		s.observe(out.ResultMetadata)
+		for _, obj := range out.Contents {
+			key := aws.ToString(obj.Key)
+			if id := strings.TrimPrefix(key, dir); ParseID(id) == nil {
+				ids = append(ids, id)
+			} else {
+				stray = append(stray, key)
+			}
+		}
+		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
+			return ids, stray, nil
+		}
+		in.ContinuationToken = out.NextContinuationToken
+	}
+}
+
 // putMarker writes the task's active marker, an empty object that tells
 // workers to look at the task.
 func (s *Store) putMarker(ctx context.Context, id string) error {
@@ -398,27 +426,33 @@ func (s *Store) putMarker(ctx context.Context, id string) error {
 // If the status may still change back to pending (a failed task an operator
 // can retry), recheck re-reads the record after the delete and puts the marker
 // back if the task is pending again: a Retry that wrote its marker just before
-// our delete must not lose it. Markers are only an index, so a failure here is
-// logged, not returned: a stale marker is removed by the next worker poll.
-func (s *Store) dropMarker(ctx context.Context, id string, recheck bool) {
+// our delete must not lose it. Markers are only an index, so callers may
+// ignore the error, which is also logged: a stale marker is removed by the
+// next worker that visits it, a missing one restored by Reconcile.
+func (s *Store) dropMarker(ctx context.Context, id string, recheck bool) error {
 	key := s.markerKey(id)
 	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
 		s.log.WarnContext(ctx, "s3task: delete marker", "task_id", id, "err", err)
-		return
+		return fmt.Errorf("s3task: delete marker %s: %w", key, err)
 	}
 	if !recheck {
-		return
+		return nil
 	}
 	t, _, err := s.read(ctx, id)
 	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
 		s.log.WarnContext(ctx, "s3task: recheck after marker delete", "task_id", id, "err", err)
-		return
+		return err
 	}
 	if t.pending() {
 		if err := s.putMarker(ctx, id); err != nil {
 			s.log.WarnContext(ctx, "s3task: restore marker", "task_id", id, "err", err)
+			return err
 		}
 	}
+	return nil
 }
 
 // wake tells idle workers that there is new work by giving the wake object a
@@ -586,22 +620,45 @@ func (s *Store) List(ctx context.Context, opts ListOptions) (*Page, error) {
 	case limit < 0 || limit > MaxListLimit:
 		return nil, invalidArg("list limit %d, want 1 to %d", limit, MaxListLimit)
 	}
+	after := ""
+	if opts.Cursor != "" {
+		var err error
+		if after, err = decodeCursor(opts.Cursor); err != nil {
+			return nil, err
+		}
+	}
+	ids, next, err := s.listFolders(ctx, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	page := &Page{}
+	if next != "" {
+		page.NextCursor = encodeCursor(next)
+	}
+	page.Tasks, page.Broken = s.readMany(ctx, ids)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// listFolders makes one LIST of the task folders, newest first, starting
+// after position after (relative to the prefix; "" for the newest). It
+// returns the task IDs in it and the position to continue from, "" at the
+// end.
+func (s *Store) listFolders(ctx context.Context, after string, limit int) (ids []string, next string, err error) {
 	in := &s3.ListObjectsV2Input{
 		Bucket:    &s.bucket,
 		Prefix:    &s.opts.Prefix,
 		Delimiter: aws.String("/"),
 		MaxKeys:   aws.Int32(int32(limit)),
 	}
-	if opts.Cursor != "" {
-		after, err := decodeCursor(opts.Cursor)
-		if err != nil {
-			return nil, err
-		}
+	if after != "" {
 		in.StartAfter = aws.String(s.opts.Prefix + after)
 	}
 	out, err := s.client.ListObjectsV2(ctx, in)
 	if err != nil {
-		return nil, fmt.Errorf("s3task: list %s: %w", s.opts.Prefix, err)
+		return nil, "", fmt.Errorf("s3task: list %s: %w", s.opts.Prefix, err)
 	}
 	s.observe(out.ResultMetadata)
 
@@ -609,26 +666,30 @@ func (s *Store) List(ctx context.Context, opts ListOptions) (*Page, error) {
 	// stray object. Every key inside folder name/ sorts below name+"0" ('0'
 	// follows '/') and no other key sorts between them, so for a folder
 	// that is the position to continue from.
-	var ids []string
-	after := ""
+	last := ""
 	for _, cp := range out.CommonPrefixes {
 		name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(cp.Prefix), s.opts.Prefix), "/")
-		after = max(after, name+"0")
+		last = max(last, name+"0")
 		if ParseID(name) == nil {
 			ids = append(ids, name)
 		}
 	}
 	for _, obj := range out.Contents {
-		after = max(after, strings.TrimPrefix(aws.ToString(obj.Key), s.opts.Prefix))
+		last = max(last, strings.TrimPrefix(aws.ToString(obj.Key), s.opts.Prefix))
 	}
-	page := &Page{}
 	// Task IDs start with '0' to '7'; the marker folder, the wake object and
 	// anything else after them cannot hide a task, so a page that reached
 	// them is the last.
-	if aws.ToBool(out.IsTruncated) && after != "" && after[0] <= '7' {
-		page.NextCursor = encodeCursor(after)
+	if aws.ToBool(out.IsTruncated) && last != "" && last[0] <= '7' {
+		next = last
 	}
+	return ids, next, nil
+}
 
+// readMany reads the records of ids, StoreOptions.ListConcurrency at a
+// time, and returns the readable ones and the others, each in the order of
+// ids.
+func (s *Store) readMany(ctx context.Context, ids []string) ([]*Task, []*RecordError) {
 	tasks := make([]*Task, len(ids))
 	errs := make([]error, len(ids))
 	sem := make(chan struct{}, s.opts.ListConcurrency)
@@ -642,21 +703,85 @@ func (s *Store) List(ctx context.Context, opts ListOptions) (*Page, error) {
 		}()
 	}
 	wg.Wait()
+	var good []*Task
+	var broken []*RecordError
 	for i, t := range tasks {
 		if t != nil {
-			page.Tasks = append(page.Tasks, t)
+			good = append(good, t)
 			continue
 		}
 		var re *RecordError
 		if !errors.As(errs[i], &re) {
 			re = &RecordError{Key: s.recordKey(ids[i]), Err: errs[i]}
 		}
-		page.Broken = append(page.Broken, re)
+		broken = append(broken, re)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	return good, broken
+}
+
+// walk calls fn with every task record, newest first, a page at a time,
+// until fn returns false or the tasks end. It skips tasks created after
+// newest (zero: none) by starting the listing past them, stops at the first
+// task created before oldest (zero: no limit), and reads at most limit
+// records (zero: no limit), reporting whether more tasks were left unread.
+// Records that cannot be read go to broken.
+func (s *Store) walk(ctx context.Context, newest, oldest time.Time, limit int, fn func(t *Task) bool, broken func(*RecordError)) (more bool, err error) {
+	after := ""
+	if !newest.IsZero() {
+		after = idBound(newest)
 	}
-	return page, nil
+	seen := 0
+	for {
+		size := 1000
+		if limit > 0 {
+			size = min(size, limit-seen+1) // one more tells whether any are left
+		}
+		ids, next, err := s.listFolders(ctx, after, size)
+		if err != nil {
+			return false, err
+		}
+		if !oldest.IsZero() {
+			for i, id := range ids {
+				if at, _ := IDTime(id); at.Before(oldest) {
+					ids, next = ids[:i], ""
+					break
+				}
+			}
+		}
+		if limit > 0 && seen+len(ids) > limit {
+			ids, next, more = ids[:limit-seen], "", true
+		}
+		seen += len(ids)
+		tasks, bad := s.readMany(ctx, ids)
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		for _, re := range bad {
+			broken(re)
+		}
+		for _, t := range tasks {
+			if !fn(t) {
+				return true, nil
+			}
+		}
+		if next == "" {
+			return more, nil
+		}
+		after = next
+	}
+}
+
+// idBound returns a listing position after every ID of tasks created after
+// t, and before every ID of tasks created at or before t: the inverted time
+// of the next millisecond with the largest random part.
+func idBound(t time.Time) string {
+	var id ulid.ULID
+	ms := min(uint64(max(t.UnixMilli()+1, 0)), ulid.MaxTime())
+	_ = id.SetTime(ulid.MaxTime() - ms)
+	for i := 6; i < 16; i++ {
+		id[i] = 0xff
+	}
+	return id.String()
 }
 
 // A cursor is the position after the last entry listed (relative to the
@@ -672,6 +797,353 @@ func decodeCursor(c string) (string, error) {
 		return "", fmt.Errorf("%w: %q", ErrInvalidCursor, c)
 	}
 	return name, nil
+}
+
+// ReconcileOptions selects what [Store.Reconcile] walks.
+type ReconcileOptions struct {
+	// Since limits the walk to tasks created at or after this time; zero
+	// walks every task.
+	Since time.Time
+	// DryRun reports what would change and changes nothing.
+	DryRun bool
+}
+
+// ReconcileReport says what [Store.Reconcile] found and did.
+type ReconcileReport struct {
+	// Tasks is the number of task records read.
+	Tasks int
+	// Restored lists the tasks that needed a worker but had no marker; their
+	// markers were written (unless DryRun).
+	Restored []string
+	// Removed lists the keys of stale markers that were deleted (unless
+	// DryRun): markers of finished tasks, of tasks that no longer exist, of
+	// created tasks whose Submit evidently never finished, and objects in
+	// the marker folder that are not task IDs.
+	Removed []string
+	// Broken lists the records that could not be read, with their keys. They
+	// are left as they are.
+	Broken []*RecordError
+}
+
+// Clean reports whether the run found nothing to repair.
+func (r *ReconcileReport) Clean() bool {
+	return len(r.Restored) == 0 && len(r.Removed) == 0 && len(r.Broken) == 0
+}
+
+// staleSubmitAge is how long a created task may keep a marker before
+// Reconcile takes the Submit that wrote it for dead. Submit writes the marker
+// a moment before the record.
+const staleSubmitAge = 10 * time.Minute
+
+// Reconcile repairs the marker index against the records, the only truth:
+// it writes the missing marker of every task a worker should look at (queued,
+// running, failed with a retry scheduled) and removes stale markers. It
+// changes no record and no other object, so it is safe to run at any time
+// from any number of processes, next to running workers; a marker removed
+// while a Retry makes the task pending again is put back. Workers run it
+// on their own (WorkerOptions.ReconcileInterval).
+//
+// Requests: one LIST per 1,000 task folders walked and one GET per task,
+// the LISTs of the marker folder, one PUT per restored marker, and a DELETE
+// (with a GET to recheck a failed task) per stale one.
+//
+// Errors: S3 errors from the listings and ctx's, with no report; if some
+// repair failed, the report with the first such error (the next run retries
+// it). Unreadable records are reported, not returned.
+func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*ReconcileReport, error) {
+	markers, stray, err := s.listMarkers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	marked := make(map[string]bool, len(markers))
+	for _, id := range markers {
+		marked[id] = true
+	}
+	r := &ReconcileReport{}
+	var firstErr error
+	note := func(err error) {
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	now := s.serverNow()
+	_, err = s.walk(ctx, time.Time{}, opts.Since, 0, func(t *Task) bool {
+		r.Tasks++
+		has := marked[t.ID]
+		delete(marked, t.ID)
+		switch {
+		case t.pending() && !has:
+			r.Restored = append(r.Restored, t.ID)
+			if !opts.DryRun {
+				note(s.putMarker(ctx, t.ID))
+			}
+		case has && (t.Terminal() || (t.Status == StatusCreated && now.Sub(t.UpdatedAt) > staleSubmitAge)):
+			r.Removed = append(r.Removed, s.markerKey(t.ID))
+			if !opts.DryRun {
+				note(s.dropMarker(ctx, t.ID, t.Status != StatusCompleted && t.Status != StatusAbandoned))
+			}
+		}
+		return true
+	}, func(re *RecordError) { r.Broken = append(r.Broken, re) })
+	if err != nil {
+		return nil, err
+	}
+	// Markers whose task the walk did not meet: in range, the task has no
+	// record (a folder without status.json was reported as broken).
+	for id := range marked {
+		if at, _ := IDTime(id); at.Before(opts.Since) || brokenID(r.Broken, s.recordKey(id)) {
+			continue
+		}
+		if _, _, err := s.read(ctx, id); !errors.Is(err, ErrNotFound) {
+			continue // created since the walk passed it, or unreadable now
+		}
+		r.Removed = append(r.Removed, s.markerKey(id))
+		if !opts.DryRun {
+			note(s.dropMarker(ctx, id, false))
+		}
+	}
+	for _, key := range stray {
+		r.Removed = append(r.Removed, key)
+		if !opts.DryRun {
+			_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key})
+			note(err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return r, firstErr
+}
+
+func brokenID(broken []*RecordError, key string) bool {
+	for _, re := range broken {
+		if re.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// StatsOptions bounds what [Store.Stats] reads.
+type StatsOptions struct {
+	// Since limits the count to tasks created at or after this time; zero
+	// means no limit.
+	Since time.Time
+	// MaxTasks caps the records read, newest first. Zero means
+	// [DefaultStatsMaxTasks]; negative means no cap.
+	MaxTasks int
+	// AttemptsOver counts tasks whose attempt number is above it. Zero means
+	// 1: tasks that needed more than one attempt.
+	AttemptsOver int
+}
+
+// DefaultStatsMaxTasks is the default cap on the records Stats reads.
+const DefaultStatsMaxTasks = 1000
+
+// Stats describes the tasks [Store.Stats] read. It tells apart a quiet
+// system from a stuck one: what is waiting, for how long, and why things
+// failed.
+type Stats struct {
+	// Tasks is the number of records read.
+	Tasks int
+	// Truncated says MaxTasks stopped the count before the tasks (or Since)
+	// ended: the figures cover the newest Tasks tasks only.
+	Truncated bool
+	// ByStatus counts the tasks by status.
+	ByStatus map[Status]int
+	// Unfinished counts the tasks that are not terminal: queued, running, or
+	// failed with a retry scheduled. Created tasks, which wait for their
+	// upload rather than for a worker, are not counted.
+	Unfinished int
+	// OldestUnfinished is the oldest unfinished task, nil if none, and
+	// OldestUnfinishedAge its age by the S3 server's clock.
+	OldestUnfinished    *Task
+	OldestUnfinishedAge time.Duration
+	// WaitingRetry counts failed tasks with a retry scheduled.
+	WaitingRetry int
+	// OverAttempts counts the tasks whose attempt number is above
+	// StatsOptions.AttemptsOver.
+	OverAttempts int
+	// Failures counts failed tasks, final or waiting for a retry, by
+	// error_category ("permanent", "transient", a handler's own, ...).
+	Failures map[string]int
+	// Broken counts the records that could not be read.
+	Broken int
+}
+
+// Stats counts the tasks, newest first, within the bounds of opts. Requests:
+// one LIST per 1,000 task folders and one GET per task read: at most
+// MaxTasks GETs and MaxTasks/1000+2 LISTs.
+//
+// Errors: [ErrInvalidArgument] for a negative AttemptsOver; S3 errors and
+// ctx's.
+func (s *Store) Stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
+	if opts.AttemptsOver < 0 {
+		return nil, invalidArg("AttemptsOver %d, must not be negative", opts.AttemptsOver)
+	}
+	over := cmp(opts.AttemptsOver, 1)
+	limit := cmp(opts.MaxTasks, DefaultStatsMaxTasks)
+	st := &Stats{ByStatus: map[Status]int{}, Failures: map[string]int{}}
+	more, err := s.walk(ctx, time.Time{}, opts.Since, max(limit, 0), func(t *Task) bool {
+		st.Tasks++
+		st.ByStatus[t.Status]++
+		if t.Attempt > over {
+			st.OverAttempts++
+		}
+		if t.Status == StatusFailed {
+			st.Failures[cmpString(t.ErrorCategory, "unknown")]++
+		}
+		if t.Status == StatusFailed && !t.Terminal() {
+			st.WaitingRetry++
+		}
+		if t.pending() {
+			st.Unfinished++
+			st.OldestUnfinished = t // newest first: the last one seen is the oldest
+		}
+		return true
+	}, func(*RecordError) { st.Broken++ })
+	if err != nil {
+		return nil, err
+	}
+	st.Truncated = more
+	if st.OldestUnfinished != nil {
+		st.OldestUnfinishedAge = s.serverNow().Sub(st.OldestUnfinished.CreatedAt)
+	}
+	return st, nil
+}
+
+func cmpString(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// PurgeOptions controls [Store.Purge].
+type PurgeOptions struct {
+	// DryRun reports what would be deleted and deletes nothing.
+	DryRun bool
+	// Limit caps the tasks deleted by one call; zero means no cap.
+	Limit int
+}
+
+// PurgeReport says what [Store.Purge] found and did.
+type PurgeReport struct {
+	// Tasks is the number of task records read (all created before the
+	// cutoff).
+	Tasks int
+	// Purged lists the tasks deleted (or, with DryRun, that would be).
+	Purged []string
+	// Objects is the number of objects deleted, records included.
+	Objects int
+	// Kept is the number of tasks left because they are not finished.
+	Kept int
+	// Broken lists the records that could not be read; their folders are
+	// left alone.
+	Broken []*RecordError
+}
+
+// Purge deletes the finished tasks (completed, abandoned, or failed with no
+// retry scheduled) created before olderThan, newest first: every object in
+// the task's folder, then its marker if any, then the record last. It never
+// deletes a task that is queued, running, or waiting for a retry. Before
+// deleting anything it marks the record as purging with a compare-and-set,
+// after which no transition is allowed, so a Retry that races with it either
+// wins first (and the task is kept) or is refused. A purge cut short is
+// completed by the next one.
+//
+// An S3 lifecycle rule can expire the objects under the prefix instead, with
+// no requests from here; but a rule goes by object age, not by task status,
+// so it would delete a long-waiting task's record as readily as a finished
+// one. Use it only with an expiry well beyond any task's life.
+//
+// Requests: one LIST per 1,000 task folders walked and one GET per task;
+// per task deleted, a PUT (the purging mark), a LIST of its folder, one
+// DeleteObjects per 1,000 objects, a DELETE of the marker and one of the
+// record.
+//
+// Errors: [ErrInvalidArgument] for a zero cutoff or a negative limit; S3
+// errors and ctx's, with the report of what was done so far.
+func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOptions) (*PurgeReport, error) {
+	if olderThan.IsZero() {
+		return nil, invalidArg("purge needs a cutoff time")
+	}
+	if opts.Limit < 0 {
+		return nil, invalidArg("purge limit %d, must not be negative", opts.Limit)
+	}
+	r := &PurgeReport{}
+	var err error
+	_, werr := s.walk(ctx, olderThan.Add(-time.Millisecond), time.Time{}, 0, func(t *Task) bool {
+		r.Tasks++
+		if !t.Terminal() {
+			r.Kept++
+			return true
+		}
+		if opts.DryRun {
+			r.Purged = append(r.Purged, t.ID)
+			return opts.Limit == 0 || len(r.Purged) < opts.Limit
+		}
+		var n int
+		n, err = s.purgeTask(ctx, t.ID)
+		r.Objects += n
+		switch {
+		case errors.Is(err, ErrInvalidTransition):
+			r.Kept++ // a Retry got there first
+			err = nil
+		case err != nil:
+			return false
+		default:
+			r.Purged = append(r.Purged, t.ID)
+		}
+		return opts.Limit == 0 || len(r.Purged) < opts.Limit
+	}, func(re *RecordError) { r.Broken = append(r.Broken, re) })
+	return r, errors.Join(werr, err)
+}
+
+// purgeTask locks a finished task's record for deletion and deletes its
+// folder, marker and record, in that order. It returns the number of objects
+// deleted.
+func (s *Store) purgeTask(ctx context.Context, id string) (int, error) {
+	if _, _, err := s.change(ctx, id, event{kind: evPurge}, nil); err != nil {
+		return 0, err
+	}
+	dir, record := s.taskDir(id), s.recordKey(id)
+	deleted := 0
+	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &dir}
+	for {
+		out, err := s.client.ListObjectsV2(ctx, in)
+		if err != nil {
+			return deleted, fmt.Errorf("s3task: list %s: %w", dir, err)
+		}
+		var objs []types.ObjectIdentifier
+		for _, obj := range out.Contents {
+			if aws.ToString(obj.Key) != record {
+				objs = append(objs, types.ObjectIdentifier{Key: obj.Key})
+			}
+		}
+		if len(objs) > 0 {
+			res, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: &s.bucket, Delete: &types.Delete{Objects: objs, Quiet: aws.Bool(true)}})
+			if err != nil {
+				return deleted, fmt.Errorf("s3task: delete objects of %s: %w", dir, err)
+			}
+			if len(res.Errors) > 0 {
+				e := res.Errors[0]
+				return deleted, fmt.Errorf("s3task: delete %s: %s: %s", aws.ToString(e.Key), aws.ToString(e.Code), aws.ToString(e.Message))
+			}
+			deleted += len(objs)
+		}
+		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
+			break
+		}
+		in.ContinuationToken = out.NextContinuationToken
+	}
+	marker := s.markerKey(id)
+	for _, key := range []string{marker, record} {
+		if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
+			return deleted, fmt.Errorf("s3task: delete %s: %w", key, err)
+		}
+	}
+	return deleted + 1, nil
 }
 
 // PresignedRequest is a presigned S3 request a client can send without

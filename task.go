@@ -64,12 +64,19 @@ type Task struct {
 	Payload       json.RawMessage `json:"payload,omitempty"` // free JSON for the handler
 
 	// Lifecycle.
-	Status       Status    `json:"status"`
-	Attempt      int       `json:"attempt_id"`   // number of the latest attempt; 0 before the first claim
-	MaxAttempts  int       `json:"max_attempts"` // the highest attempt number this task may reach
-	LastError    string    `json:"last_error,omitempty"`
-	RetryAt      time.Time `json:"retry_at,omitzero"` // set on a failed task that will be retried, not before this time
-	CancelReason string    `json:"cancel_reason,omitempty"`
+	Status      Status `json:"status"`
+	Attempt     int    `json:"attempt_id"`   // number of the latest attempt; 0 before the first claim
+	MaxAttempts int    `json:"max_attempts"` // the highest attempt number this task may reach
+	LastError   string `json:"last_error,omitempty"`
+	// ErrorCategory classifies LastError: a handler's [WithCategory], or
+	// "permanent", "transient", "panic", "lease_expired", "shutdown".
+	ErrorCategory string    `json:"error_category,omitempty"`
+	RetryAt       time.Time `json:"retry_at,omitzero"` // set on a failed task that will be retried, not before this time
+	CancelReason  string    `json:"cancel_reason,omitempty"`
+	// Purging is set on a finished task that Store.Purge is deleting. No
+	// change is allowed after it, so a Retry racing with the purge cannot
+	// bring the task back while its files go.
+	Purging bool `json:"purging,omitempty"`
 
 	// Ownership: set while running.
 	WorkerID       string    `json:"worker_id,omitempty"`
@@ -107,11 +114,11 @@ func (t *Task) Terminal() bool {
 // Retryable reports whether [Store.Retry] would accept the task now: it is
 // failed, finally or while waiting for its automatic retry. A UI can show a
 // retry button from it.
-func (t *Task) Retryable() bool { return t.Status == StatusFailed }
+func (t *Task) Retryable() bool { return t.Status == StatusFailed && !t.Purging }
 
 // Cancelable reports whether [Store.Cancel] would change the task now.
 func (t *Task) Cancelable() bool {
-	return t.Status != StatusCompleted && t.Status != StatusAbandoned
+	return t.Status != StatusCompleted && t.Status != StatusAbandoned && !t.Purging
 }
 
 // pending reports whether a worker may have something to do for the task,
@@ -144,13 +151,14 @@ const (
 	evRelease                           // running -> queued, attempt given back
 	evRetry                             // failed -> queued, by an operator
 	evCancel                            // anything unfinished -> abandoned
+	evPurge                             // finished -> locked for deletion
 )
 
 var eventNames = map[eventKind]string{
 	evUpload: "upload input", evSubmit: "submit", evClaim: "claim",
 	evHeartbeat: "heartbeat", evComplete: "complete", evFail: "fail",
 	evLeaseExpired: "expire lease", evRelease: "release",
-	evRetry: "retry", evCancel: "cancel",
+	evRetry: "retry", evCancel: "cancel", evPurge: "purge",
 }
 
 func (k eventKind) String() string { return eventNames[k] }
@@ -166,6 +174,7 @@ type event struct {
 	progress   *Progress     // heartbeat, complete, fail: counters to record
 	output     string        // complete: the attempt's output key
 	errMsg     string        // fail: what went wrong
+	category   string        // fail: its category
 	permanent  bool          // fail: do not retry
 	retryDelay time.Duration // fail: wait this long before the next attempt
 
@@ -193,6 +202,12 @@ func transition(t *Task, e event, now time.Time) (next *Task, write bool, err er
 		return "", true
 	}
 	n := t.clone()
+	if t.Purging {
+		if e.kind == evPurge {
+			return t, false, nil
+		}
+		return deny("it is being purged")
+	}
 
 	switch e.kind {
 	case evUpload:
@@ -253,7 +268,7 @@ func transition(t *Task, e event, now time.Time) (next *Task, write bool, err er
 		if e.progress != nil {
 			n.Progress = *e.progress
 		}
-		n.LastError = ""
+		n.LastError, n.ErrorCategory = "", ""
 		n.LeaseExpiresAt = time.Time{}
 		return n, true, nil
 
@@ -262,7 +277,7 @@ func transition(t *Task, e event, now time.Time) (next *Task, write bool, err er
 			return deny("%s", why)
 		}
 		n.Status = StatusFailed
-		n.LastError = e.errMsg
+		n.LastError, n.ErrorCategory = e.errMsg, e.category
 		if e.progress != nil {
 			n.Progress = *e.progress
 		}
@@ -281,6 +296,7 @@ func transition(t *Task, e event, now time.Time) (next *Task, write bool, err er
 			return deny("its lease is live until %s", t.LeaseExpiresAt.Format(time.RFC3339Nano))
 		}
 		n.LastError = fmt.Sprintf("attempt %d: lease of worker %q expired at %s", t.Attempt, t.WorkerID, t.LeaseExpiresAt.Format(time.RFC3339))
+		n.ErrorCategory = "lease_expired"
 		n.WorkerID, n.LeaseExpiresAt = "", time.Time{}
 		n.Status = StatusQueued
 		if t.Attempt >= t.MaxAttempts {
@@ -295,6 +311,7 @@ func transition(t *Task, e event, now time.Time) (next *Task, write bool, err er
 		n.Status = StatusQueued
 		n.MaxAttempts++ // the interrupted attempt does not count
 		n.LastError = fmt.Sprintf("attempt %d: interrupted by worker shutdown", t.Attempt)
+		n.ErrorCategory = "shutdown"
 		n.WorkerID, n.LeaseExpiresAt = "", time.Time{}
 		return n, true, nil
 
@@ -317,6 +334,13 @@ func transition(t *Task, e event, now time.Time) (next *Task, write bool, err er
 		n.Status = StatusAbandoned
 		n.CancelReason = e.reason
 		n.RetryAt, n.LeaseExpiresAt = time.Time{}, time.Time{}
+		return n, true, nil
+
+	case evPurge:
+		if !t.Terminal() {
+			return deny("only a finished task can be purged")
+		}
+		n.Purging = true
 		return n, true, nil
 	}
 	return deny("unknown event")

@@ -122,13 +122,23 @@ func startStates() []startState {
 			t.CancelReason = "no longer needed"
 			return t
 		}},
+		{"completed, being purged", func() *Task {
+			t := baseRecord()
+			t.Status = StatusCompleted
+			t.InputETag, t.InputSize = `"etag-1"`, 2048
+			t.Attempt = 1
+			t.WorkerID = "worker-a"
+			t.OutputPath = "batch-tasks/" + knownGoodID + "/output-attempt-1.csv"
+			t.Purging = true
+			return t
+		}},
 	}
 }
 
 // allEventKinds lists every event, in declaration order.
 var allEventKinds = []eventKind{
 	evUpload, evSubmit, evClaim, evHeartbeat, evComplete,
-	evFail, evLeaseExpired, evRelease, evRetry, evCancel,
+	evFail, evLeaseExpired, evRelease, evRetry, evCancel, evPurge,
 }
 
 // statusConsts and eventConsts name every constant the table knows about.
@@ -144,21 +154,22 @@ var (
 		"evUpload": evUpload, "evSubmit": evSubmit, "evClaim": evClaim,
 		"evHeartbeat": evHeartbeat, "evComplete": evComplete, "evFail": evFail,
 		"evLeaseExpired": evLeaseExpired, "evRelease": evRelease,
-		"evRetry": evRetry, "evCancel": evCancel,
+		"evRetry": evRetry, "evCancel": evCancel, "evPurge": evPurge,
 	}
 )
 
 // The fields of the event the table sends; each kind reads what it needs.
 const (
-	evWorker  = "worker-a"
-	evAttempt = 2 // the attempt the running row holds
-	evLease   = time.Minute
-	evOutput  = "batch-tasks/" + knownGoodID + "/output-attempt-2.csv"
-	evErrMsg  = "attempt 2: row 7 is malformed"
-	evDelay   = 5 * time.Minute
-	evETag    = `"etag-1"`
-	evSize    = 2048
-	evReason  = "user cancelled"
+	evWorker   = "worker-a"
+	evAttempt  = 2 // the attempt the running row holds
+	evLease    = time.Minute
+	evOutput   = "batch-tasks/" + knownGoodID + "/output-attempt-2.csv"
+	evErrMsg   = "attempt 2: row 7 is malformed"
+	evDelay    = 5 * time.Minute
+	evETag     = `"etag-1"`
+	evSize     = 2048
+	evReason   = "user cancelled"
+	evCategory = "bad_input"
 )
 
 var evProgress = Progress{RowCount: 10, ProcessedCount: 7, SuccessCount: 6, ErrorCount: 1}
@@ -173,6 +184,7 @@ func tableEvent(k eventKind) event {
 		progress:   &p,
 		output:     evOutput,
 		errMsg:     evErrMsg,
+		category:   evCategory,
 		retryDelay: evDelay,
 		inputETag:  evETag,
 		inputSize:  evSize,
@@ -229,6 +241,8 @@ func TestTransitionEveryPair(t *testing.T) {
 
 	created, queued, running, completed := "created", "queued", "running", "completed"
 	failedRetry, failedFinal, abandoned := "failed, retry scheduled", "failed, final", "abandoned"
+	purging := "completed, being purged"
+	toPurging := becomes(func(t *Task) { t.Purging = true })
 	allDenied := func() map[eventKind]outcome {
 		m := make(map[eventKind]outcome)
 		for _, k := range allEventKinds {
@@ -265,6 +279,7 @@ func TestTransitionEveryPair(t *testing.T) {
 			evRelease:      denied,
 			evRetry:        denied,
 			evCancel:       toAbandoned,
+			evPurge:        denied,
 		},
 		queued: {
 			evUpload:       denied,
@@ -277,6 +292,7 @@ func TestTransitionEveryPair(t *testing.T) {
 			evRelease:      denied,
 			evRetry:        denied,
 			evCancel:       toAbandoned,
+			evPurge:        denied,
 		},
 		running: {
 			evUpload: denied,
@@ -296,6 +312,7 @@ func TestTransitionEveryPair(t *testing.T) {
 			evFail: becomes(func(t *Task) {
 				t.Status = StatusFailed
 				t.LastError = evErrMsg
+				t.ErrorCategory = evCategory
 				t.Progress = evProgress
 				t.LeaseExpiresAt = time.Time{}
 				t.RetryAt = transitionNow.Add(evDelay)
@@ -305,12 +322,18 @@ func TestTransitionEveryPair(t *testing.T) {
 				t.Status = StatusQueued
 				t.MaxAttempts = 4
 				t.LastError = "attempt 2: interrupted by worker shutdown"
+				t.ErrorCategory = "shutdown"
 				t.WorkerID, t.LeaseExpiresAt = "", time.Time{}
 			}),
 			evRetry:  denied,
 			evCancel: toAbandoned,
+			evPurge:  denied,
 		},
-		completed: allDenied(),
+		completed: func() map[eventKind]outcome {
+			m := allDenied()
+			m[evPurge] = toPurging
+			return m
+		}(),
 		failedRetry: {
 			evUpload:       denied,
 			evSubmit:       denied,
@@ -325,6 +348,7 @@ func TestTransitionEveryPair(t *testing.T) {
 				t.RetryAt = time.Time{}
 			}),
 			evCancel: toAbandoned,
+			evPurge:  denied, // a retry is scheduled: not finished
 		},
 		failedFinal: {
 			evUpload:       denied,
@@ -340,10 +364,17 @@ func TestTransitionEveryPair(t *testing.T) {
 				t.MaxAttempts = 4 // one more than the attempts used
 			}),
 			evCancel: toAbandoned,
+			evPurge:  toPurging,
 		},
 		abandoned: func() map[eventKind]outcome {
 			m := allDenied()
 			m[evCancel] = unchanged
+			m[evPurge] = toPurging
+			return m
+		}(),
+		purging: func() map[eventKind]outcome {
+			m := allDenied() // even cancel: the record is about to go
+			m[evPurge] = unchanged
 			return m
 		}(),
 	}
@@ -398,8 +429,8 @@ func TestTransitionEveryPair(t *testing.T) {
 			})
 		}
 	}
-	if want := len(startStates()) * len(allEventKinds); pairs != want || want != 70 {
-		t.Errorf("checked %d pairs, want %d (7 start states x 10 events)", pairs, want)
+	if want := len(startStates()) * len(allEventKinds); pairs != want || want != 88 {
+		t.Errorf("checked %d pairs, want %d (8 start states x 11 events)", pairs, want)
 	}
 	for name, row := range expect {
 		if !slices.ContainsFunc(startStates(), func(s startState) bool { return s.name == name }) {
@@ -703,6 +734,7 @@ func TestTransitionLeaseExpired(t *testing.T) {
 			want := copyTask(start)
 			want.Status = tt.wantStatus
 			want.WorkerID, want.LeaseExpiresAt = "", time.Time{}
+			want.ErrorCategory = "lease_expired"
 			if diff := gocmp.Diff(want, next, cmpopts.IgnoreFields(Task{}, "LastError")); diff != "" {
 				t.Errorf("record differs (-want +got) (%s):\n%s", tt.reason, diff)
 			}
@@ -731,6 +763,7 @@ func TestTransitionReleaseGivesAttemptBack(t *testing.T) {
 	want.Status = StatusQueued
 	want.MaxAttempts = 4
 	want.WorkerID, want.LeaseExpiresAt = "", time.Time{}
+	want.ErrorCategory = "shutdown"
 	if diff := gocmp.Diff(want, next, cmpopts.IgnoreFields(Task{}, "LastError")); diff != "" {
 		t.Errorf("released record differs (-want +got):\n%s", diff)
 	}
@@ -885,6 +918,7 @@ func TestTaskPredicates(t *testing.T) {
 		"failed, retry scheduled": {Retryable: true, Cancelable: true, Pending: true},
 		"failed, final":           {Terminal: true, Retryable: true, Cancelable: true},
 		"abandoned":               {Terminal: true},
+		"completed, being purged": {Terminal: true},
 	}
 	for _, st := range startStates() {
 		t.Run(st.name, func(t *testing.T) {
@@ -1037,6 +1071,8 @@ func goldenTask() *Task {
 		LastError:      "attempt 2: row 7 is malformed",
 		RetryAt:        time.Date(2026, 6, 21, 10, 20, 0, 0, time.UTC),
 		CancelReason:   "kept from an earlier cancel",
+		ErrorCategory:  "bad_input",
+		Purging:        true,
 		WorkerID:       "worker-8",
 		LeaseExpiresAt: time.Date(2026, 6, 21, 10, 15, 0, 500_000_000, time.UTC),
 		Progress:       Progress{RowCount: 1000, ProcessedCount: 250, SuccessCount: 245, ErrorCount: 5},

@@ -9,7 +9,6 @@ import (
 	"math"
 	mrand "math/rand/v2"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -366,7 +365,17 @@ func (w *Worker) loop(ctx, base context.Context) {
 		lastList time.Time // local clock
 		due      time.Time // server clock; zero means none
 	)
+	var nextReconcile time.Time
+	if w.opts.ReconcileInterval > 0 {
+		nextReconcile = time.Now().Add(jitter(w.opts.ReconcileInterval))
+	}
+	var reconciling sync.WaitGroup
+	defer reconciling.Wait()
 	for ctx.Err() == nil {
+		if !nextReconcile.IsZero() && !time.Now().Before(nextReconcile) {
+			nextReconcile = time.Now().Add(w.opts.ReconcileInterval)
+			reconciling.Go(func() { w.reconcile(ctx) })
+		}
 		if len(w.slots) == cap(w.slots) {
 			// Every slot is busy: nothing to poll for until one frees.
 			select {
@@ -407,12 +416,33 @@ func (w *Worker) loop(ctx, base context.Context) {
 	}
 }
 
+// reconcile runs the worker's periodic Store.Reconcile.
+func (w *Worker) reconcile(ctx context.Context) {
+	r, err := w.store.Reconcile(ctx, ReconcileOptions{Since: w.store.serverNow().Add(-w.opts.ReconcileWindow)})
+	switch {
+	case err != nil && ctx.Err() == nil:
+		w.log.Warn("s3task: reconcile", "err", err)
+	case r != nil && !r.Clean():
+		w.log.Info("s3task: reconcile repaired markers", "tasks", r.Tasks, "restored", len(r.Restored), "removed", len(r.Removed), "broken", len(r.Broken))
+	}
+	if r != nil && w.opts.Hooks.OnReconcile != nil {
+		w.opts.Hooks.OnReconcile(r)
+	}
+}
+
 // poll lists the active markers and visits them in random order while a slot
 // is free. It reports whether it ran out of slots with markers left to visit,
 // and the earliest time, by the server's clock, at which a task it saw will
 // need a worker (zero if none).
 func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time) {
-	ids, err := w.listMarkers(ctx)
+	start, started := time.Now(), 0
+	ids, stray, err := w.store.listMarkers(ctx)
+	if h := w.opts.Hooks.OnPoll; h != nil && err == nil {
+		defer func() { h(PollStats{Markers: len(ids), Started: started, Took: time.Since(start)}) }()
+	}
+	for _, key := range stray {
+		w.log.Warn("s3task: ignoring an object in the marker folder that is not a task ID", "key", key)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			w.log.Warn("s3task: poll", "err", err)
@@ -429,8 +459,10 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 		default:
 			return true, due
 		}
-		started, when := w.visit(ctx, base, id)
-		if !started {
+		ok, when := w.visit(ctx, base, id)
+		if ok {
+			started++
+		} else {
 			<-w.slots
 		}
 		if !when.IsZero() && (due.IsZero() || when.Before(due)) {
@@ -438,34 +470,6 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 		}
 	}
 	return false, due
-}
-
-// listMarkers returns the IDs under the marker folder, all pages.
-func (w *Worker) listMarkers(ctx context.Context) ([]string, error) {
-	s := w.store
-	dir := s.markerDir()
-	var ids []string
-	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &dir}
-	for {
-		out, err := s.client.ListObjectsV2(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("s3task: list %s: %w", dir, err)
-		}
-		s.observe(out.ResultMetadata)
-		for _, obj := range out.Contents {
-			key := aws.ToString(obj.Key)
-			id := strings.TrimPrefix(key, dir)
-			if ParseID(id) != nil {
-				w.log.Warn("s3task: ignoring an object in the marker folder that is not a task ID", "key", key)
-				continue
-			}
-			ids = append(ids, id)
-		}
-		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
-			return ids, nil
-		}
-		in.ContinuationToken = out.NextContinuationToken
-	}
 }
 
 // visit reads the task behind a marker and does what it needs: claim it,
