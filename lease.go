@@ -162,16 +162,16 @@ func (l *lease) finish(ctx context.Context, handlerErr error) {
 		return
 	}
 	l.mu.Lock()
-	t := l.task.clone()
+	t, etag := l.task.clone(), l.etag
 	l.mu.Unlock()
 	hooks := l.w.opts.Hooks
 	switch e.kind {
 	case evComplete:
-		l.w.store.dropMarker(wctx, t.ID, false)
 		l.log.Info("s3task: task completed")
 		if hooks.OnComplete != nil {
 			hooks.OnComplete(t)
 		}
+		l.w.store.settle(wctx, t, etag)
 	case evRelease:
 		l.w.store.wake(wctx)
 		l.log.Info("s3task: task released for another worker")
@@ -179,11 +179,11 @@ func (l *lease) finish(ctx context.Context, handlerErr error) {
 			hooks.OnRelease(t)
 		}
 	case evFail:
-		if t.Terminal() {
-			l.w.store.dropMarker(wctx, t.ID, true)
-		}
 		l.log.Info("s3task: attempt failed", "err", handlerErr, "final", t.Terminal())
 		l.w.hookFail(t, handlerErr)
+		if t.Terminal() {
+			l.w.store.settle(wctx, t, etag)
+		}
 	}
 }
 
@@ -203,6 +203,7 @@ func (l *lease) write(ctx context.Context, e event) error {
 		return &lostLeaseError{cause: ErrLeaseLost}
 	}
 	e.worker, e.attempt, e.lease = l.w.opts.ID, l.task.Attempt, l.w.opts.LeaseDuration
+	e.notify = l.w.store.opts.OnTerminal != nil
 	s := l.w.store
 	next, _, err := transition(l.task, e, s.serverNow())
 	if err != nil {

@@ -1,6 +1,7 @@
 package s3task
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
@@ -65,6 +66,20 @@ type StoreOptions struct {
 
 	// Logger receives the library's logs. Default: slog.Default().
 	Logger *slog.Logger
+
+	// OnTerminal, if set, is called once a task is finished (completed,
+	// abandoned, or failed with no retry left), so the host can call a
+	// webhook or send a message instead of making clients poll. Delivery is
+	// at least once: the process that finished the task calls it right after
+	// its write (a worker, or the Store whose Cancel it was); if that process
+	// dies first, or the hook returns an error, a worker that has the hook
+	// calls it when it next lists the task's marker, which stays until a
+	// call succeeds. A task retried before its notice went out is not
+	// notified for the failure. Duplicates are possible: key the receiver on
+	// the task ID and status. Set the same hook on every Store sharing the
+	// bucket; a worker without it leaves pending notices to one with it. The
+	// hook gets a copy of the record and should return quickly.
+	OnTerminal func(ctx context.Context, t *Task) error
 }
 
 // withDefaults returns a validated copy with every default filled in.
@@ -125,11 +140,11 @@ func (o *StoreOptions) withDefaults() (StoreOptions, error) {
 
 // Worker defaults. A zero field in [WorkerOptions] means the default.
 const (
-	DefaultConcurrency     = 1
-	DefaultPollInterval    = 2 * time.Second
-	DefaultMaxPollInterval = 60 * time.Second
-	DefaultLeaseDuration   = 60 * time.Second
-	DefaultClockMargin     = 5 * time.Second
+	DefaultConcurrency       = 1
+	DefaultPollInterval      = 2 * time.Second
+	DefaultMaxPollInterval   = 60 * time.Second
+	DefaultLeaseDuration     = 60 * time.Second
+	DefaultClockMargin       = 5 * time.Second
 	DefaultShutdownTimeout   = 30 * time.Second
 	DefaultReconcileInterval = time.Hour
 	DefaultReconcileWindow   = 24 * time.Hour

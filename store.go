@@ -385,6 +385,37 @@ func (s *Store) change(ctx context.Context, id string, e event, prepare func(con
 	return s.apply(ctx, t, etag, e, prepare)
 }
 
+// settle finishes the bookkeeping of a task found or made terminal: it
+// delivers the task's pending OnTerminal notice if this store has the hook,
+// then removes the marker. A notice that cannot be delivered here keeps the
+// marker, so a worker comes back to it. An empty etag means "read it".
+func (s *Store) settle(ctx context.Context, t *Task, etag string) {
+	if t.NotifyPending {
+		if s.opts.OnTerminal == nil {
+			return // a store with the hook will deliver it
+		}
+		if etag == "" {
+			var err error
+			if t, etag, err = s.read(ctx, t.ID); err != nil || !t.NotifyPending {
+				return
+			}
+		}
+		if err := s.opts.OnTerminal(ctx, t.clone()); err != nil {
+			s.log.WarnContext(ctx, "s3task: OnTerminal failed; it will be called again", "task_id", t.ID, "status", t.Status, "err", err)
+			return
+		}
+		got, _, err := s.apply(ctx, t, etag, event{kind: evNotified}, nil)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidTransition) {
+				s.log.WarnContext(ctx, "s3task: record notice", "task_id", t.ID, "err", err)
+			}
+			return
+		}
+		t = got
+	}
+	_ = s.dropMarker(ctx, t.ID, t.Status == StatusFailed)
+}
+
 // listMarkers returns the task IDs under the marker folder, all pages, and
 // the keys there that are not task IDs.
 func (s *Store) listMarkers(ctx context.Context) (ids, stray []string, err error) {
@@ -446,7 +477,7 @@ func (s *Store) dropMarker(ctx context.Context, id string, recheck bool) error {
 		s.log.WarnContext(ctx, "s3task: recheck after marker delete", "task_id", id, "err", err)
 		return err
 	}
-	if t.pending() {
+	if t.needsMarker() {
 		if err := s.putMarker(ctx, id); err != nil {
 			s.log.WarnContext(ctx, "s3task: restore marker", "task_id", id, "err", err)
 			return err
@@ -573,12 +604,19 @@ func (s *Store) Cancel(ctx context.Context, id, reason string) (*Task, error) {
 	if len(reason) > 1024 || !utf8.ValidString(reason) {
 		return nil, invalidArg("cancel reason must be at most 1024 bytes of UTF-8")
 	}
-	got, changed, err := s.change(ctx, id, event{kind: evCancel, reason: reason}, nil)
+	if err := ParseID(id); err != nil {
+		return nil, err
+	}
+	t, etag, err := s.read(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	got, changed, err := s.apply(ctx, t, etag, event{kind: evCancel, reason: reason, notify: s.opts.OnTerminal != nil}, nil)
 	if err != nil {
 		return nil, err
 	}
 	if changed {
-		s.dropMarker(ctx, id, false) // abandoned is final: no recheck needed
+		s.settle(ctx, got, "")
 	}
 	return got, nil
 }
@@ -872,12 +910,12 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 		has := marked[t.ID]
 		delete(marked, t.ID)
 		switch {
-		case t.pending() && !has:
+		case t.needsMarker() && !has:
 			r.Restored = append(r.Restored, t.ID)
 			if !opts.DryRun {
 				note(s.putMarker(ctx, t.ID))
 			}
-		case has && (t.Terminal() || (t.Status == StatusCreated && now.Sub(t.UpdatedAt) > staleSubmitAge)):
+		case has && !t.needsMarker() && (t.Terminal() || (t.Status == StatusCreated && now.Sub(t.UpdatedAt) > staleSubmitAge)):
 			r.Removed = append(r.Removed, s.markerKey(t.ID))
 			if !opts.DryRun {
 				note(s.dropMarker(ctx, t.ID, t.Status != StatusCompleted && t.Status != StatusAbandoned))

@@ -77,6 +77,9 @@ type Task struct {
 	// change is allowed after it, so a Retry racing with the purge cannot
 	// bring the task back while its files go.
 	Purging bool `json:"purging,omitempty"`
+	// NotifyPending is set on a task that became terminal while the writer
+	// had a StoreOptions.OnTerminal hook, until the hook has run for it.
+	NotifyPending bool `json:"notify_pending,omitempty"`
 
 	// Ownership: set while running.
 	WorkerID       string    `json:"worker_id,omitempty"`
@@ -121,12 +124,15 @@ func (t *Task) Cancelable() bool {
 	return t.Status != StatusCompleted && t.Status != StatusAbandoned && !t.Purging
 }
 
-// pending reports whether a worker may have something to do for the task,
-// that is whether it should have an active marker.
+// pending reports whether a worker may have something to run for the task.
 func (t *Task) pending() bool {
 	return t.Status == StatusQueued || t.Status == StatusRunning ||
 		(t.Status == StatusFailed && !t.RetryAt.IsZero())
 }
+
+// needsMarker reports whether the task should have an active marker: it is
+// pending, or finished with its OnTerminal notice not yet delivered.
+func (t *Task) needsMarker() bool { return t.pending() || t.NotifyPending }
 
 // clone returns a deep copy.
 func (t *Task) clone() *Task {
@@ -152,6 +158,7 @@ const (
 	evRetry                             // failed -> queued, by an operator
 	evCancel                            // anything unfinished -> abandoned
 	evPurge                             // finished -> locked for deletion
+	evNotified                          // finished: its notice was delivered
 )
 
 var eventNames = map[eventKind]string{
@@ -159,6 +166,7 @@ var eventNames = map[eventKind]string{
 	evHeartbeat: "heartbeat", evComplete: "complete", evFail: "fail",
 	evLeaseExpired: "expire lease", evRelease: "release",
 	evRetry: "retry", evCancel: "cancel", evPurge: "purge",
+	evNotified: "record the notice of",
 }
 
 func (k eventKind) String() string { return eventNames[k] }
@@ -178,6 +186,7 @@ type event struct {
 	permanent  bool          // fail: do not retry
 	retryDelay time.Duration // fail: wait this long before the next attempt
 
+	notify    bool   // complete, fail, lease-expired, cancel: a terminal result awaits OnTerminal
 	inputETag string // submit: the verified input
 	inputSize int64
 	reason    string // cancel
@@ -189,6 +198,16 @@ type event struct {
 // cancelling an abandoned one, checking an upload), or a *TransitionError.
 // It is pure: no I/O, no clock, no randomness; t is not modified.
 func transition(t *Task, e event, now time.Time) (next *Task, write bool, err error) {
+	next, write, err = decide(t, e, now)
+	if write && next.Terminal() && !t.Terminal() {
+		next.NotifyPending = e.notify
+	}
+	return next, write, err
+}
+
+// decide is transition without the notice bookkeeping common to every
+// event that finishes a task.
+func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error) {
 	deny := func(reason string, args ...any) (*Task, bool, error) {
 		return nil, false, &TransitionError{ID: t.ID, From: t.Status, Event: e.kind.String(), Reason: fmt.Sprintf(reason, args...)}
 	}
@@ -321,6 +340,7 @@ func transition(t *Task, e event, now time.Time) (next *Task, write bool, err er
 		}
 		n.Status = StatusQueued
 		n.RetryAt = time.Time{}
+		n.NotifyPending = false // it is not finished after all
 		n.MaxAttempts = max(t.MaxAttempts, t.Attempt+1)
 		return n, true, nil
 
@@ -340,7 +360,20 @@ func transition(t *Task, e event, now time.Time) (next *Task, write bool, err er
 		if !t.Terminal() {
 			return deny("only a finished task can be purged")
 		}
+		if t.NotifyPending {
+			return deny("its OnTerminal notice is not delivered yet")
+		}
 		n.Purging = true
+		return n, true, nil
+
+	case evNotified:
+		if !t.Terminal() {
+			return deny("it is not finished")
+		}
+		if !t.NotifyPending {
+			return t, false, nil
+		}
+		n.NotifyPending = false
 		return n, true, nil
 	}
 	return deny("unknown event")

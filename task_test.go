@@ -138,7 +138,7 @@ func startStates() []startState {
 // allEventKinds lists every event, in declaration order.
 var allEventKinds = []eventKind{
 	evUpload, evSubmit, evClaim, evHeartbeat, evComplete,
-	evFail, evLeaseExpired, evRelease, evRetry, evCancel, evPurge,
+	evFail, evLeaseExpired, evRelease, evRetry, evCancel, evPurge, evNotified,
 }
 
 // statusConsts and eventConsts name every constant the table knows about.
@@ -155,6 +155,7 @@ var (
 		"evHeartbeat": evHeartbeat, "evComplete": evComplete, "evFail": evFail,
 		"evLeaseExpired": evLeaseExpired, "evRelease": evRelease,
 		"evRetry": evRetry, "evCancel": evCancel, "evPurge": evPurge,
+		"evNotified": evNotified,
 	}
 )
 
@@ -280,6 +281,7 @@ func TestTransitionEveryPair(t *testing.T) {
 			evRetry:        denied,
 			evCancel:       toAbandoned,
 			evPurge:        denied,
+			evNotified:     denied,
 		},
 		queued: {
 			evUpload:       denied,
@@ -293,6 +295,7 @@ func TestTransitionEveryPair(t *testing.T) {
 			evRetry:        denied,
 			evCancel:       toAbandoned,
 			evPurge:        denied,
+			evNotified:     denied,
 		},
 		running: {
 			evUpload: denied,
@@ -325,13 +328,15 @@ func TestTransitionEveryPair(t *testing.T) {
 				t.ErrorCategory = "shutdown"
 				t.WorkerID, t.LeaseExpiresAt = "", time.Time{}
 			}),
-			evRetry:  denied,
-			evCancel: toAbandoned,
-			evPurge:  denied,
+			evRetry:    denied,
+			evCancel:   toAbandoned,
+			evPurge:    denied,
+			evNotified: denied,
 		},
 		completed: func() map[eventKind]outcome {
 			m := allDenied()
 			m[evPurge] = toPurging
+			m[evNotified] = unchanged // no notice pending
 			return m
 		}(),
 		failedRetry: {
@@ -347,8 +352,9 @@ func TestTransitionEveryPair(t *testing.T) {
 				t.Status = StatusQueued
 				t.RetryAt = time.Time{}
 			}),
-			evCancel: toAbandoned,
-			evPurge:  denied, // a retry is scheduled: not finished
+			evCancel:   toAbandoned,
+			evPurge:    denied, // a retry is scheduled: not finished
+			evNotified: denied,
 		},
 		failedFinal: {
 			evUpload:       denied,
@@ -363,13 +369,15 @@ func TestTransitionEveryPair(t *testing.T) {
 				t.Status = StatusQueued
 				t.MaxAttempts = 4 // one more than the attempts used
 			}),
-			evCancel: toAbandoned,
-			evPurge:  toPurging,
+			evCancel:   toAbandoned,
+			evPurge:    toPurging,
+			evNotified: unchanged,
 		},
 		abandoned: func() map[eventKind]outcome {
 			m := allDenied()
 			m[evCancel] = unchanged
 			m[evPurge] = toPurging
+			m[evNotified] = unchanged
 			return m
 		}(),
 		purging: func() map[eventKind]outcome {
@@ -429,8 +437,8 @@ func TestTransitionEveryPair(t *testing.T) {
 			})
 		}
 	}
-	if want := len(startStates()) * len(allEventKinds); pairs != want || want != 88 {
-		t.Errorf("checked %d pairs, want %d (8 start states x 11 events)", pairs, want)
+	if want := len(startStates()) * len(allEventKinds); pairs != want || want != 96 {
+		t.Errorf("checked %d pairs, want %d (8 start states x 12 events)", pairs, want)
 	}
 	for name, row := range expect {
 		if !slices.ContainsFunc(startStates(), func(s startState) bool { return s.name == name }) {
@@ -1073,6 +1081,7 @@ func goldenTask() *Task {
 		CancelReason:   "kept from an earlier cancel",
 		ErrorCategory:  "bad_input",
 		Purging:        true,
+		NotifyPending:  true,
 		WorkerID:       "worker-8",
 		LeaseExpiresAt: time.Date(2026, 6, 21, 10, 15, 0, 500_000_000, time.UTC),
 		Progress:       Progress{RowCount: 1000, ProcessedCount: 250, SuccessCount: 245, ErrorCount: 5},
@@ -1456,5 +1465,60 @@ func BenchmarkEncodeDecodeTask(b *testing.B) {
 		if _, err := decodeTask(recordKey, task.ID, data, 3); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestTransitionNotice covers the OnTerminal bookkeeping: an event that
+// finishes a task sets NotifyPending when the writer asks for a notice, and
+// only then; evNotified clears it; Retry drops an undelivered notice; Purge
+// waits for it.
+func TestTransitionNotice(t *testing.T) {
+	t.Parallel()
+	byName := map[string]*Task{}
+	for _, st := range startStates() {
+		byName[st.name] = st.build()
+	}
+	tests := []struct {
+		name       string
+		start      string
+		kind       eventKind
+		notify     bool
+		wantNotice bool
+	}{
+		{"complete with a hook", "running", evComplete, true, true},
+		{"complete without a hook", "running", evComplete, false, false},
+		{"fail with retries left: not finished", "running", evFail, true, false},
+		{"cancel with a hook", "queued", evCancel, true, true},
+		{"cancel of a finished task: no second notice", "failed, final", evCancel, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := tableEvent(tt.kind)
+			e.notify = tt.notify
+			next, _, err := transition(byName[tt.start], e, transitionNow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if next.NotifyPending != tt.wantNotice {
+				t.Errorf("NotifyPending = %v, want %v", next.NotifyPending, tt.wantNotice)
+			}
+		})
+	}
+
+	final := copyTask(byName["failed, final"])
+	final.NotifyPending = true
+	if !final.needsMarker() || final.pending() {
+		t.Errorf("a finished task with a notice pending: needsMarker %v, pending %v; want true, false", final.needsMarker(), final.pending())
+	}
+	if _, _, err := transition(final, tableEvent(evPurge), transitionNow); !errors.Is(err, ErrInvalidTransition) {
+		t.Errorf("purge with a notice pending: %v, want ErrInvalidTransition", err)
+	}
+	done, write, err := transition(final, tableEvent(evNotified), transitionNow)
+	if err != nil || !write || done.NotifyPending {
+		t.Errorf("notified: (%v, %v, %v), want the notice cleared", done, write, err)
+	}
+	retried, _, err := transition(final, tableEvent(evRetry), transitionNow)
+	if err != nil || retried.NotifyPending {
+		t.Errorf("retry: (%v, %v), want queued with no notice pending", retried, err)
 	}
 }

@@ -494,23 +494,23 @@ func (w *Worker) visit(ctx, base context.Context, id string) (started bool, due 
 	now := s.serverNow()
 	switch {
 	case t.Terminal():
-		s.dropMarker(ctx, id, t.Status == StatusFailed)
+		s.settle(ctx, t, etag)
 		return false, due
 	case t.Status == StatusFailed && now.Before(t.RetryAt):
 		return false, t.RetryAt
 	case t.Status == StatusRunning:
 		// The lease counts as expired only ClockMargin after its end by the
 		// server's clock, so a live holder is never overtaken.
-		expired, _, err := transition(t, event{kind: evLeaseExpired}, now.Add(-w.opts.ClockMargin))
+		expired, _, err := transition(t, event{kind: evLeaseExpired, notify: s.opts.OnTerminal != nil}, now.Add(-w.opts.ClockMargin))
 		if err != nil {
 			return false, t.LeaseExpiresAt.Add(w.opts.ClockMargin)
 		}
 		log.Info("s3task: recovering task from an expired lease", "attempt", t.Attempt, "holder", t.WorkerID)
 		if expired.Status == StatusFailed { // no attempts left
-			got, _, err := s.commit(ctx, t, etag, expired)
+			got, gotETag, err := s.commit(ctx, t, etag, expired)
 			if err == nil {
-				s.dropMarker(ctx, id, true)
 				w.hookFail(got, errors.New(got.LastError))
+				s.settle(ctx, got, gotETag)
 			}
 			return false, due
 		}

@@ -1,0 +1,143 @@
+package s3task_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/s3task/s3task"
+)
+
+// notices records the OnTerminal calls of one or more stores.
+type notices struct {
+	mu    sync.Mutex
+	calls map[string][]s3task.Status // task ID -> statuses notified, in order
+	fail  bool                       // answer every call with an error
+	ch    chan string                // a task ID per successful call
+}
+
+func newNotices(fail bool) *notices {
+	return &notices{calls: map[string][]s3task.Status{}, fail: fail, ch: make(chan string, 64)}
+}
+
+func (n *notices) hook(ctx context.Context, t *s3task.Task) error {
+	n.mu.Lock()
+	n.calls[t.ID] = append(n.calls[t.ID], t.Status)
+	n.mu.Unlock()
+	if n.fail {
+		return errors.New("webhook down")
+	}
+	n.ch <- t.ID
+	return nil
+}
+
+func (n *notices) of(id string) []s3task.Status {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]s3task.Status(nil), n.calls[id]...)
+}
+
+// TestNoticeOnComplete: the worker that completes a task calls OnTerminal
+// once, then clears the notice and the marker.
+func TestNoticeOnComplete(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	n := newNotices(false)
+	ev := newHookEvents()
+	store := e.newStore(t, &s3task.StoreOptions{OnTerminal: n.hook})
+	startWorker(t, store, s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), workerOptions("notifier", ev.hooks()))
+	task := e.submit(t, s3task.CreateParams{Name: "notify me"}, "x\n")
+
+	if id := awaitSignal(t, n.ch, "the notice"); id != task.ID {
+		t.Fatalf("notice for %s, want %s", id, task.ID)
+	}
+	waitForCondition(t, "the notice to be recorded and the marker removed", func() bool {
+		got := e.get(t, task.ID)
+		return !got.NotifyPending && !e.hasMarker(t, task.ID)
+	})
+	if got := n.of(task.ID); len(got) != 1 || got[0] != s3task.StatusCompleted {
+		t.Errorf("notices %v, want one for completed", got)
+	}
+}
+
+// TestNoticeDeliveredByAnotherWorker: a worker whose hook fails (as if its
+// process died before delivering) leaves the notice pending and the marker in
+// place; a worker without the hook leaves them too; a worker with a working
+// hook delivers it when it next lists the marker.
+func TestNoticeDeliveredByAnotherWorker(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	broken := newNotices(true)
+	ev := newHookEvents()
+	a := startWorker(t, e.newStore(t, &s3task.StoreOptions{OnTerminal: broken.hook}),
+		s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), workerOptions("broken-hook", ev.hooks()))
+	task := e.submit(t, s3task.CreateParams{Name: "notice goes astray"}, "x\n")
+	awaitSignal(t, ev.completed, "the task to complete")
+	waitForCondition(t, "the failed delivery", func() bool { return len(broken.of(task.ID)) > 0 })
+	a.stop()
+
+	got := e.get(t, task.ID)
+	if got.Status != s3task.StatusCompleted || !got.NotifyPending || !e.hasMarker(t, task.ID) {
+		t.Fatalf("after a failed delivery: status %s, notify_pending %v, marker %v; want completed, true, true",
+			got.Status, got.NotifyPending, e.hasMarker(t, task.ID))
+	}
+
+	// A worker without the hook visits and leaves the notice alone.
+	var polled = make(chan s3task.PollStats, 16)
+	opts := workerOptions("no-hook", s3task.Hooks{OnPoll: func(p s3task.PollStats) { polled <- p }})
+	opts.MaxPollInterval = 20 * time.Millisecond
+	b := startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), opts)
+	for range 3 {
+		awaitSignal(t, polled, "a poll of the hook-less worker")
+	}
+	b.stop()
+	if after := e.get(t, task.ID); after.Revision != got.Revision || !e.hasMarker(t, task.ID) {
+		t.Fatalf("a worker without the hook changed the record (revision %s -> %s) or removed the marker", got.Revision, after.Revision)
+	}
+
+	good := newNotices(false)
+	opts = workerOptions("good-hook", s3task.Hooks{})
+	opts.MaxPollInterval = 20 * time.Millisecond
+	startWorker(t, e.newStore(t, &s3task.StoreOptions{OnTerminal: good.hook}), s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), opts)
+	if id := awaitSignal(t, good.ch, "the notice from the second worker"); id != task.ID {
+		t.Fatalf("notice for %s, want %s", id, task.ID)
+	}
+	waitForCondition(t, "the notice recorded and the marker removed", func() bool {
+		return !e.get(t, task.ID).NotifyPending && !e.hasMarker(t, task.ID)
+	})
+}
+
+// TestNoticeOnCancelAndFinalFailure: Cancel through a Store with the hook
+// notifies at once; a final failure notifies from the worker; a retry in
+// between does not leave a notice for the failure behind.
+func TestNoticeOnCancelAndFinalFailure(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	n := newNotices(false)
+	st := e.newStore(t, &s3task.StoreOptions{OnTerminal: n.hook})
+
+	queued := e.submit(t, s3task.CreateParams{Name: "cancel me"}, "x\n")
+	if _, err := st.Cancel(e.ctx, queued.ID, "not needed"); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.of(queued.ID); len(got) != 1 || got[0] != s3task.StatusAbandoned {
+		t.Errorf("notices after Cancel: %v, want one for abandoned", got)
+	}
+	if rec := e.get(t, queued.ID); rec.NotifyPending || e.hasMarker(t, queued.ID) {
+		t.Errorf("after Cancel: notify_pending %v, marker %v; want both cleared", rec.NotifyPending, e.hasMarker(t, queued.ID))
+	}
+
+	ev := newHookEvents()
+	startWorker(t, e.newStore(t, &s3task.StoreOptions{OnTerminal: n.hook}), s3task.HandlerFunc(func(context.Context, *s3task.Job) error {
+		return s3task.Permanent(errors.New("bad file"))
+	}), workerOptions("failer", ev.hooks()))
+	bad := e.submit(t, s3task.CreateParams{Name: "fails"}, "x\n")
+	for awaitSignal(t, n.ch, "the failure notice") != bad.ID {
+		// the Cancel's notice may come first
+	}
+	if got := n.of(bad.ID); len(got) != 1 || got[0] != s3task.StatusFailed {
+		t.Errorf("notices for the failed task: %v, want one for failed", got)
+	}
+}
