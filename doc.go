@@ -145,6 +145,28 @@
 // *[RecordError] naming its key. Neither stops a worker or hides other tasks
 // from [Store.List].
 //
+// # Operating it
+//
+// The records are the truth and everything else can be rebuilt from them:
+//
+//   - [Store.Stats] counts tasks by status, finds the oldest unfinished one
+//     and groups failures by error_category, within a bound on the records it
+//     reads. A queue that looks empty because all went well, because markers
+//     were lost, or because failures piled up looks different here.
+//   - [Store.Reconcile] repairs the marker index: it restores the markers of
+//     tasks that need a worker and removes stale ones, changing no record.
+//     Workers run it on their own every WorkerOptions.ReconcileInterval over
+//     the last ReconcileWindow.
+//   - [Store.Purge] deletes finished tasks older than a cutoff, record last,
+//     never one that is queued, running or waiting for a retry.
+//   - StoreOptions.OnTerminal tells the host when a task finishes, at least
+//     once, so clients need not poll. Worker [Hooks] report claims,
+//     completions, failures (with their category), lost leases, releases,
+//     polls and reconcile runs, enough to feed metrics.
+//
+// A handler labels its failures with [WithCategory]; [Permanent] and
+// [RetryAfter] steer the retries and combine with it.
+//
 // # Requests per call
 //
 // Create: 1 PUT. Get: 1 GET. Submit: GET, HEAD, then PUTs of the marker, the
