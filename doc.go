@@ -174,16 +174,18 @@
 // then PUTs of the marker, the record, the marker again and the wake object.
 // List: 1 LIST plus one GET per task in the page, whatever the bucket holds.
 // PresignUpload, PresignUploadForm, PresignDownload: 1 GET (signing is
-// local). One attempt: a GET of the record, the claim PUT, a GET of the
+// local); CreateForUpload creates and presigns with 1 PUT. One attempt: a GET of the record, the claim PUT, a GET of the
 // input, a PUT of the output, one PUT per heartbeat, the final PUT and a
 // DELETE of the marker. A lost compare-and-set adds a GET.
 //
-// An idle worker makes one conditional GET of the wake object per
-// WorkerOptions.PollInterval (2s by default) and one LIST of the markers per
-// MaxPollInterval (60s by default), about 1.3 million GETs and 43,000 LISTs
-// a month: under a dollar at S3 Standard prices, where a LIST every 2s would
-// cost about six and a half. Submit and Retry change the wake object, so new
-// work is still picked up within PollInterval.
+// An idle worker makes one conditional GET of the wake object every 1.5 to
+// 2 seconds (WorkerOptions.PollInterval, shortened at random) and one LIST of
+// the markers per MaxPollInterval (60s by default): about 1.5 million GETs
+// and 43,000 LISTs a month, $0.80 at S3 Standard prices, where a LIST every
+// 2s would cost about six and a half dollars. Its hourly reconcile adds one
+// GET per task created in the last day. Submit and Retry change the wake
+// object, so new work is picked up within PollInterval plus a few round
+// trips. BENCHMARKS.md has the measurements.
 //
 // # S3-compatible stores
 //

@@ -167,11 +167,11 @@ func (l *lease) finish(ctx context.Context, handlerErr error) {
 	hooks := l.w.opts.Hooks
 	switch e.kind {
 	case evComplete:
+		l.w.store.settle(wctx, t, etag)
 		l.log.Info("s3task: task completed")
 		if hooks.OnComplete != nil {
 			hooks.OnComplete(t)
 		}
-		l.w.store.settle(wctx, t, etag)
 	case evRelease:
 		l.w.store.wake(wctx)
 		l.log.Info("s3task: task released for another worker")
@@ -180,10 +180,12 @@ func (l *lease) finish(ctx context.Context, handlerErr error) {
 		}
 	case evFail:
 		l.log.Info("s3task: attempt failed", "err", handlerErr, "final", t.Terminal())
-		l.w.hookFail(t, handlerErr)
 		if t.Terminal() {
 			l.w.store.settle(wctx, t, etag)
+		} else {
+			l.w.noteDue(t.RetryAt)
 		}
+		l.w.hookFail(t, handlerErr)
 	}
 }
 

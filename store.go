@@ -153,8 +153,19 @@ func (s *Store) stamp() time.Time {
 // second they name.
 func (s *Store) observe(md middleware.Metadata) {
 	if st, ok := awsmiddleware.GetServerTime(md); ok && !st.IsZero() {
-		s.skew.Store(int64(st.Add(500 * time.Millisecond).Sub(s.opts.Clock())))
+		s.observeTime(st)
 	}
+}
+
+// observeErr records the server's clock from the response behind an error.
+func (s *Store) observeErr(err error) {
+	if st, ok := s3x.ServerTime(err); ok {
+		s.observeTime(st)
+	}
+}
+
+func (s *Store) observeTime(st time.Time) {
+	s.skew.Store(int64(st.Add(500 * time.Millisecond).Sub(s.opts.Clock())))
 }
 
 // newRevision returns a fresh random revision tag.
@@ -416,27 +427,30 @@ func (s *Store) settle(ctx context.Context, t *Task, etag string) {
 	_ = s.dropMarker(ctx, t.ID, t.Status == StatusFailed)
 }
 
-// listMarkers returns the task IDs under the marker folder, all pages, and
-// the keys there that are not task IDs.
-func (s *Store) listMarkers(ctx context.Context) (ids, stray []string, err error) {
+// listMarkers returns the task IDs under the marker folder, all pages, with
+// when each marker was last written (by the server's clock), and the keys
+// there that are not task IDs.
+func (s *Store) listMarkers(ctx context.Context) (ids []string, written map[string]time.Time, stray []string, err error) {
 	dir := s.markerDir()
+	written = map[string]time.Time{}
 	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &dir}
 	for {
 		out, err := s.client.ListObjectsV2(ctx, in)
 		if err != nil {
-			return nil, nil, fmt.Errorf("s3task: list %s: %w", dir, err)
+			return nil, nil, nil, fmt.Errorf("s3task: list %s: %w", dir, err)
 		}
 		s.observe(out.ResultMetadata)
 		for _, obj := range out.Contents {
 			key := aws.ToString(obj.Key)
 			if id := strings.TrimPrefix(key, dir); ParseID(id) == nil {
 				ids = append(ids, id)
+				written[id] = aws.ToTime(obj.LastModified)
 			} else {
 				stray = append(stray, key)
 			}
 		}
 		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
-			return ids, stray, nil
+			return ids, written, stray, nil
 		}
 		in.ContinuationToken = out.NextContinuationToken
 	}
@@ -514,6 +528,7 @@ func (s *Store) checkWake(ctx context.Context, etag string) (string, bool, error
 		now := aws.ToString(out.ETag)
 		return now, now != etag, nil
 	case s3x.NotModified(err):
+		s.observeErr(err) // an idle worker's only sight of the server's clock
 		return etag, false, nil
 	case s3x.NotFound(err):
 		return "", etag != "", nil
@@ -557,8 +572,17 @@ func (s *Store) Submit(ctx context.Context, id string) (*Task, error) {
 		}
 		e.inputETag, e.inputSize = aws.ToString(head.ETag), size
 	}
-	got, changed, err := s.apply(ctx, t, etag, e, func(ctx context.Context) error { return s.putMarker(ctx, id) })
-	if changed {
+	marked := false
+	got, changed, err := s.apply(ctx, t, etag, e, func(ctx context.Context) error {
+		marked = true
+		return s.putMarker(ctx, id)
+	})
+	switch {
+	case err != nil && marked:
+		// The change lost to another (a Cancel, say): take back the marker
+		// unless the task needs it after all.
+		_ = s.dropMarker(ctx, id, true)
+	case changed:
 		s.wake(ctx)
 	}
 	return got, err
@@ -576,8 +600,17 @@ func (s *Store) Submit(ctx context.Context, id string) (*Task, error) {
 // Errors: [ErrInvalidID]; [ErrNotFound]; a *[TransitionError] unless the task
 // is failed; [ErrConflict]; S3 errors otherwise.
 func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
-	mark := func(ctx context.Context) error { return s.putMarker(ctx, id) }
+	marked := false
+	mark := func(ctx context.Context) error {
+		marked = true
+		return s.putMarker(ctx, id)
+	}
 	got, changed, err := s.change(ctx, id, event{kind: evRetry}, mark)
+	if err != nil && marked {
+		// The change lost to another (a Purge, a Cancel): take back the
+		// marker unless the task needs it after all.
+		_ = s.dropMarker(ctx, id, true)
+	}
 	if err != nil || !changed {
 		return got, err
 	}
@@ -889,13 +922,19 @@ const staleSubmitAge = 10 * time.Minute
 // repair failed, the report with the first such error (the next run retries
 // it). Unreadable records are reported, not returned.
 func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*ReconcileReport, error) {
-	markers, stray, err := s.listMarkers(ctx)
+	markers, written, stray, err := s.listMarkers(ctx)
 	if err != nil {
 		return nil, err
 	}
 	marked := make(map[string]bool, len(markers))
 	for _, id := range markers {
 		marked[id] = true
+	}
+	// Submit writes the marker a moment before the record. A created task's
+	// marker is stale only once the marker itself is old: the Submit that
+	// wrote it is dead.
+	abandonedSubmit := func(t *Task) bool {
+		return t.Status == StatusCreated && s.serverNow().Sub(written[t.ID]) > staleSubmitAge
 	}
 	r := &ReconcileReport{}
 	var firstErr error
@@ -904,7 +943,6 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 			firstErr = err
 		}
 	}
-	now := s.serverNow()
 	_, err = s.walk(ctx, time.Time{}, opts.Since, 0, func(t *Task) bool {
 		r.Tasks++
 		has := marked[t.ID]
@@ -915,7 +953,7 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 			if !opts.DryRun {
 				note(s.putMarker(ctx, t.ID))
 			}
-		case has && !t.needsMarker() && (t.Terminal() || (t.Status == StatusCreated && now.Sub(t.UpdatedAt) > staleSubmitAge)):
+		case has && !t.needsMarker() && (t.Terminal() || abandonedSubmit(t)):
 			r.Removed = append(r.Removed, s.markerKey(t.ID))
 			if !opts.DryRun {
 				note(s.dropMarker(ctx, t.ID, t.Status != StatusCompleted && t.Status != StatusAbandoned))
@@ -949,6 +987,9 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if len(r.Restored) > 0 && !opts.DryRun {
+		s.wake(ctx) // the restored tasks are new to idle workers
 	}
 	return r, firstErr
 }
@@ -1241,12 +1282,7 @@ func (s *Store) PresignUpload(ctx context.Context, id string, ttl time.Duration)
 	if err := s.checkUpload(ctx, id, ttl); err != nil {
 		return nil, err
 	}
-	key := s.inputKey(id)
-	req, err := s.presign.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key}, s3.WithPresignExpires(ttl))
-	if err != nil {
-		return nil, fmt.Errorf("s3task: presign upload %s: %w", key, err)
-	}
-	return &PresignedRequest{Method: req.Method, URL: req.URL, Header: req.SignedHeader, Expires: s.opts.Clock().Add(ttl)}, nil
+	return s.presignPut(ctx, id, ttl)
 }
 
 // PresignUploadForm returns a presigned POST form for the task's input, valid
@@ -1259,6 +1295,53 @@ func (s *Store) PresignUploadForm(ctx context.Context, id string, ttl time.Durat
 	if err := s.checkUpload(ctx, id, ttl); err != nil {
 		return nil, err
 	}
+	return s.presignForm(ctx, id, ttl)
+}
+
+// Upload is how a client sends a task's input straight to S3: a presigned
+// PUT, or a presigned POST form capped at StoreOptions.MaxInputSize. Either
+// will do.
+type Upload struct {
+	Put  *PresignedRequest
+	Form *PresignedForm
+}
+
+// CreateForUpload is [Store.Create] followed by presigning the input's
+// upload, valid for ttl, for the common case of a client that uploads right
+// away: it saves the record read that PresignUpload makes. Requests: one
+// PUT.
+//
+// Errors: as Create, and [ErrInvalidArgument] for a TTL outside 1s to 7
+// days (nothing is created then).
+func (s *Store) CreateForUpload(ctx context.Context, p CreateParams, ttl time.Duration) (*Task, *Upload, error) {
+	if err := checkTTL(ttl); err != nil {
+		return nil, nil, err
+	}
+	t, err := s.Create(ctx, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	put, err := s.presignPut(ctx, t.ID, ttl)
+	if err != nil {
+		return nil, nil, err
+	}
+	form, err := s.presignForm(ctx, t.ID, ttl)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, &Upload{Put: put, Form: form}, nil
+}
+
+func (s *Store) presignPut(ctx context.Context, id string, ttl time.Duration) (*PresignedRequest, error) {
+	key := s.inputKey(id)
+	req, err := s.presign.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key}, s3.WithPresignExpires(ttl))
+	if err != nil {
+		return nil, fmt.Errorf("s3task: presign upload %s: %w", key, err)
+	}
+	return &PresignedRequest{Method: req.Method, URL: req.URL, Header: req.SignedHeader, Expires: s.opts.Clock().Add(ttl)}, nil
+}
+
+func (s *Store) presignForm(ctx context.Context, id string, ttl time.Duration) (*PresignedForm, error) {
 	key := s.inputKey(id)
 	req, err := s.presign.PresignPostObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key}, func(o *s3.PresignPostOptions) {
 		o.Expires = ttl

@@ -2066,3 +2066,45 @@ func TestListEndsAtTheLastTask(t *testing.T) {
 		t.Errorf("limit 3: %d tasks, cursor %q; want 2 tasks and no cursor", len(page.Tasks), page.NextCursor)
 	}
 }
+
+func TestCreateForUpload(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, &s3task.StoreOptions{MaxInputSize: 1 << 10})
+	e.count.Reset()
+	task, up, err := st.CreateForUpload(e.ctx, s3task.CreateParams{Name: "direct"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, e, map[string]int{"PUT": 1}) // the record; signing is local
+	if task.Status != s3task.StatusCreated || up.Put == nil || up.Form == nil || up.Form.MaxSize != 1<<10 {
+		t.Fatalf("CreateForUpload = %+v, %+v", task, up)
+	}
+	req, err := http.NewRequestWithContext(e.ctx, up.Put.Method, up.Put.URL, strings.NewReader("a,b\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range up.Put.Header {
+		if !strings.EqualFold(k, "Host") {
+			req.Header[k] = v
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT to the presigned URL: %s", resp.Status)
+	}
+	if got, err := st.Submit(e.ctx, task.ID); err != nil || got.Status != s3task.StatusQueued {
+		t.Fatalf("Submit after the upload: %v, %v", got, err)
+	}
+
+	before := e.snapshot(t)
+	if _, _, err := st.CreateForUpload(e.ctx, s3task.CreateParams{Name: "bad ttl"}, 0); !errors.Is(err, s3task.ErrInvalidArgument) {
+		t.Errorf("TTL 0: %v, want ErrInvalidArgument", err)
+	}
+	if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
+		t.Errorf("a refused CreateForUpload changed the bucket (-before +after):\n%s", diff)
+	}
+}

@@ -279,8 +279,11 @@ type Worker struct {
 
 	running atomic.Bool
 	slots   chan struct{} // one token per running task
-	freed   chan struct{} // pinged when a slot frees
-	wg      sync.WaitGroup
+
+	dueMu sync.Mutex
+	due   time.Time     // server clock: a retry this worker scheduled falls due
+	freed chan struct{} // pinged when a slot frees
+	wg    sync.WaitGroup
 }
 
 // NewWorker returns a worker that runs h for the tasks of store. It makes no
@@ -384,6 +387,9 @@ func (w *Worker) loop(ctx, base context.Context) {
 			}
 			continue
 		}
+		if d := w.takeDue(); !d.IsZero() && (due.IsZero() || d.Before(due)) {
+			due = d
+		}
 		if !listNow {
 			switch {
 			case time.Since(lastList) >= w.opts.MaxPollInterval:
@@ -416,6 +422,24 @@ func (w *Worker) loop(ctx, base context.Context) {
 	}
 }
 
+// noteDue tells the poll loop that a task will need a worker at t (server
+// clock): a retry this worker scheduled, which no wake object announces.
+func (w *Worker) noteDue(t time.Time) {
+	w.dueMu.Lock()
+	if w.due.IsZero() || t.Before(w.due) {
+		w.due = t
+	}
+	w.dueMu.Unlock()
+}
+
+func (w *Worker) takeDue() time.Time {
+	w.dueMu.Lock()
+	defer w.dueMu.Unlock()
+	t := w.due
+	w.due = time.Time{}
+	return t
+}
+
 // reconcile runs the worker's periodic Store.Reconcile.
 func (w *Worker) reconcile(ctx context.Context) {
 	r, err := w.store.Reconcile(ctx, ReconcileOptions{Since: w.store.serverNow().Add(-w.opts.ReconcileWindow)})
@@ -436,7 +460,7 @@ func (w *Worker) reconcile(ctx context.Context) {
 // need a worker (zero if none).
 func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time) {
 	start, started := time.Now(), 0
-	ids, stray, err := w.store.listMarkers(ctx)
+	ids, _, stray, err := w.store.listMarkers(ctx)
 	if h := w.opts.Hooks.OnPoll; h != nil && err == nil {
 		defer func() { h(PollStats{Markers: len(ids), Started: started, Took: time.Since(start)}) }()
 	}
@@ -509,8 +533,8 @@ func (w *Worker) visit(ctx, base context.Context, id string) (started bool, due 
 		if expired.Status == StatusFailed { // no attempts left
 			got, gotETag, err := s.commit(ctx, t, etag, expired)
 			if err == nil {
-				w.hookFail(got, errors.New(got.LastError))
 				s.settle(ctx, got, gotETag)
+				w.hookFail(got, errors.New(got.LastError))
 			}
 			return false, due
 		}

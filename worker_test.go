@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1811,5 +1812,35 @@ func TestWorkerOutputs(t *testing.T) {
 				t.Errorf("output_object_path %q, want %q", done.OutputPath, wantPath)
 			}
 		})
+	}
+}
+
+// TestWorkerWakesForItsOwnRetry: a retry this worker scheduled is picked up
+// when it falls due, although no wake object announces it and the safety
+// listing is an hour away.
+func TestWorkerWakesForItsOwnRetry(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	ev := newHookEvents()
+	opts := workerOptions("self-retry", ev.hooks())
+	opts.MaxPollInterval = time.Hour
+	var runs atomic.Int32
+	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		if runs.Add(1) == 1 {
+			return s3task.RetryAfter(errors.New("busy upstream"), 10*time.Minute)
+		}
+		return nil
+	})
+	startWorker(t, e.newStore(t, nil), handler, opts)
+	task := e.submit(t, s3task.CreateParams{Name: "retry me later"}, "x\n")
+	f := awaitSignal(t, ev.failed, "the first attempt to fail")
+	if f.task.Terminal() || f.task.RetryAt.IsZero() {
+		t.Fatalf("first failure: terminal %v, retry_at %v; want a retry scheduled", f.task.Terminal(), f.task.RetryAt)
+	}
+	expectNoHook(t, ev.completed, "completion before the retry is due")
+	e.srv.Advance(10*time.Minute + time.Second)
+	done := awaitSignal(t, ev.completed, "the retry once due")
+	if done.ID != task.ID || done.Attempt != 2 {
+		t.Errorf("completed %s at attempt %d, want %s at attempt 2", done.ID, done.Attempt, task.ID)
 	}
 }

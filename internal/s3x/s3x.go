@@ -4,6 +4,8 @@ package s3x
 
 import (
 	"errors"
+	"net/http"
+	"time"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
@@ -61,4 +63,15 @@ func NotImplemented(err error) bool {
 // still has the ETag given in If-None-Match.
 func NotModified(err error) bool {
 	return code(err) == "NotModified" || status(err) == 304
+}
+
+// ServerTime returns the Date header of the response behind an error, if
+// there was one: a 304 or a 412 still says what time the server has.
+func ServerTime(err error) (time.Time, bool) {
+	var re *awshttp.ResponseError
+	if !errors.As(err, &re) || re.Response == nil {
+		return time.Time{}, false
+	}
+	t, perr := http.ParseTime(re.Response.Header.Get("Date"))
+	return t, perr == nil
 }
