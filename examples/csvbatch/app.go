@@ -34,6 +34,15 @@ type app struct {
 	stopWorker context.CancelFunc
 	workerDone chan struct{}
 
+	// Metrics: always counted; served on the API listener and on
+	// -metrics-listen, if any.
+	metrics    *metrics
+	metricsSrv *http.Server
+	metricsURL string
+	metricsErr chan error
+	stopStats  context.CancelFunc
+	statsDone  chan struct{}
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -49,6 +58,9 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*app, error) {
 	if cfg.runsAPI() && len(creds) == 0 && !loopbackAddr(cfg.listen) {
 		return nil, fmt.Errorf("refusing to listen on %s without a token: anyone who reaches it could control every task. Set CSVBATCH_TOKEN (or -token), or listen on a loopback address such as 127.0.0.1:8080", cfg.listen)
 	}
+	if cfg.metricsListen != "" && len(creds) == 0 && !cfg.metricsPublic && !loopbackAddr(cfg.metricsListen) {
+		return nil, fmt.Errorf("refusing to serve /metrics on %s without a token: set CSVBATCH_TOKEN (Prometheus then sends it as a bearer token), pass -metrics-public to publish the metrics to anyone who reaches the address, or listen on a loopback address", cfg.metricsListen)
+	}
 	a := &app{cfg: cfg, log: log}
 	if err := a.init(ctx, creds); err != nil {
 		a.close()
@@ -59,6 +71,7 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*app, error) {
 
 func (a *app) init(ctx context.Context, creds []credential) error {
 	cfg := a.cfg
+	a.metrics = newMetrics()
 	var err error
 	if a.objs, err = openObjectStore(ctx, cfg); err != nil {
 		return err
@@ -93,6 +106,60 @@ func (a *app) init(ctx context.Context, creds []credential) error {
 			return err
 		}
 	}
+	if cfg.metricsListen != "" {
+		if err := a.startMetricsHTTP(creds); err != nil {
+			return err
+		}
+	}
+	if cfg.statsInterval > 0 && (a.srv != nil || a.metricsSrv != nil) {
+		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		a.stopStats, a.statsDone = cancel, make(chan struct{})
+		go func() {
+			defer close(a.statsDone)
+			a.metrics.runStats(sctx, a.store, cfg.statsInterval, cfg.statsMaxTasks, a.log)
+		}()
+	}
+	return nil
+}
+
+// metricsHandler serves /metrics behind the API's authentication rule, or
+// to anyone with -metrics-public.
+func (a *app) metricsHandler(auth *authenticator) http.Handler {
+	h := a.metrics.handler(a.log)
+	if a.cfg.metricsPublic {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, aerr := auth.caller(r); aerr != nil {
+			if aerr.status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="csvbatch"`)
+			}
+			writeError(w, aerr)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// startMetricsHTTP serves /metrics, and nothing else, on -metrics-listen.
+func (a *app) startMetricsHTTP(creds []credential) error {
+	ln, err := net.Listen("tcp", a.cfg.metricsListen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", a.cfg.metricsListen, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", a.metricsHandler(&authenticator{creds: creds}))
+	a.metricsURL = "http://" + ln.Addr().String() + "/metrics"
+	a.metricsSrv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		WriteTimeout:      time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	a.metricsErr = make(chan error, 1)
+	go func() { a.metricsErr <- a.metricsSrv.Serve(ln) }()
 	return nil
 }
 
@@ -111,6 +178,7 @@ func (a *app) startWorker(ctx context.Context) error {
 		HeartbeatInterval: a.cfg.heartbeat,
 		ShutdownTimeout:   a.cfg.shutdownTimeout,
 		Logger:            a.log,
+		Hooks:             a.metrics.hooks(),
 	})
 	if err != nil {
 		return err
@@ -134,9 +202,10 @@ func (a *app) startHTTP(creds []credential) error {
 	a.ln = ln
 	a.open = len(creds) == 0
 	a.baseURL = "http://" + ln.Addr().String()
+	auth := &authenticator{creds: creds}
 	api := &api{
 		store:       a.store,
-		auth:        &authenticator{creds: creds},
+		auth:        auth,
 		log:         a.log,
 		uploadTTL:   a.cfg.uploadTTL,
 		downloadTTL: a.cfg.downloadTTL,
@@ -144,6 +213,7 @@ func (a *app) startHTTP(creds []credential) error {
 	mux := http.NewServeMux()
 	api.register(mux)
 	registerPage(mux)
+	mux.Handle("GET /metrics", a.metricsHandler(auth))
 	csrf := http.NewCrossOriginProtection()
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: http.StatusForbidden, code: "cross_origin", message: "cross-origin requests are refused"})
@@ -172,6 +242,10 @@ func (a *app) banner(w io.Writer) {
 	if a.srv != nil {
 		fmt.Fprintf(w, "csvbatch: page    %s/\n", a.baseURL)
 		fmt.Fprintf(w, "csvbatch: API     %s/tasks\n", a.baseURL)
+		fmt.Fprintf(w, "csvbatch: metrics %s/metrics\n", a.baseURL)
+	}
+	if a.metricsSrv != nil {
+		fmt.Fprintf(w, "csvbatch: metrics %s\n", a.metricsURL)
 	}
 	if a.worker != nil {
 		fmt.Fprintf(w, "csvbatch: worker  %s running (concurrency %d; types %v)\n", a.worker.ID(), a.cfg.concurrency, taskTypes)
@@ -205,19 +279,36 @@ func (a *app) wait(ctx context.Context) error {
 // embedded S3 stops. It is safe to call more than once.
 func (a *app) close() error {
 	a.closeOnce.Do(func() {
-		var errs []error
-		var wg sync.WaitGroup
+		var (
+			mu   sync.Mutex
+			errs []error
+			wg   sync.WaitGroup
+		)
+		note := func(err error) {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+		// stop shuts a server down gracefully and collects what Serve said.
+		stop := func(srv *http.Server, served chan error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(ctx); err != nil {
+				srv.Close()
+			}
+			if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+				note(err)
+			}
+		}
 		if a.srv != nil {
-			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				if err := a.srv.Shutdown(ctx); err != nil {
-					a.srv.Close()
-				}
-				if err := <-a.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-					errs = append(errs, err)
-				}
-			})
+			wg.Go(func() { stop(a.srv, a.serveErr) })
+		}
+		if a.metricsSrv != nil {
+			wg.Go(func() { stop(a.metricsSrv, a.metricsErr) })
+		}
+		if a.stopStats != nil {
+			a.stopStats()
+			<-a.statsDone
 		}
 		if a.worker != nil {
 			a.stopWorker()
@@ -226,7 +317,7 @@ func (a *app) close() error {
 		wg.Wait()
 		if a.objs != nil {
 			if err := a.objs.close(); err != nil {
-				errs = append(errs, err)
+				note(err)
 			}
 		}
 		a.closeErr = errors.Join(errs...)

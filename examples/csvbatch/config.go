@@ -56,6 +56,12 @@ type config struct {
 	selftestRows    int
 	verbose         bool
 
+	// Metrics (see metrics.go).
+	metricsPublic bool          // serve /metrics without the API's auth rule
+	metricsListen string        // extra listener serving only /metrics
+	statsInterval time.Duration // Store.Stats refresh; 0 turns it off
+	statsMaxTasks int           // records one refresh reads
+
 	// s3Wrap, if set, wraps the S3 client's HTTP transport. Tests use it to
 	// imitate a store that ignores conditional writes.
 	s3Wrap func(http.RoundTripper) http.RoundTripper
@@ -95,6 +101,10 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), usageOut 
 	fs.DurationVar(&c.downloadTTL, "download-ttl", 5*time.Minute, "lifetime of presigned download URLs")
 	fs.IntVar(&c.selftestRows, "selftest-rows", 0, "generate a CSV of `n` rows, run it as a csv_enrich task through the worker, print the figures (peak RSS included) and exit")
 	fs.BoolVar(&c.verbose, "v", false, "verbose logs (every API request)")
+	fs.BoolVar(&c.metricsPublic, "metrics-public", false, "serve /metrics to anyone who reaches the listener, without the API's token (or, with no token, loopback Host) check")
+	fs.StringVar(&c.metricsListen, "metrics-listen", "", "also serve /metrics, and nothing else, on this `address`: the way to scrape a -mode worker process")
+	fs.DurationVar(&c.statsInterval, "stats-interval", 5*time.Minute, "how often to refresh the bucket gauges of /metrics with Store.Stats; 0 turns them off")
+	fs.IntVar(&c.statsMaxTasks, "stats-max-tasks", 100, "records one Store.Stats refresh reads, newest first (one GET each)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: csvbatch [flags]\n\n"+
 			"A CSV batch service on s3task: control API, operator page and worker.\n"+
@@ -145,6 +155,15 @@ func (c *config) validate() error {
 		if ttl < time.Second || ttl > s3task.MaxPresignTTL {
 			return fmt.Errorf("%s %s: want 1s to %s", name, ttl, s3task.MaxPresignTTL)
 		}
+	}
+	if c.statsInterval < 0 || c.statsInterval > 0 && c.statsInterval < 10*time.Millisecond {
+		return fmt.Errorf("-stats-interval %s: want 0 (off) or at least 10ms", c.statsInterval)
+	}
+	if c.statsMaxTasks < 1 {
+		return fmt.Errorf("-stats-max-tasks %d: want at least 1", c.statsMaxTasks)
+	}
+	if c.metricsListen != "" && c.selftestRows > 0 {
+		return errors.New("-metrics-listen has nothing to serve in a -selftest-rows run")
 	}
 	if c.maxInput <= 0 {
 		return fmt.Errorf("-max-input-size %d: want a positive size", c.maxInput)

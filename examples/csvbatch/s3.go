@@ -114,6 +114,10 @@ func openExternal(ctx context.Context, cfg *config) (*objectStore, error) {
 	}
 	var endpoint string
 	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		// Records and markers are written without checksums; without this
+		// the SDK's default logger writes a debug line to stderr for every
+		// GET of one.
+		o.DisableLogOutputChecksumValidationSkipped = true
 		if cfg.endpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.endpoint)
 		}
@@ -125,14 +129,16 @@ func openExternal(ctx context.Context, cfg *config) (*objectStore, error) {
 		}
 		endpoint = *o.BaseEndpoint
 		// Compatible stores: most accept any region, and many reject the
-		// SDK's default request checksums.
+		// SDK's default request checksums. LoadDefaultConfig turns an unset
+		// choice into "when supported", never leaving it unset, so the
+		// environment tells whether the operator made one.
 		if o.Region == "" {
 			o.Region = "us-east-1"
 		}
-		if awsCfg.RequestChecksumCalculation == aws.RequestChecksumCalculationUnset {
+		if _, set := os.LookupEnv("AWS_REQUEST_CHECKSUM_CALCULATION"); !set {
 			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		}
-		if awsCfg.ResponseChecksumValidation == aws.ResponseChecksumValidationUnset {
+		if _, set := os.LookupEnv("AWS_RESPONSE_CHECKSUM_VALIDATION"); !set {
 			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		}
 	})

@@ -23,6 +23,35 @@ const (
 // taskTypes lists the types in the order the page offers them.
 var taskTypes = []string{typeEnrich, typeStats}
 
+// The failure categories (error_category) this service's handlers record,
+// besides the library's own (panic, lease_expired, shutdown...). Metrics
+// and "s3taskctl stats" count failures by them.
+const (
+	// catBadInput: the file can never be processed as it is (not CSV, not
+	// UTF-8, a missing required column...). Final, no retry.
+	catBadInput = "bad_input"
+	// catInputUnavailable: the input was missing, replaced or too large
+	// when the worker read it. Final.
+	catInputUnavailable = "input_unavailable"
+	// catIO: reading the input or storing the output failed, most likely S3
+	// trouble. Retried with backoff.
+	catIO = "io"
+)
+
+// categorize labels a handler's error with its failure category, keeping
+// whether it is permanent.
+func categorize(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, s3task.ErrInputMissing), errors.Is(err, s3task.ErrInputChanged), errors.Is(err, s3task.ErrInputTooLarge):
+		return s3task.WithCategory(err, catInputUnavailable)
+	case s3task.IsPermanent(err):
+		return s3task.WithCategory(err, catBadInput)
+	}
+	return s3task.WithCategory(err, catIO)
+}
+
 // checkPayload validates a task's payload for its type, so that a task that
 // could never run is refused at creation rather than failing later.
 func checkPayload(taskType string, payload json.RawMessage) error {
@@ -84,22 +113,22 @@ func newMux(tmpDir string) (*s3task.Mux, error) {
 	err := mux.HandleFunc(typeEnrich, func(ctx context.Context, job *s3task.Job) error {
 		opts, err := enrichPayload(job.Task.Payload)
 		if err != nil {
-			return s3task.Permanent(err)
+			return categorize(s3task.Permanent(err))
 		}
-		return runCSVJob(ctx, job, tmpDir, func(in io.Reader, out io.Writer) (s3task.Progress, error) {
+		return categorize(runCSVJob(ctx, job, tmpDir, func(in io.Reader, out io.Writer) (s3task.Progress, error) {
 			return enrich(ctx, in, out, job.Task.InputSize, opts, job.SetProgress)
-		})
+		}))
 	})
 	if err != nil {
 		return nil, err
 	}
 	err = mux.HandleFunc(typeStats, func(ctx context.Context, job *s3task.Job) error {
 		if err := statsPayload(job.Task.Payload); err != nil {
-			return s3task.Permanent(err)
+			return categorize(s3task.Permanent(err))
 		}
-		return runCSVJob(ctx, job, tmpDir, func(in io.Reader, out io.Writer) (s3task.Progress, error) {
+		return categorize(runCSVJob(ctx, job, tmpDir, func(in io.Reader, out io.Writer) (s3task.Progress, error) {
 			return stats(ctx, in, out, job.Task.InputSize, job.SetProgress)
-		})
+		}))
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,832 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/s3task/s3task"
+)
+
+func init() {
+	commands = []*command{
+		{name: "list", synopsis: "[-limit N] [-cursor C] [-status S[,S...]]", setup: listCmd,
+			summary: "list tasks, newest first, a page at a time (-status filters client-side)",
+			help: `Lists tasks, newest first, one page per call: one LIST and one GET per
+task, whatever the bucket holds. The output ends with the -cursor that
+continues the listing.
+
+-status keeps only the tasks in the given statuses (created, queued,
+running, completed, failed, abandoned). S3 cannot filter, so the filter is
+client-side, page by page: the command reads one page of -limit tasks and
+shows those that match, which may be fewer than -limit, or none at all
+while more matches lie further on. The output then says so and gives the
+cursor of the next page. Finding a rare status costs one GET per task
+scanned, like any listing; "s3taskctl stats" counts statuses instead.`},
+		{name: "show", synopsis: "ID", setup: showCmd, args: []string{"ID"},
+			summary: "a task's record, its attempts and the objects in its folder",
+			help: `Shows a task's record, what its attempts left (the output of each attempt
+that wrote one), whether its active marker exists, and every object in its
+folder. Requests: a GET of the record, a LIST of the folder, a HEAD of the
+marker.`},
+		{name: "watch", synopsis: "ID [-interval D]", setup: watchCmd, args: []string{"ID"},
+			summary: "follow a task with a progress bar until it finishes",
+			help: `Follows a task until it is finished, redrawing a progress bar from the
+counters its worker reports with each heartbeat (one GET per -interval).
+Exits 0 if the task completed, 1 if it failed for good or was abandoned, or
+if -timeout ran out first (no limit by default). A failure that will be
+retried is not the end: watch keeps following.`},
+		{name: "retry", synopsis: "ID", setup: retryCmd, args: []string{"ID"},
+			summary: "put a failed task back in the queue",
+			help: `Puts a failed task back in the queue at once, whether its failure was final
+or it was waiting for an automatic retry; a task that used every attempt
+gets one more. Exit 4 if the task is not failed.`},
+		{name: "cancel", synopsis: "ID [-reason TEXT]", setup: cancelCmd, args: []string{"ID"},
+			summary: "abandon an unfinished task",
+			help: `Abandons a task that is not finished; a running task's worker stops it at
+its next heartbeat. Cancelling an abandoned task changes nothing. Exit 4 for
+a completed task.`},
+		{name: "stats", synopsis: "[-since D|TIME] [-max-tasks N] [-attempts-over N]", setup: statsCmd,
+			summary: "count tasks by status: what waits, for how long, and why things failed",
+			help: `Reads the newest tasks (at most -max-tasks, one GET each) and counts them by
+status: how many are unfinished (queued, running, or failed waiting for a
+retry), the oldest of those and its age, how many needed more than
+-attempts-over attempts, and the failures by error category. A quiet system
+has few unfinished tasks and a young oldest one; a stuck one has an oldest
+unfinished task that keeps getting older.
+
+-since limits the count to tasks created in that window: a duration back
+from now (24h, 7d) or an RFC 3339 time. If -max-tasks stopped the count
+first, the output says so: the figures cover the newest tasks only.`},
+		{name: "reconcile", synopsis: "[-since D|TIME] [-dry-run]", setup: reconcileCmd,
+			summary: "repair the marker index workers find tasks by",
+			help: `Workers find work through small marker objects, an index kept next to the
+records. reconcile compares the index with the records: it writes the
+missing marker of every task a worker should look at, removes stale ones
+(finished tasks, tasks that no longer exist, objects that are not task IDs)
+and lists the records it cannot read. It changes no record, so it is safe
+to run at any time, next to running workers. -dry-run reports and changes
+nothing. Requests: a LIST per 1000 tasks, a GET per task, and one write per
+repair.`},
+		{name: "purge", synopsis: "-older-than D [-yes] [-limit N]", setup: purgeCmd,
+			summary: "delete finished tasks created before a cutoff (a dry run unless -yes)",
+			help: `Deletes the finished tasks (completed, abandoned, or failed for good)
+created more than -older-than ago (36h, 30d): every object in the task's
+folder, its marker, then its record. Unfinished tasks are never deleted.
+
+Without -yes it is a dry run: it lists what it would delete and deletes
+nothing. Run it that way first. -limit caps the tasks deleted in one run.
+
+An S3 lifecycle rule on the prefix can expire old objects with no requests
+from here, but it goes by object age, not task status: give it an expiry
+far beyond any task's life, or use purge.`},
+		{name: "check", synopsis: "", setup: checkCmd,
+			summary: "check the store is reachable and enforces conditional writes",
+			help: `Proves the store enforces the conditional writes s3task relies on: it
+creates a scratch object under the prefix with If-None-Match: *, checks a
+second such create is refused and a write with a wrong If-Match ETag is
+refused, then deletes it; and it lists the tasks. Exit 5 if the store
+cannot be reached or lets a refused write through: then two workers could
+both claim one task.`},
+	}
+}
+
+// ---- list ----
+
+func listCmd(fs *flag.FlagSet) runFunc {
+	limit := fs.Int("limit", 20, "tasks per page, 1 to 1000")
+	cursor := fs.String("cursor", "", "continue from this cursor (printed by the previous page)")
+	status := fs.String("status", "", "show only these statuses, comma-separated; filtered client-side, page by page")
+	return func(ctx context.Context, c *cli, _ []string) error {
+		if *limit < 1 || *limit > s3task.MaxListLimit {
+			return usageErr(fmt.Errorf("-limit %d: want 1 to %d", *limit, s3task.MaxListLimit))
+		}
+		var want []s3task.Status
+		for s := range strings.SplitSeq(*status, ",") {
+			if s = strings.TrimSpace(s); s == "" {
+				continue
+			}
+			if !s3task.Status(s).Valid() {
+				return usageErr(fmt.Errorf("-status %q: want created, queued, running, completed, failed or abandoned", s))
+			}
+			want = append(want, s3task.Status(s))
+		}
+		store, err := c.open(ctx)
+		if err != nil {
+			return err
+		}
+		page, err := store.List(ctx, s3task.ListOptions{Limit: *limit, Cursor: *cursor})
+		if err != nil {
+			return err
+		}
+		doc := listDoc{Tasks: []taskDoc{}, Broken: brokenDocs(page.Broken), NextCursor: page.NextCursor, Read: len(page.Tasks)}
+		for _, t := range page.Tasks {
+			if len(want) == 0 || slices.Contains(want, t.Status) {
+				doc.Tasks = append(doc.Tasks, docOf(t))
+			}
+		}
+		if len(want) > 0 {
+			for _, s := range want {
+				doc.StatusFilter = append(doc.StatusFilter, string(s))
+			}
+			if len(doc.Tasks) < *limit {
+				doc.Note = fmt.Sprintf("-status is applied here, not by S3: this page read %d tasks and %d matched", doc.Read, len(doc.Tasks))
+				if page.NextCursor != "" {
+					doc.Note += "; more may match further on (-cursor " + page.NextCursor + ")"
+				} else {
+					doc.Note += "; that is the end of the listing"
+				}
+			}
+		}
+		if c.set.json {
+			c.writeJSON(doc)
+			return nil
+		}
+		tw := newTable(c.stdout)
+		tw.row("ID", "STATUS", "ATTEMPT", "PROGRESS", "CREATED", "TYPE", "NAME")
+		now := time.Now()
+		for _, t := range doc.Tasks {
+			tw.row(t.ID, statusText(t.Task, now), attemptText(t.Task), progressText(t.Task), ago(t.CreatedAt, now), clean(t.Type, 20), clean(t.Name, 40))
+		}
+		tw.flush()
+		if len(doc.Tasks) == 0 {
+			fmt.Fprintln(c.stdout, "(no tasks)")
+		}
+		for _, b := range doc.Broken {
+			fmt.Fprintf(c.stdout, "UNREADABLE %s: %s\n", b.Key, b.Error)
+		}
+		if doc.Note != "" {
+			fmt.Fprintln(c.stdout, "note: "+doc.Note)
+		}
+		if page.NextCursor != "" {
+			fmt.Fprintf(c.stdout, "next page: s3taskctl list -cursor %s%s\n", page.NextCursor, repeatFlags(*limit, *status))
+		}
+		return nil
+	}
+}
+
+func repeatFlags(limit int, status string) string {
+	var b strings.Builder
+	if limit != 20 {
+		b.WriteString(" -limit " + strconv.Itoa(limit))
+	}
+	if status != "" {
+		b.WriteString(" -status " + status)
+	}
+	return b.String()
+}
+
+// ---- show ----
+
+// objectDoc is an object in a task's folder.
+type objectDoc struct {
+	Key          string    `json:"key"`
+	Size         int64     `json:"size"`
+	LastModified time.Time `json:"last_modified"`
+	Kind         string    `json:"kind"`              // record, input, output, other
+	Attempt      int       `json:"attempt,omitempty"` // for outputs
+}
+
+// attemptDoc is what one attempt left behind.
+type attemptDoc struct {
+	Attempt int    `json:"attempt"`
+	Output  string `json:"output,omitempty"` // the key of its output, if it wrote one
+	Latest  bool   `json:"latest"`           // the attempt the record describes
+}
+
+type showDoc struct {
+	Task     taskDoc      `json:"task"`
+	Marker   bool         `json:"marker"`
+	Attempts []attemptDoc `json:"attempts"`
+	Objects  []objectDoc  `json:"objects"`
+}
+
+func showCmd(fs *flag.FlagSet) runFunc {
+
+	return func(ctx context.Context, c *cli, pos []string) error {
+		id := pos[0]
+		if err := s3task.ParseID(id); err != nil {
+			return err
+		}
+		store, err := c.open(ctx)
+		if err != nil {
+			return err
+		}
+		t, err := store.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		doc := showDoc{Task: docOf(t), Attempts: []attemptDoc{}, Objects: []objectDoc{}}
+		dir := store.Prefix() + id + "/"
+		outputs := map[int]string{}
+		p := s3.NewListObjectsV2Paginator(c.client, &s3.ListObjectsV2Input{Bucket: aws.String(store.Bucket()), Prefix: aws.String(dir)})
+		for p.HasMorePages() {
+			out, err := p.NextPage(ctx)
+			if err != nil {
+				return fmt.Errorf("list %s: %w", dir, err)
+			}
+			for _, o := range out.Contents {
+				key := aws.ToString(o.Key)
+				od := objectDoc{Key: key, Size: aws.ToInt64(o.Size), LastModified: aws.ToTime(o.LastModified).UTC(), Kind: "other"}
+				name := strings.TrimPrefix(key, dir)
+				switch {
+				case name == "status.json":
+					od.Kind = "record"
+				case strings.HasPrefix(name, "input"):
+					od.Kind = "input"
+				case strings.HasPrefix(name, "output-attempt-"):
+					digits := strings.TrimPrefix(name, "output-attempt-")
+					end := strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' })
+					if end < 0 {
+						end = len(digits)
+					}
+					if n, err := strconv.Atoi(digits[:end]); err == nil && n > 0 {
+						od.Kind, od.Attempt = "output", n
+						outputs[n] = key
+					}
+				}
+				doc.Objects = append(doc.Objects, od)
+			}
+		}
+		last := t.Attempt
+		for n := range outputs {
+			last = max(last, n)
+		}
+		for n := 1; n <= last; n++ {
+			doc.Attempts = append(doc.Attempts, attemptDoc{Attempt: n, Output: outputs[n], Latest: n == t.Attempt})
+		}
+		marker := store.Prefix() + "active/" + id
+		_, err = c.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(store.Bucket()), Key: &marker})
+		switch {
+		case err == nil:
+			doc.Marker = true
+		case !isNotFound(err):
+			return fmt.Errorf("check marker %s: %w", marker, err)
+		}
+
+		if c.set.json {
+			c.writeJSON(doc)
+			return nil
+		}
+		now := time.Now()
+		tw := newTable(c.stdout)
+		field := func(name, value string) {
+			if value != "" {
+				tw.row(name, value)
+			}
+		}
+		field("ID", t.ID)
+		field("Name", clean(t.Name, 200))
+		field("Type", t.Type)
+		field("Status", statusText(t, now))
+		field("Attempt", fmt.Sprintf("%d of %d", t.Attempt, t.MaxAttempts))
+		if t.Status == s3task.StatusRunning {
+			field("Worker", t.WorkerID)
+			field("Lease until", stamp(t.LeaseExpiresAt, now))
+		}
+		field("Last error", clean(t.LastError, 300))
+		field("Error category", t.ErrorCategory)
+		field("Cancel reason", clean(t.CancelReason, 200))
+		if t.Purging {
+			field("Purging", "yes: a purge is deleting this task; no change is allowed")
+		}
+		field("Progress", progressText(t))
+		field("Input", fmt.Sprintf("%s (%d bytes)", t.InputPath, t.InputSize))
+		field("Output", t.OutputPath)
+		field("Created", stamp(t.CreatedAt, now)+byWhom(t.CreatedBy))
+		field("Updated", stamp(t.UpdatedAt, now))
+		field("Marker", markerText(t, doc.Marker))
+		field("Payload", clean(string(t.Payload), 200))
+		tw.flush()
+
+		fmt.Fprintln(c.stdout, "\nAttempts:")
+		if len(doc.Attempts) == 0 {
+			fmt.Fprintln(c.stdout, "  none yet")
+		}
+		tw = newTable(c.stdout)
+		for _, a := range doc.Attempts {
+			out := "no output"
+			if a.Output != "" {
+				out = "output " + a.Output
+			}
+			note := ""
+			if a.Latest {
+				note = "(latest)"
+			}
+			tw.row("  "+strconv.Itoa(a.Attempt), out, note)
+		}
+		tw.flush()
+
+		fmt.Fprintf(c.stdout, "\nObjects in %s:\n", dir)
+		tw = newTable(c.stdout)
+		tw.row("  KEY", "SIZE", "MODIFIED", "KIND")
+		for _, o := range doc.Objects {
+			tw.row("  "+strings.TrimPrefix(o.Key, dir), strconv.FormatInt(o.Size, 10), stamp(o.LastModified, now), o.Kind)
+		}
+		tw.flush()
+		return nil
+	}
+}
+
+// markerText explains the marker's state for the task's status.
+func markerText(t *s3task.Task, present bool) string {
+	pending := t.Status == s3task.StatusQueued || t.Status == s3task.StatusRunning ||
+		(t.Status == s3task.StatusFailed && !t.RetryAt.IsZero())
+	switch {
+	case pending && present:
+		return "present"
+	case pending:
+		return "MISSING: no worker will find this task; run s3taskctl reconcile"
+	case present && t.Terminal():
+		return "present but stale (harmless: workers and reconcile remove it)"
+	case present:
+		return "present"
+	}
+	return "none"
+}
+
+// ---- watch ----
+
+func watchCmd(fs *flag.FlagSet) runFunc {
+	interval := fs.Duration("interval", time.Second, "time between reads of the record")
+	return func(ctx context.Context, c *cli, pos []string) error {
+		if *interval < 10*time.Millisecond {
+			return usageErr(fmt.Errorf("-interval %s: want at least 10ms", *interval))
+		}
+		id := pos[0]
+		if err := s3task.ParseID(id); err != nil {
+			return err
+		}
+		store, err := c.open(ctx)
+		if err != nil {
+			return err
+		}
+		tty := isTerminal(c.stdout)
+		tick := time.NewTicker(*interval)
+		defer tick.Stop()
+		var t *s3task.Task
+		lastLine, failures := "", 0
+		for {
+			got, err := store.Get(ctx, id)
+			switch {
+			case err == nil:
+				t, failures = got, 0
+			case errors.Is(err, s3task.ErrNotFound), errors.Is(err, s3task.ErrCorruptRecord), errors.Is(err, s3task.ErrUnsupportedSchema):
+				c.endLine(tty, lastLine)
+				return err
+			case ctx.Err() != nil:
+			default:
+				// One failed read is not the end of a long watch.
+				if failures++; failures >= 5 {
+					c.endLine(tty, lastLine)
+					return err
+				}
+				fmt.Fprintf(c.stderr, "s3taskctl: read %s: %v (retrying)\n", id, err)
+			}
+			if t != nil && !c.set.json {
+				if line := progressLine(t); line != lastLine {
+					if tty {
+						fmt.Fprintf(c.stdout, "\r%s\x1b[K", line)
+					} else {
+						fmt.Fprintln(c.stdout, line)
+					}
+					lastLine = line
+				}
+			}
+			if t != nil && t.Terminal() {
+				c.endLine(tty, lastLine)
+				return c.watchResult(t)
+			}
+			if ctx.Err() != nil {
+				c.endLine(tty, lastLine)
+				status := "unknown"
+				if t != nil {
+					status = string(t.Status)
+				}
+				return &cmdError{exit: exitFailed, code: "timeout", err: fmt.Errorf("task %s is still %s: %w", id, status, context.Cause(ctx))}
+			}
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
+		}
+	}
+}
+
+// endLine ends a progress bar drawn in place.
+func (c *cli) endLine(tty bool, last string) {
+	if tty && last != "" {
+		fmt.Fprintln(c.stdout)
+	}
+}
+
+// watchResult prints the finished task and turns its outcome into the exit
+// code.
+func (c *cli) watchResult(t *s3task.Task) error {
+	if c.set.json {
+		c.writeJSON(docOf(t))
+	} else {
+		fmt.Fprintf(c.stdout, "task %s %s\n", t.ID, t.Status)
+	}
+	if t.Status == s3task.StatusCompleted {
+		return nil
+	}
+	why := t.LastError
+	if t.Status == s3task.StatusAbandoned {
+		why = t.CancelReason
+	}
+	return &cmdError{exit: exitFailed, code: "task_" + string(t.Status), documented: true,
+		err: fmt.Errorf("task %s %s: %s", t.ID, t.Status, why)}
+}
+
+// ---- retry, cancel ----
+
+func retryCmd(fs *flag.FlagSet) runFunc {
+
+	return func(ctx context.Context, c *cli, pos []string) error {
+		store, err := c.open(ctx)
+		if err != nil {
+			return err
+		}
+		t, err := store.Retry(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		return c.printTask(t, fmt.Sprintf("task %s queued for attempt %d of %d", t.ID, t.Attempt+1, t.MaxAttempts))
+	}
+}
+
+func cancelCmd(fs *flag.FlagSet) runFunc {
+	reason := fs.String("reason", "cancelled with s3taskctl", "why, kept in the record (at most 1024 bytes)")
+	return func(ctx context.Context, c *cli, pos []string) error {
+		store, err := c.open(ctx)
+		if err != nil {
+			return err
+		}
+		t, err := store.Cancel(ctx, pos[0], *reason)
+		if err != nil {
+			return err
+		}
+		return c.printTask(t, fmt.Sprintf("task %s abandoned: %s", t.ID, t.CancelReason))
+	}
+}
+
+func (c *cli) printTask(t *s3task.Task, line string) error {
+	if c.set.json {
+		c.writeJSON(docOf(t))
+	} else {
+		fmt.Fprintln(c.stdout, line)
+	}
+	return nil
+}
+
+// ---- stats ----
+
+type statsDoc struct {
+	ReadAt    time.Time  `json:"read_at"`
+	Since     *time.Time `json:"since,omitempty"`
+	MaxTasks  int        `json:"max_tasks"`
+	Tasks     int        `json:"tasks"`
+	Truncated bool       `json:"truncated"`
+	// ByStatus has every status, zero or not.
+	ByStatus                   map[string]int `json:"by_status"`
+	Unfinished                 int            `json:"unfinished"`
+	WaitingRetry               int            `json:"waiting_retry"`
+	OldestUnfinished           *oldestDoc     `json:"oldest_unfinished"`
+	OldestUnfinishedAgeSeconds float64        `json:"oldest_unfinished_age_seconds"`
+	AttemptsOver               int            `json:"attempts_over"`
+	OverAttempts               int            `json:"over_attempts"`
+	Failures                   map[string]int `json:"failures"`
+	Broken                     int            `json:"broken"`
+}
+
+type oldestDoc struct {
+	ID        string    `json:"task_id"`
+	Status    string    `json:"status"`
+	Name      string    `json:"task_name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+func statsCmd(fs *flag.FlagSet) runFunc {
+	since := fs.String("since", "", "count only tasks created in this window: a duration back from now (24h, 7d) or an RFC 3339 time")
+	maxTasks := fs.Int("max-tasks", s3task.DefaultStatsMaxTasks, "read at most this many records, newest first (one GET each)")
+	over := fs.Int("attempts-over", 1, "count the tasks whose attempt number is above this")
+	return func(ctx context.Context, c *cli, _ []string) error {
+		from, err := parseSince(*since, time.Now())
+		if err != nil {
+			return usageErr(err)
+		}
+		if *maxTasks < 1 {
+			return usageErr(fmt.Errorf("-max-tasks %d: want at least 1", *maxTasks))
+		}
+		if *over < 1 {
+			return usageErr(fmt.Errorf("-attempts-over %d: want at least 1", *over))
+		}
+		store, err := c.open(ctx)
+		if err != nil {
+			return err
+		}
+		st, err := store.Stats(ctx, s3task.StatsOptions{Since: from, MaxTasks: *maxTasks, AttemptsOver: *over})
+		if err != nil {
+			return err
+		}
+		doc := statsDoc{
+			Tasks: st.Tasks, Truncated: st.Truncated, ByStatus: map[string]int{},
+			Unfinished: st.Unfinished, WaitingRetry: st.WaitingRetry, AttemptsOver: *over,
+			OverAttempts: st.OverAttempts, Failures: st.Failures, Broken: st.Broken,
+			MaxTasks: *maxTasks, ReadAt: time.Now().UTC(),
+		}
+		if !from.IsZero() {
+			f := from.UTC()
+			doc.Since = &f
+		}
+		for _, s := range allStatuses {
+			doc.ByStatus[string(s)] = st.ByStatus[s]
+		}
+		if o := st.OldestUnfinished; o != nil {
+			doc.OldestUnfinished = &oldestDoc{ID: o.ID, Status: string(o.Status), Name: o.Name, CreatedAt: o.CreatedAt}
+			doc.OldestUnfinishedAgeSeconds = st.OldestUnfinishedAge.Seconds()
+		}
+		if c.set.json {
+			c.writeJSON(doc)
+			return nil
+		}
+		scope := ""
+		if doc.Since != nil {
+			scope = " created since " + doc.Since.Format(time.RFC3339)
+		}
+		fmt.Fprintf(c.stdout, "%s%s read, newest first\n", plural(st.Tasks, "task"), scope)
+		if st.Truncated {
+			fmt.Fprintf(c.stdout, "note: -max-tasks %d stopped the count: the figures cover the newest %d records only\n", *maxTasks, *maxTasks)
+		}
+		tw := newTable(c.stdout)
+		for _, s := range allStatuses {
+			tw.row("  "+string(s), strconv.Itoa(st.ByStatus[s]))
+		}
+		tw.row("unfinished", strconv.Itoa(st.Unfinished), "queued, running, or failed waiting for a retry")
+		tw.row("waiting retry", strconv.Itoa(st.WaitingRetry))
+		if o := st.OldestUnfinished; o != nil {
+			tw.row("oldest unfinished", o.ID, fmt.Sprintf("%s, created %s ago", o.Status, st.OldestUnfinishedAge.Round(time.Second)))
+		} else {
+			tw.row("oldest unfinished", "none")
+		}
+		tw.row(fmt.Sprintf("over %d attempt(s)", *over), strconv.Itoa(st.OverAttempts))
+		tw.row("unreadable records", strconv.Itoa(st.Broken))
+		tw.flush()
+		if len(st.Failures) > 0 {
+			fmt.Fprintln(c.stdout, "failed tasks by error category:")
+			tw = newTable(c.stdout)
+			cats := make([]string, 0, len(st.Failures))
+			for k := range st.Failures {
+				cats = append(cats, k)
+			}
+			slices.Sort(cats)
+			for _, k := range cats {
+				tw.row("  "+k, strconv.Itoa(st.Failures[k]))
+			}
+			tw.flush()
+		}
+		return nil
+	}
+}
+
+var allStatuses = []s3task.Status{
+	s3task.StatusCreated, s3task.StatusQueued, s3task.StatusRunning,
+	s3task.StatusCompleted, s3task.StatusFailed, s3task.StatusAbandoned,
+}
+
+// ---- reconcile ----
+
+type reconcileDoc struct {
+	DryRun   bool        `json:"dry_run"`
+	Tasks    int         `json:"tasks"`
+	Restored []string    `json:"restored"`
+	Removed  []string    `json:"removed"`
+	Broken   []brokenDoc `json:"broken"`
+	Clean    bool        `json:"clean"`
+	Error    string      `json:"error,omitempty"`
+}
+
+func reconcileCmd(fs *flag.FlagSet) runFunc {
+	since := fs.String("since", "", "look only at tasks created in this window: a duration back from now (24h, 7d) or an RFC 3339 time")
+	dry := fs.Bool("dry-run", false, "report what would be repaired and change nothing")
+	return func(ctx context.Context, c *cli, _ []string) error {
+		from, err := parseSince(*since, time.Now())
+		if err != nil {
+			return usageErr(err)
+		}
+		store, err := c.open(ctx)
+		if err != nil {
+			return err
+		}
+		r, err := store.Reconcile(ctx, s3task.ReconcileOptions{Since: from, DryRun: *dry})
+		if r == nil {
+			return err
+		}
+		doc := reconcileDoc{DryRun: *dry, Tasks: r.Tasks, Restored: orEmpty(r.Restored), Removed: orEmpty(r.Removed),
+			Broken: brokenDocs(r.Broken), Clean: r.Clean()}
+		if err != nil {
+			doc.Error = err.Error()
+		}
+		if c.set.json {
+			c.writeJSON(doc)
+		} else {
+			verb := map[bool]string{false: "", true: "would be "}[*dry]
+			fmt.Fprintf(c.stdout, "%s read\n", plural(r.Tasks, "task"))
+			fmt.Fprintf(c.stdout, "%s %srestored\n", plural(len(r.Restored), "missing marker"), verb)
+			for _, id := range r.Restored {
+				fmt.Fprintln(c.stdout, "  "+id)
+			}
+			fmt.Fprintf(c.stdout, "%s %sremoved\n", plural(len(r.Removed), "stale marker"), verb)
+			for _, key := range r.Removed {
+				fmt.Fprintln(c.stdout, "  "+key)
+			}
+			fmt.Fprintf(c.stdout, "%s (left as they are)\n", plural(len(r.Broken), "unreadable record"))
+			for _, b := range doc.Broken {
+				fmt.Fprintf(c.stdout, "  %s: %s\n", b.Key, b.Error)
+			}
+			switch {
+			case *dry:
+				fmt.Fprintln(c.stdout, "dry run: nothing was changed")
+			case r.Clean():
+				fmt.Fprintln(c.stdout, "clean: the index matches the records")
+			}
+		}
+		if err != nil {
+			return &cmdError{exit: exitFailed, code: "repair_failed", documented: true, err: fmt.Errorf("some repairs failed (run reconcile again): %w", err)}
+		}
+		return nil
+	}
+}
+
+// ---- purge ----
+
+type purgeDoc struct {
+	DryRun  bool        `json:"dry_run"`
+	Cutoff  time.Time   `json:"cutoff"`
+	Tasks   int         `json:"tasks"`
+	Purged  []string    `json:"purged"`
+	Objects int         `json:"objects"`
+	Kept    int         `json:"kept"`
+	Broken  []brokenDoc `json:"broken"`
+	Error   string      `json:"error,omitempty"`
+}
+
+func purgeCmd(fs *flag.FlagSet) runFunc {
+	olderThan := fs.String("older-than", "", "purge finished tasks created more than this long ago, e.g. 30d or 720h (required)")
+	yes := fs.Bool("yes", false, "really delete; without it purge is a dry run")
+	limit := fs.Int("limit", 0, "delete at most this many tasks (0: no limit)")
+	return func(ctx context.Context, c *cli, _ []string) error {
+		if *olderThan == "" {
+			return usageErr(errors.New("purge needs -older-than, e.g. -older-than 30d"))
+		}
+		age, err := parseAge(*olderThan)
+		if err != nil {
+			return usageErr(fmt.Errorf("-older-than: %w", err))
+		}
+		if age <= 0 {
+			return usageErr(fmt.Errorf("-older-than %s: want a positive duration", *olderThan))
+		}
+		if *limit < 0 {
+			return usageErr(fmt.Errorf("-limit %d: must not be negative", *limit))
+		}
+		store, err := c.open(ctx)
+		if err != nil {
+			return err
+		}
+		cutoff := time.Now().Add(-age).UTC().Truncate(time.Millisecond)
+		r, err := store.Purge(ctx, cutoff, s3task.PurgeOptions{DryRun: !*yes, Limit: *limit})
+		if r == nil {
+			return err
+		}
+		doc := purgeDoc{DryRun: !*yes, Cutoff: cutoff, Tasks: r.Tasks, Purged: orEmpty(r.Purged), Objects: r.Objects, Kept: r.Kept, Broken: brokenDocs(r.Broken)}
+		if err != nil {
+			doc.Error = err.Error()
+		}
+		if c.set.json {
+			c.writeJSON(doc)
+		} else {
+			fmt.Fprintf(c.stdout, "%s created before %s read; %d unfinished kept\n", plural(r.Tasks, "task"), cutoff.Format(time.RFC3339), r.Kept)
+			if doc.DryRun {
+				fmt.Fprintf(c.stdout, "dry run: %s would be deleted; run again with -yes to delete\n", plural(len(r.Purged), "finished task"))
+			} else {
+				fmt.Fprintf(c.stdout, "%s deleted (%s)\n", plural(len(r.Purged), "finished task"), plural(r.Objects, "object"))
+			}
+			for _, id := range r.Purged {
+				fmt.Fprintln(c.stdout, "  "+id)
+			}
+			for _, b := range doc.Broken {
+				fmt.Fprintf(c.stdout, "unreadable, left alone: %s: %s\n", b.Key, b.Error)
+			}
+		}
+		if err != nil {
+			return &cmdError{exit: exitFailed, code: "purge_failed", documented: true, err: fmt.Errorf("purge stopped (run it again to finish): %w", err)}
+		}
+		return nil
+	}
+}
+
+// ---- check ----
+
+type checkDoc struct {
+	Bucket            string `json:"bucket"`
+	Prefix            string `json:"prefix"`
+	Endpoint          string `json:"endpoint"` // "" for AWS
+	Reachable         bool   `json:"reachable"`
+	ConditionalWrites bool   `json:"conditional_writes"`
+	Listing           bool   `json:"listing"`
+	Detail            string `json:"detail,omitempty"`
+}
+
+func checkCmd(fs *flag.FlagSet) runFunc {
+
+	return func(ctx context.Context, c *cli, _ []string) error {
+		store, err := c.open(ctx)
+		if err != nil {
+			return err
+		}
+		doc := checkDoc{Bucket: store.Bucket(), Prefix: store.Prefix(), Endpoint: c.endpoint}
+		checkErr := store.CheckBackend(ctx)
+		switch {
+		case checkErr == nil:
+			doc.Reachable, doc.ConditionalWrites = true, true
+		case errors.Is(checkErr, s3task.ErrConditionalWritesUnsupported):
+			doc.Reachable = true
+			doc.Detail = checkErr.Error()
+		default:
+			doc.Detail = checkErr.Error()
+		}
+		if doc.Reachable {
+			if _, err := store.List(ctx, s3task.ListOptions{Limit: 1}); err != nil {
+				doc.Detail = strings.TrimPrefix(doc.Detail+"; ", "; ") + "list: " + err.Error()
+				if checkErr == nil {
+					checkErr = err
+				}
+			} else {
+				doc.Listing = true
+			}
+		}
+		if c.set.json {
+			c.writeJSON(doc)
+		} else {
+			where := "AWS S3"
+			if doc.Endpoint != "" {
+				where = doc.Endpoint
+			}
+			tw := newTable(c.stdout)
+			tw.row("store", where)
+			tw.row("bucket", doc.Bucket)
+			tw.row("prefix", doc.Prefix)
+			tw.row("reachable", yesNo(doc.Reachable))
+			if doc.Reachable {
+				tw.row("If-None-Match: * create", enforced(doc.ConditionalWrites))
+				tw.row("If-Match with a stale ETag", enforced(doc.ConditionalWrites))
+				tw.row("listing tasks", yesNo(doc.Listing))
+			}
+			tw.flush()
+			if checkErr == nil {
+				fmt.Fprintln(c.stdout, "OK: s3task can run on this store")
+			}
+		}
+		if checkErr != nil {
+			exit, code := classify(checkErr)
+			if exit != exitUnavailable && errors.Is(checkErr, s3task.ErrConditionalWritesUnsupported) {
+				exit = exitUnavailable
+			}
+			return &cmdError{exit: exit, code: code, documented: true, err: checkErr}
+		}
+		return nil
+	}
+}
+
+// plural is "1 task", "2 tasks".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+func yesNo(b bool) string { return map[bool]string{true: "yes", false: "NO"}[b] }
+
+func enforced(b bool) string {
+	if b {
+		return "refused as it must be"
+	}
+	return "NOT ENFORCED: two workers could both claim one task"
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/aws/smithy-go"
+
+	"github.com/s3task/s3task"
+)
+
+// taskDoc is a task as -json prints it: the record's own snake_case fields
+// plus three the command works out.
+type taskDoc struct {
+	*s3task.Task
+	// Terminal: finished; nothing more happens without an operator.
+	Terminal bool `json:"terminal"`
+	// Retryable and Cancelable: whether retry and cancel would be accepted
+	// now.
+	Retryable  bool `json:"retryable"`
+	Cancelable bool `json:"cancelable"`
+}
+
+func docOf(t *s3task.Task) taskDoc {
+	return taskDoc{Task: t, Terminal: t.Terminal(), Retryable: t.Retryable(), Cancelable: t.Cancelable()}
+}
+
+// brokenDoc is a record that cannot be read.
+type brokenDoc struct {
+	Key   string `json:"key"`
+	Error string `json:"error"`
+}
+
+func brokenDocs(bs []*s3task.RecordError) []brokenDoc {
+	out := []brokenDoc{}
+	for _, b := range bs {
+		out = append(out, brokenDoc{Key: b.Key, Error: b.Err.Error()})
+	}
+	return out
+}
+
+type listDoc struct {
+	Tasks        []taskDoc   `json:"tasks"`
+	Broken       []brokenDoc `json:"broken"`
+	NextCursor   string      `json:"next_cursor,omitempty"`
+	Read         int         `json:"read"` // readable tasks in the page, before -status
+	StatusFilter []string    `json:"status_filter,omitempty"`
+	Note         string      `json:"note,omitempty"`
+}
+
+// table writes aligned columns.
+type table struct{ tw *tabwriter.Writer }
+
+func newTable(w io.Writer) *table { return &table{tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)} }
+
+func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")) }
+func (t *table) flush()              { _ = t.tw.Flush() }
+
+// clean makes text from a record safe for one table cell: control
+// characters (tabs, newlines, escape sequences) become spaces, and it is
+// cut to n runes.
+func clean(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// statusText is the status with what it implies for a failed task.
+func statusText(t *s3task.Task, now time.Time) string {
+	switch {
+	case t.Purging:
+		return string(t.Status) + " (purging)"
+	case t.Status == s3task.StatusFailed && t.RetryAt.IsZero():
+		return "failed (final)"
+	case t.Status == s3task.StatusFailed:
+		if d := t.RetryAt.Sub(now); d > 0 {
+			return "failed (retry in " + d.Round(time.Second).String() + ")"
+		}
+		return "failed (retry due)"
+	}
+	return string(t.Status)
+}
+
+func attemptText(t *s3task.Task) string { return fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts) }
+
+func progressText(t *s3task.Task) string {
+	switch {
+	case t.RowCount > 0:
+		return fmt.Sprintf("%d/%d", t.ProcessedCount, t.RowCount)
+	case t.ProcessedCount > 0:
+		return fmt.Sprintf("%d", t.ProcessedCount)
+	}
+	return "-"
+}
+
+// progressLine is watch's progress bar.
+func progressLine(t *s3task.Task) string {
+	const width = 30
+	state := string(t.Status)
+	if t.Attempt > 0 {
+		state += fmt.Sprintf(", attempt %d of %d", t.Attempt, t.MaxAttempts)
+	}
+	if t.Status == s3task.StatusFailed && !t.RetryAt.IsZero() {
+		state += ", retry at " + t.RetryAt.UTC().Format("15:04:05Z")
+	}
+	frac := -1.0
+	switch {
+	case t.Status == s3task.StatusCompleted:
+		frac = 1
+	case t.RowCount > 0:
+		frac = min(float64(t.ProcessedCount)/float64(t.RowCount), 1)
+	}
+	if frac < 0 {
+		return fmt.Sprintf("[%s]   ?%%  %d rows  %s", strings.Repeat(".", width), t.ProcessedCount, state)
+	}
+	filled := int(frac * width)
+	return fmt.Sprintf("[%s%s] %3.0f%%  %d/%d rows  %s",
+		strings.Repeat("#", filled), strings.Repeat(".", width-filled), frac*100, t.ProcessedCount, t.RowCount, state)
+}
+
+// stamp formats a time with how long ago (or ahead) it is.
+func stamp(t, now time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := now.Sub(t).Round(time.Second)
+	rel := d.String() + " ago"
+	if d < 0 {
+		rel = "in " + (-d).String()
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z") + " (" + rel + ")"
+}
+
+// ago is the age of t, short, for tables.
+func ago(t, now time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return d.Round(time.Second).String() + " ago"
+	case d < 48*time.Hour:
+		return d.Round(time.Minute).String() + " ago"
+	}
+	return t.UTC().Format("2006-01-02")
+}
+
+func byWhom(who string) string {
+	if who == "" {
+		return ""
+	}
+	return " by " + clean(who, 64)
+}
+
+// isTerminal reports whether w is a terminal, where watch redraws its bar
+// in place.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// isNotFound reports whether an S3 error says the object is not there.
+func isNotFound(err error) bool {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "NotFound", "NoSuchKey":
+			return true
+		}
+	}
+	return false
+}

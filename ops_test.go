@@ -1,0 +1,1517 @@
+package s3task_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/internal/s3test"
+)
+
+// The operations tests: Reconcile, Stats, Purge, failure categories and the
+// poll and reconcile hooks. They share the package with the store and
+// worker tests, so their helpers carry an "ops" prefix.
+
+// opsWait bounds every wait for something that should happen. Reaching it
+// is a failure.
+const opsWait = 20 * time.Second
+
+// opsInput is the input every prepared task gets.
+const opsInput = "a,b\n1,2\n"
+
+// opsEnv is what an operations test works with: an in-process S3, a Store
+// that prepares tasks, and a raw client to plant and inspect objects.
+type opsEnv struct {
+	ctx   context.Context
+	srv   *s3test.Server
+	store *s3task.Store
+	raw   *s3.Client
+}
+
+func setupOps(t *testing.T) *opsEnv {
+	t.Helper()
+	srv := s3test.New(t)
+	e := &opsEnv{ctx: t.Context(), srv: srv, raw: srv.Client()}
+	e.store = e.newStore(t, nil)
+	return e
+}
+
+func opsQuietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// newStore returns a Store with its own S3 client, as another machine would
+// have. A nil clock is the real one.
+func (e *opsEnv) newStore(t *testing.T, clock func() time.Time, wrap ...func(http.RoundTripper) http.RoundTripper) *s3task.Store {
+	t.Helper()
+	st, err := s3task.NewStore(e.srv.Client(wrap...), e.srv.Bucket, &s3task.StoreOptions{
+		InputExt: ".csv", OutputExt: ".csv", Clock: clock, Logger: opsQuietLog(),
+	})
+	if err != nil {
+		t.Fatalf("NewStore: %v", err)
+	}
+	return st
+}
+
+// createAgo creates a task whose creation time (and ID) lies ago in the
+// past. It uses a fresh Store whose clock is behind by ago: a Store stamps
+// its first write by its own clock, before any server Date corrects it.
+func (e *opsEnv) createAgo(t *testing.T, ago time.Duration, name string) *s3task.Task {
+	t.Helper()
+	st := e.newStore(t, func() time.Time { return time.Now().Add(-ago) })
+	task, err := st.Create(e.ctx, s3task.CreateParams{Name: name})
+	if err != nil {
+		t.Fatalf("Create(%s): %v", name, err)
+	}
+	if got := time.Since(task.CreatedAt); got < ago-time.Minute || got > ago+time.Minute {
+		t.Fatalf("task %q created %s ago, want about %s", name, got, ago)
+	}
+	return task
+}
+
+// opsStates are the states prepare knows.
+var opsStates = []string{"created", "queued", "running", "completed", "failed", "failed-waiting", "abandoned"}
+
+// prepare uploads the input of a created task and brings it to state:
+// created (input only), queued, running, completed (with the output of
+// attempt 1), failed (final), failed-waiting (a retry in an hour),
+// abandoned. The record is written as a worker would have; the marker is
+// whatever Submit and Cancel left, so tests set markers explicitly.
+func (e *opsEnv) prepare(t *testing.T, task *s3task.Task, state string) *s3task.Task {
+	t.Helper()
+	id := task.ID
+	if err := e.store.UploadInput(e.ctx, id, strings.NewReader(opsInput)); err != nil {
+		t.Fatalf("UploadInput(%s): %v", id, err)
+	}
+	switch state {
+	case "created":
+		return e.get(t, id)
+	case "abandoned":
+		got, err := e.store.Cancel(e.ctx, id, "not needed")
+		if err != nil {
+			t.Fatalf("Cancel(%s): %v", id, err)
+		}
+		return got
+	}
+	if _, err := e.store.Submit(e.ctx, id); err != nil {
+		t.Fatalf("Submit(%s): %v", id, err)
+	}
+	inAnHour := time.Now().UTC().Add(time.Hour).Truncate(time.Millisecond)
+	switch state {
+	case "queued":
+	case "running":
+		e.rewrite(t, id, func(x *s3task.Task) {
+			x.Status, x.Attempt, x.WorkerID, x.LeaseExpiresAt = s3task.StatusRunning, 1, "worker-elsewhere", inAnHour
+		})
+	case "completed":
+		key, err := e.store.OutputKey(id, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.put(t, key, []byte("output of attempt 1"))
+		e.rewrite(t, id, func(x *s3task.Task) {
+			x.Status, x.Attempt, x.OutputPath = s3task.StatusCompleted, 1, key
+		})
+	case "failed":
+		e.rewrite(t, id, func(x *s3task.Task) {
+			x.Status, x.Attempt, x.LastError, x.ErrorCategory = s3task.StatusFailed, 1, "bad row", "permanent"
+		})
+	case "failed-waiting":
+		e.rewrite(t, id, func(x *s3task.Task) {
+			x.Status, x.Attempt, x.LastError, x.ErrorCategory, x.RetryAt = s3task.StatusFailed, 1, "timeout", "transient", inAnHour
+		})
+	default:
+		t.Fatalf("unknown state %q", state)
+	}
+	return e.get(t, id)
+}
+
+// rewrite reads a record, lets edit change it, and writes it back raw with
+// a fresh revision, as a worker's write would look.
+func (e *opsEnv) rewrite(t *testing.T, id string, edit func(*s3task.Task)) {
+	t.Helper()
+	task := e.get(t, id)
+	edit(task)
+	task.Revision = strings.ToLower(rand.Text())
+	body, err := json.Marshal(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.put(t, e.recordKey(id), body)
+}
+
+func (e *opsEnv) get(t *testing.T, id string) *s3task.Task {
+	t.Helper()
+	task, err := e.store.Get(e.ctx, id)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", id, err)
+	}
+	return task
+}
+
+func (e *opsEnv) recordKey(id string) string { return e.store.Prefix() + id + "/status.json" }
+func (e *opsEnv) markerKey(id string) string { return e.store.Prefix() + "active/" + id }
+func (e *opsEnv) folder(id string) string    { return e.store.Prefix() + id + "/" }
+
+func (e *opsEnv) inputKey(t *testing.T, id string) string {
+	t.Helper()
+	key, err := e.store.InputKey(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+func (e *opsEnv) put(t *testing.T, key string, body []byte) {
+	t.Helper()
+	_, err := e.raw.PutObject(e.ctx, &s3.PutObjectInput{
+		Bucket: &e.srv.Bucket, Key: &key, Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
+	})
+	if err != nil {
+		t.Fatalf("PutObject(%s): %v", key, err)
+	}
+}
+
+func (e *opsEnv) del(t *testing.T, key string) {
+	t.Helper()
+	if _, err := e.raw.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: &e.srv.Bucket, Key: &key}); err != nil {
+		t.Fatalf("DeleteObject(%s): %v", key, err)
+	}
+}
+
+// object returns the bytes at key, or ok=false if there is no object.
+func (e *opsEnv) object(t *testing.T, key string) (body []byte, ok bool) {
+	t.Helper()
+	out, err := e.raw.GetObject(e.ctx, &s3.GetObjectInput{Bucket: &e.srv.Bucket, Key: &key})
+	if err != nil {
+		var nf interface{ ErrorCode() string }
+		if errors.As(err, &nf) && nf.ErrorCode() == "NoSuchKey" {
+			return nil, false
+		}
+		t.Fatalf("GetObject(%s): %v", key, err)
+	}
+	defer out.Body.Close()
+	body, err = io.ReadAll(out.Body)
+	if err != nil {
+		t.Fatalf("read %s: %v", key, err)
+	}
+	return body, true
+}
+
+func (e *opsEnv) hasMarker(t *testing.T, id string) bool {
+	t.Helper()
+	_, ok := e.object(t, e.markerKey(id))
+	return ok
+}
+
+// setMarker makes the task's marker exist or not, whatever was there.
+func (e *opsEnv) setMarker(t *testing.T, id string, on bool) {
+	t.Helper()
+	if on {
+		e.put(t, e.markerKey(id), nil)
+	} else {
+		e.del(t, e.markerKey(id))
+	}
+}
+
+// snapshot returns every key under prefix with its ETag (an MD5 of the
+// bytes on this server, so equal snapshots mean equal bytes).
+func (e *opsEnv) snapshot(t *testing.T, prefix string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	p := s3.NewListObjectsV2Paginator(e.raw, &s3.ListObjectsV2Input{Bucket: &e.srv.Bucket, Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		out, err := p.NextPage(e.ctx)
+		if err != nil {
+			t.Fatalf("list %s: %v", prefix, err)
+		}
+		for _, o := range out.Contents {
+			m[aws.ToString(o.Key)] = aws.ToString(o.ETag)
+		}
+	}
+	return m
+}
+
+// withoutMarkers returns the snapshot without the marker folder and the
+// wake object, which Reconcile and Submit are allowed to change.
+func (e *opsEnv) withoutMarkers(snap map[string]string) map[string]string {
+	m := map[string]string{}
+	for k, v := range snap {
+		if !strings.HasPrefix(k, e.store.Prefix()+"active/") && k != e.store.Prefix()+"_wake" {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// leftovers returns every object in the bucket but the wake object, which
+// Submit and Retry write and nothing deletes.
+func (e *opsEnv) leftovers(t *testing.T) map[string]string {
+	t.Helper()
+	m := e.snapshot(t, "")
+	delete(m, e.store.Prefix()+"_wake")
+	return m
+}
+
+// sorted returns a sorted copy; nil stays nil so cmp can tell "none".
+func sorted(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
+}
+
+func brokenKeys(bs []*s3task.RecordError) []string {
+	var keys []string
+	for _, b := range bs {
+		keys = append(keys, b.Key)
+	}
+	return sorted(keys)
+}
+
+// opsRoundTrip adapts a function to http.RoundTripper.
+type opsRoundTrip func(*http.Request) (*http.Response, error)
+
+func (f opsRoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// opsHold is a transport wrapper that holds back the first request match
+// accepts until release is called, and closes arrived when that request
+// gets there. It lets a test run another party's calls between two
+// requests of one call.
+type opsHold struct {
+	match    func(*http.Request) bool
+	taken    atomic.Bool
+	arrived  chan struct{}
+	released chan struct{}
+	once     sync.Once
+}
+
+func newOpsHold(t *testing.T, match func(*http.Request) bool) *opsHold {
+	h := &opsHold{match: match, arrived: make(chan struct{}), released: make(chan struct{})}
+	t.Cleanup(h.release) // never leave a request held behind a finished test
+	return h
+}
+
+func (h *opsHold) release() { h.once.Do(func() { close(h.released) }) }
+
+func (h *opsHold) wrap(next http.RoundTripper) http.RoundTripper {
+	return opsRoundTrip(func(r *http.Request) (*http.Response, error) {
+		if h.match(r) && h.taken.CompareAndSwap(false, true) {
+			close(h.arrived)
+			select {
+			case <-h.released:
+			case <-r.Context().Done():
+				return nil, r.Context().Err()
+			}
+		}
+		return next.RoundTrip(r)
+	})
+}
+
+// isPut reports whether r is a PUT of key on the test bucket.
+func isPut(r *http.Request, key string) bool {
+	return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/"+key)
+}
+
+// opsAwait returns once ch is closed or yields, failing the test after
+// opsWait.
+func opsAwait[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(opsWait):
+		t.Fatalf("timed out after %s waiting for %s", opsWait, what)
+		panic("unreachable")
+	}
+}
+
+// opsWaitUntil checks cond on a short ticker until it holds, failing the
+// test after d.
+func opsWaitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting until %s", d, what)
+		}
+		<-tick.C
+	}
+}
+
+// opsWorker runs a worker until stop is called or the test ends.
+type opsWorker struct {
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	t      *testing.T
+}
+
+func startOpsWorker(t *testing.T, st *s3task.Store, h s3task.HandlerFunc, opts s3task.WorkerOptions) *opsWorker {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = opsQuietLog()
+	}
+	w, err := s3task.NewWorker(st, h, &opts)
+	if err != nil {
+		t.Fatalf("NewWorker: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ow := &opsWorker{cancel: cancel, done: make(chan error, 1), t: t}
+	go func() { ow.done <- w.Run(ctx) }()
+	t.Cleanup(ow.stop)
+	return ow
+}
+
+func (ow *opsWorker) stop() {
+	ow.once.Do(func() {
+		ow.cancel()
+		select {
+		case err := <-ow.done:
+			if err != nil {
+				ow.t.Errorf("worker Run: %v", err)
+			}
+		case <-time.After(opsWait):
+			ow.t.Errorf("worker Run did not return within %s of its context ending", opsWait)
+		}
+	})
+}
+
+// opsWorkerOptions are fast polls, long leases, no reconcile of its own.
+func opsWorkerOptions(hooks s3task.Hooks) s3task.WorkerOptions {
+	return s3task.WorkerOptions{
+		Concurrency:       2,
+		PollInterval:      5 * time.Millisecond,
+		MaxPollInterval:   50 * time.Millisecond,
+		LeaseDuration:     10 * time.Second,
+		HeartbeatInterval: time.Second,
+		ClockMargin:       2 * time.Second,
+		Backoff:           func(int) time.Duration { return 0 },
+		ShutdownTimeout:   time.Second,
+		ReconcileInterval: -1,
+		Hooks:             hooks,
+	}
+}
+
+// ---- Reconcile ----
+
+func TestReconcileHealsMarkers(t *testing.T) {
+	t.Parallel()
+	e := setupOps(t)
+
+	type want int
+	const (
+		untouched want = iota
+		restored
+		removed
+	)
+	cases := []struct {
+		name   string
+		state  string
+		marker bool // whether the test leaves a marker
+		want   want
+	}{
+		{"queued without marker", "queued", false, restored},
+		{"running without marker", "running", false, restored},
+		{"failed waiting for a retry without marker", "failed-waiting", false, restored},
+		{"completed with a stale marker", "completed", true, removed},
+		{"failed for good with a stale marker", "failed", true, removed},
+		{"abandoned with a stale marker", "abandoned", true, removed},
+		{"queued with its marker", "queued", true, untouched},
+		{"running with its marker", "running", true, untouched},
+		{"completed without marker", "completed", false, untouched},
+		{"failed for good without marker", "failed", false, untouched},
+		// A Submit writes the marker a moment before the record: a fresh
+		// created task with a marker is a Submit under way.
+		{"created just now with a marker", "created", true, untouched},
+		{"created without marker", "created", false, untouched},
+	}
+	ids := map[string]string{} // case name -> task ID
+	var wantRestored, wantRemoved []string
+	for _, c := range cases {
+		task := e.prepare(t, e.createAgo(t, 0, c.name), c.state)
+		e.setMarker(t, task.ID, c.marker)
+		ids[c.name] = task.ID
+		switch c.want {
+		case restored:
+			wantRestored = append(wantRestored, task.ID)
+		case removed:
+			wantRemoved = append(wantRemoved, e.markerKey(task.ID))
+		}
+	}
+
+	// A marker whose task has no record at all.
+	orphan := s3task.NewID()
+	e.setMarker(t, orphan, true)
+	wantRemoved = append(wantRemoved, e.markerKey(orphan))
+
+	// Objects in the marker folder that are not task IDs.
+	for _, key := range []string{"active/not-a-task", "active/" + strings.ToLower(s3task.NewID()), "active/nested/" + s3task.NewID()} {
+		e.put(t, e.store.Prefix()+key, []byte("junk"))
+		wantRemoved = append(wantRemoved, e.store.Prefix()+key)
+	}
+
+	before := e.snapshot(t, "")
+	reconciler := e.newStore(t, nil)
+
+	// A dry run reports every repair and changes nothing.
+	dry, err := reconciler.Reconcile(e.ctx, s3task.ReconcileOptions{DryRun: true})
+	if err != nil {
+		t.Fatalf("Reconcile(DryRun): %v", err)
+	}
+	if diff := cmp.Diff(before, e.snapshot(t, "")); diff != "" {
+		t.Errorf("a dry run changed the bucket (-before +after):\n%s", diff)
+	}
+
+	got, err := reconciler.Reconcile(e.ctx, s3task.ReconcileOptions{})
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	wantTasks := len(cases)
+	for _, r := range []struct {
+		name string
+		r    *s3task.ReconcileReport
+	}{{"dry run", dry}, {"run", got}} {
+		if r.r.Tasks != wantTasks {
+			t.Errorf("%s: Tasks = %d, want %d", r.name, r.r.Tasks, wantTasks)
+		}
+		if diff := cmp.Diff(sorted(wantRestored), sorted(r.r.Restored)); diff != "" {
+			t.Errorf("%s: Restored (-want +got):\n%s", r.name, diff)
+		}
+		if diff := cmp.Diff(sorted(wantRemoved), sorted(r.r.Removed)); diff != "" {
+			t.Errorf("%s: Removed (-want +got):\n%s", r.name, diff)
+		}
+		if len(r.r.Broken) != 0 {
+			t.Errorf("%s: Broken = %v, want none", r.name, r.r.Broken)
+		}
+		if r.r.Clean() {
+			t.Errorf("%s: Clean() = true for a run that found repairs", r.name)
+		}
+	}
+
+	for _, c := range cases {
+		id := ids[c.name]
+		wantMarker := c.marker
+		switch c.want {
+		case restored:
+			wantMarker = true
+		case removed:
+			wantMarker = false
+		}
+		if has := e.hasMarker(t, id); has != wantMarker {
+			t.Errorf("%s: marker present = %t after Reconcile, want %t", c.name, has, wantMarker)
+		}
+	}
+	if e.hasMarker(t, orphan) {
+		t.Errorf("the marker of the task without record is still there")
+	}
+	if left := e.snapshot(t, e.store.Prefix()+"active/"); len(left) != len(wantRestored)+3 {
+		// The restored ones, plus the untouched queued, running and
+		// fresh created markers.
+		t.Errorf("marker folder after Reconcile: %v", left)
+	}
+	// Reconcile changes markers only: every record, input and output is
+	// byte for byte what it was.
+	if diff := cmp.Diff(e.withoutMarkers(before), e.withoutMarkers(e.snapshot(t, ""))); diff != "" {
+		t.Errorf("Reconcile changed objects other than markers (-before +after):\n%s", diff)
+	}
+
+	again, err := reconciler.Reconcile(e.ctx, s3task.ReconcileOptions{})
+	if err != nil {
+		t.Fatalf("second Reconcile: %v", err)
+	}
+	if !again.Clean() || again.Tasks != wantTasks {
+		t.Errorf("second Reconcile: Clean() = %t, Tasks = %d, report %+v; want a clean run over %d tasks", again.Clean(), again.Tasks, again, wantTasks)
+	}
+}
+
+func TestReconcileLeavesBrokenRecordsAlone(t *testing.T) {
+	t.Parallel()
+	e := setupOps(t)
+	good := e.prepare(t, e.createAgo(t, 0, "readable"), "queued")
+
+	corrupt, future := s3task.NewID(), s3task.NewID()
+	corruptBody := []byte(`{"schema_version": 1, "task_id": "` + corrupt + `", "status": "que`)
+	futureBody := []byte(`{"schema_version": 2, "task_id": "` + future + `", "status": "parked", "new_field": {"kept": true}}`)
+	e.put(t, e.recordKey(corrupt), corruptBody)
+	e.put(t, e.recordKey(future), futureBody)
+	e.setMarker(t, corrupt, true) // an unreadable task's marker is kept too
+	before := e.snapshot(t, "")
+
+	for run := 1; run <= 2; run++ {
+		r, err := e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{})
+		if err != nil {
+			t.Fatalf("run %d: Reconcile: %v", run, err)
+		}
+		if r.Tasks != 1 || len(r.Restored) != 0 || len(r.Removed) != 0 {
+			t.Errorf("run %d: Tasks %d, Restored %v, Removed %v; want 1 task (%s) and no repair", run, r.Tasks, r.Restored, r.Removed, good.ID)
+		}
+		if diff := cmp.Diff(sorted([]string{e.recordKey(corrupt), e.recordKey(future)}), brokenKeys(r.Broken)); diff != "" {
+			t.Errorf("run %d: Broken keys (-want +got):\n%s", run, diff)
+		}
+		for _, b := range r.Broken {
+			want := s3task.ErrCorruptRecord
+			if b.Key == e.recordKey(future) {
+				want = s3task.ErrUnsupportedSchema
+			}
+			if !errors.Is(b, want) {
+				t.Errorf("run %d: broken %s: %v, want an error wrapping %v", run, b.Key, b, want)
+			}
+		}
+		if r.Clean() {
+			t.Errorf("run %d: Clean() = true with broken records", run)
+		}
+		if diff := cmp.Diff(before, e.snapshot(t, "")); diff != "" {
+			t.Errorf("run %d: Reconcile changed the bucket (-before +after):\n%s", run, diff)
+		}
+	}
+	for key, want := range map[string][]byte{e.recordKey(corrupt): corruptBody, e.recordKey(future): futureBody} {
+		if got, _ := e.object(t, key); !bytes.Equal(got, want) {
+			t.Errorf("%s is now %q, want it byte for byte as written: %q", key, got, want)
+		}
+	}
+}
+
+func TestReconcileSince(t *testing.T) {
+	t.Parallel()
+	e := setupOps(t)
+	oldQueued := e.prepare(t, e.createAgo(t, 2*time.Hour, "old queued"), "queued")
+	oldDone := e.prepare(t, e.createAgo(t, 2*time.Hour, "old completed"), "completed")
+	newQueued := e.prepare(t, e.createAgo(t, 0, "new queued"), "queued")
+	newDone := e.prepare(t, e.createAgo(t, 0, "new completed"), "completed")
+	for _, id := range []string{oldQueued.ID, newQueued.ID} {
+		e.setMarker(t, id, false)
+	}
+	for _, id := range []string{oldDone.ID, newDone.ID} {
+		e.setMarker(t, id, true)
+	}
+	// Markers without records, one from before the window and one in it.
+	oldOrphan := s3task.NewIDAt(time.Now().Add(-3 * time.Hour))
+	newOrphan := s3task.NewID()
+	e.setMarker(t, oldOrphan, true)
+	e.setMarker(t, newOrphan, true)
+
+	r, err := e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{Since: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if r.Tasks != 2 {
+		t.Errorf("Tasks = %d, want the 2 created in the last hour", r.Tasks)
+	}
+	if diff := cmp.Diff([]string{newQueued.ID}, r.Restored); diff != "" {
+		t.Errorf("Restored (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(sorted([]string{e.markerKey(newDone.ID), e.markerKey(newOrphan)}), sorted(r.Removed)); diff != "" {
+		t.Errorf("Removed (-want +got):\n%s", diff)
+	}
+	for id, want := range map[string]bool{
+		oldQueued.ID: false, oldDone.ID: true, oldOrphan: true, // out of the window: left as they were
+		newQueued.ID: true, newDone.ID: false, newOrphan: false,
+	} {
+		if got := e.hasMarker(t, id); got != want {
+			t.Errorf("marker of %s present = %t, want %t", id, got, want)
+		}
+	}
+
+	all, err := e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{})
+	if err != nil {
+		t.Fatalf("Reconcile without Since: %v", err)
+	}
+	if all.Tasks != 4 || !slices.Equal(all.Restored, []string{oldQueued.ID}) {
+		t.Errorf("Reconcile without Since: Tasks %d, Restored %v; want 4 tasks and %s restored", all.Tasks, all.Restored, oldQueued.ID)
+	}
+}
+
+// TestReconcileRemovesMarkerOfDeadSubmit leaves a created task with a
+// marker for longer than any Submit takes between its two writes: that
+// Submit died after writing the marker. The server's clock is moved on, so
+// the record and the marker are both old.
+func TestReconcileRemovesMarkerOfDeadSubmit(t *testing.T) {
+	t.Parallel()
+	e := setupOps(t)
+	dead := e.prepare(t, e.createAgo(t, 0, "submit died"), "created")
+	e.setMarker(t, dead.ID, true)
+	e.srv.Advance(11 * time.Minute)
+
+	r, err := e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{})
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if !slices.Equal(r.Removed, []string{e.markerKey(dead.ID)}) || len(r.Restored) != 0 {
+		t.Errorf("Reconcile removed %v, restored %v; want only the marker of %s removed", r.Removed, r.Restored, dead.ID)
+	}
+	if e.hasMarker(t, dead.ID) {
+		t.Error("the dead Submit's marker is still there")
+	}
+	if got := e.get(t, dead.ID); got.Status != s3task.StatusCreated {
+		t.Errorf("the task is %s, want it still created (its upload may be retried)", got.Status)
+	}
+}
+
+// TestReconcileDuringSlowSubmit runs a Reconcile between the two writes of
+// a Submit (marker, then record) of a task created twenty minutes earlier:
+// a user who took a while to upload. The marker is young; only the record
+// is old. Reconcile must not leave the task queued without a marker.
+func TestReconcileDuringSlowSubmit(t *testing.T) {
+	t.Parallel()
+	e := setupOps(t)
+	task := e.prepare(t, e.createAgo(t, 20*time.Minute, "slow upload"), "created")
+
+	hold := newOpsHold(t, func(r *http.Request) bool { return isPut(r, e.recordKey(task.ID)) })
+	submitter := e.newStore(t, nil, hold.wrap)
+	submitted := make(chan error, 1)
+	go func() {
+		_, err := submitter.Submit(e.ctx, task.ID)
+		submitted <- err
+	}()
+	opsAwait(t, hold.arrived, "Submit to write its marker and reach its record write")
+	if !e.hasMarker(t, task.ID) {
+		t.Fatal("Submit reached its record write without writing the marker first")
+	}
+
+	if _, err := e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{}); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	hold.release()
+	if err := opsAwait(t, submitted, "Submit to return"); err != nil {
+		t.Fatalf("Submit: %v", err)
+	}
+	if got := e.get(t, task.ID); got.Status != s3task.StatusQueued {
+		t.Fatalf("after Submit: status %s, want queued", got.Status)
+	}
+	if !e.hasMarker(t, task.ID) {
+		t.Errorf("task %s is queued but Reconcile deleted the marker its Submit had just written: "+
+			"it judged the marker stale by the record's updated_at (20 minutes ago), not by the marker's own age, "+
+			"and its re-check ran before the record write; no worker will see the task until the next reconcile", task.ID)
+	}
+}
+
+// TestReconcileConcurrentWithWorkers runs reconciles in a loop from several
+// processes while workers run fifty tasks and an operator retries the ones
+// that failed. Reconcile only ever adds or drops markers, racing with every
+// other writer of them; nothing may be lost.
+func TestReconcileConcurrentWithWorkers(t *testing.T) {
+	t.Parallel()
+	e := setupOps(t)
+	const (
+		tasks       = 50
+		failEvery   = 5 // every fifth task fails for good on its first attempt
+		reconcilers = 3
+	)
+
+	failures := make(chan *s3task.Task, tasks)
+	hooks := s3task.Hooks{OnFail: func(t *s3task.Task, _ error) {
+		if t.Terminal() {
+			failures <- t
+		}
+	}}
+	handler := func(ctx context.Context, job *s3task.Job) error {
+		if strings.HasPrefix(job.Task.Name, "fail-first") && job.Task.Attempt == 1 {
+			return s3task.Permanent(errors.New("first attempt fails"))
+		}
+		return job.WriteOutput(ctx, strings.NewReader("done\n"))
+	}
+
+	// The reconcilers run from before the first task until the operator
+	// has retried every failure.
+	stop := make(chan struct{})
+	var runs atomic.Int64
+	var wg sync.WaitGroup
+	for i := range reconcilers {
+		st := e.newStore(t, nil)
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := st.Reconcile(e.ctx, s3task.ReconcileOptions{})
+				if err != nil {
+					t.Errorf("reconciler %d: %v", i, err)
+					return
+				}
+				if len(r.Broken) > 0 {
+					t.Errorf("reconciler %d: broken records %v", i, r.Broken)
+				}
+				runs.Add(1)
+			}
+		})
+	}
+	stopReconcilers := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	t.Cleanup(stopReconcilers)
+
+	var workers []*opsWorker
+	for range 2 {
+		opts := opsWorkerOptions(hooks)
+		opts.Concurrency = 3
+		workers = append(workers, startOpsWorker(t, e.newStore(t, nil), handler, opts))
+	}
+
+	ids := make([]string, tasks)
+	wantAttempt := map[string]int{}
+	for i := range tasks {
+		name := fmt.Sprintf("task %d", i)
+		if i%failEvery == 0 {
+			name = fmt.Sprintf("fail-first %d", i)
+		}
+		task, err := e.store.Create(e.ctx, s3task.CreateParams{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.UploadInput(e.ctx, task.ID, strings.NewReader(opsInput)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.store.Submit(e.ctx, task.ID); err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = task.ID
+		wantAttempt[task.ID] = 1
+		if i%failEvery == 0 {
+			wantAttempt[task.ID] = 2
+		}
+	}
+
+	operator := e.newStore(t, nil)
+	for range tasks / failEvery {
+		f := opsAwait(t, failures, "a task's final failure")
+		if got, err := operator.Retry(e.ctx, f.ID); err != nil || got.Status != s3task.StatusQueued {
+			t.Fatalf("Retry(%s) = %v, %v; want it queued", f.ID, got, err)
+		}
+	}
+	stopReconcilers()
+	if runs.Load() < reconcilers {
+		t.Errorf("only %d reconcile runs completed", runs.Load())
+	}
+
+	// With everything stopped, the index must be whole: every task a worker
+	// still has to run has its marker. (A graceful stop puts interrupted
+	// tasks back in the queue and leaves their markers.)
+	for _, w := range workers {
+		w.stop()
+	}
+	for _, id := range ids {
+		if task := e.get(t, id); !task.Terminal() && task.Status != s3task.StatusCreated && !e.hasMarker(t, id) {
+			t.Errorf("task %s (%s) is %s without a marker after the reconciles", id, task.Name, task.Status)
+		}
+	}
+	workers = nil
+	for range 2 {
+		opts := opsWorkerOptions(hooks)
+		opts.Concurrency = 3
+		workers = append(workers, startOpsWorker(t, e.newStore(t, nil), handler, opts))
+	}
+
+	// From here only markers lead workers to tasks (the workers run no
+	// reconcile of their own): a marker lost on the way strands its task.
+	stranded := func() []string {
+		var out []string
+		for _, id := range ids {
+			if task := e.get(t, id); task.Status != s3task.StatusCompleted {
+				out = append(out, fmt.Sprintf("%s %s (marker %t)", id, task.Status, e.hasMarker(t, id)))
+			}
+		}
+		return out
+	}
+	var left []string
+	deadline := time.Now().Add(opsWait)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for left = stranded(); len(left) > 0 && time.Now().Before(deadline); left = stranded() {
+		<-tick.C
+	}
+	if len(left) > 0 {
+		t.Fatalf("tasks not completed %s after the last retry:\n%s", opsWait, strings.Join(left, "\n"))
+	}
+	for _, id := range ids {
+		if got := e.get(t, id); got.Attempt != wantAttempt[id] {
+			t.Errorf("task %s (%s) completed at attempt %d, want %d", id, got.Name, got.Attempt, wantAttempt[id])
+		}
+	}
+
+	// Stale markers (a reconcile that restored a marker just before the
+	// task completed) are dropped by the workers as they list them; then
+	// the index is clean.
+	opsWaitUntil(t, opsWait, "the workers drop every stale marker", func() bool {
+		return len(e.snapshot(t, e.store.Prefix()+"active/")) == 0
+	})
+	for _, w := range workers {
+		w.stop()
+	}
+	r, err := e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{})
+	if err != nil || !r.Clean() || r.Tasks != tasks {
+		t.Errorf("final Reconcile = %+v, %v; want a clean run over %d tasks", r, err, tasks)
+	}
+}
+
+// TestWorkerReconcileHealsLostMarker gives a worker a short
+// ReconcileInterval and a MaxPollInterval far beyond the test: no Submit
+// touches the wake object, so only the worker's own reconcile can bring it
+// to the task whose marker is missing.
+func TestWorkerReconcileHealsLostMarker(t *testing.T) {
+	t.Parallel()
+	e := setupOps(t)
+	reports := make(chan *s3task.ReconcileReport, 1000)
+	completed := make(chan *s3task.Task, 1)
+	opts := opsWorkerOptions(s3task.Hooks{
+		OnReconcile: func(r *s3task.ReconcileReport) {
+			select {
+			case reports <- r:
+			default:
+			}
+		},
+		OnComplete: func(t *s3task.Task) { completed <- t },
+	})
+	opts.MaxPollInterval = time.Hour
+	opts.ReconcileInterval = 50 * time.Millisecond
+	startOpsWorker(t, e.newStore(t, nil), func(context.Context, *s3task.Job) error { return nil }, opts)
+
+	// A queued task as a Submit whose marker was lost would leave it, and
+	// no wake object: Create and UploadInput do not write one. (The
+	// worker's reconcile may restore the marker at any moment from here.)
+	task := e.prepare(t, e.createAgo(t, 0, "lost marker"), "created")
+	e.rewrite(t, task.ID, func(x *s3task.Task) { x.Status = s3task.StatusQueued })
+	if _, ok := e.object(t, e.store.Prefix()+"_wake"); ok {
+		t.Fatal("the test needs a bucket without a wake object")
+	}
+
+	deadline := time.After(opsWait)
+	for healed := false; !healed; {
+		select {
+		case r := <-reports:
+			healed = slices.Contains(r.Restored, task.ID)
+		case <-deadline:
+			t.Fatalf("no OnReconcile report restored the marker of %s within %s", task.ID, opsWait)
+		}
+	}
+	if !e.hasMarker(t, task.ID) {
+		t.Fatal("OnReconcile reported the marker restored but there is none")
+	}
+	// A worker polls the wake object every PollInterval (5ms here), so a
+	// repaired marker should bring a worker within well under a second.
+	select {
+	case got := <-completed:
+		if got.ID != task.ID {
+			t.Errorf("completed %s, want %s", got.ID, task.ID)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("the worker's reconcile restored the marker of queued task %s, but no worker ran the task within 5s: "+
+			"Reconcile does not touch the wake object and the worker does not list after its own repairs, "+
+			"so the task waits for MaxPollInterval (%s here, 60s by default)", task.ID, opts.MaxPollInterval)
+	}
+}
+
+// ---- Hooks ----
+
+func TestWorkerOnPollHook(t *testing.T) {
+	t.Parallel()
+	e := setupOps(t)
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, e.prepare(t, e.createAgo(t, 0, fmt.Sprintf("poll %d", i)), "queued").ID)
+	}
+	polls := make(chan s3task.PollStats, 1000)
+	gate := make(chan struct{})
+	var gateOnce sync.Once
+	openGate := func() { gateOnce.Do(func() { close(gate) }) }
+	t.Cleanup(openGate)
+	var completed atomic.Int64
+	opts := opsWorkerOptions(s3task.Hooks{
+		OnPoll: func(p s3task.PollStats) {
+			select {
+			case polls <- p:
+			default:
+			}
+		},
+		OnComplete: func(*s3task.Task) { completed.Add(1) },
+	})
+	opts.Concurrency = 2
+	startOpsWorker(t, e.newStore(t, nil), func(ctx context.Context, _ *s3task.Job) error {
+		select {
+		case <-gate:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, opts)
+
+	// The first listing finds the three markers and starts as many tasks as
+	// there are slots.
+	first := opsAwait(t, polls, "the first OnPoll")
+	if first.Markers != 3 || first.Started != 2 || first.Took <= 0 {
+		t.Errorf("first OnPoll = %+v, want 3 markers, 2 started and a positive duration", first)
+	}
+	openGate()
+	started := first.Started
+	opsWaitUntil(t, opsWait, "every task completes and OnPoll has counted its start", func() bool {
+		for {
+			select {
+			case p := <-polls:
+				started += p.Started
+				if p.Started > p.Markers || p.Started > opts.Concurrency {
+					t.Errorf("OnPoll = %+v: more started than markers or slots", p)
+				}
+				continue
+			default:
+			}
+			return completed.Load() == int64(len(ids)) && started == len(ids)
+		}
+	})
+}
+
+// ---- Failure categories ----
+
+func TestFailureCategories(t *testing.T) {
+	t.Parallel()
+	base := errors.New("row 7: bad date")
+
+	t.Run("constructors combine", func(t *testing.T) {
+		t.Parallel()
+		cases := []struct {
+			name      string
+			err       error
+			permanent bool
+		}{
+			{"Permanent(WithCategory)", s3task.Permanent(s3task.WithCategory(base, "x")), true},
+			{"WithCategory(Permanent)", s3task.WithCategory(s3task.Permanent(base), "x"), true},
+			{"RetryAfter(WithCategory)", s3task.RetryAfter(s3task.WithCategory(base, "x"), time.Minute), false},
+			{"wrapped by fmt.Errorf", fmt.Errorf("import: %w", s3task.Permanent(s3task.WithCategory(base, "x"))), true},
+		}
+		for _, c := range cases {
+			if got := s3task.IsPermanent(c.err); got != c.permanent {
+				t.Errorf("%s: IsPermanent = %t, want %t", c.name, got, c.permanent)
+			}
+			if !errors.Is(c.err, base) {
+				t.Errorf("%s: the handler's error is not in the chain", c.name)
+			}
+			if !strings.Contains(c.err.Error(), base.Error()) {
+				t.Errorf("%s: message %q lost the handler's", c.name, c.err)
+			}
+		}
+		for name, err := range map[string]error{
+			"Permanent(nil)":    s3task.Permanent(nil),
+			"WithCategory(nil)": s3task.WithCategory(nil, "x"),
+			"RetryAfter(nil)":   s3task.RetryAfter(nil, time.Second),
+		} {
+			if err != nil {
+				t.Errorf("%s = %v, want nil", name, err)
+			}
+		}
+	})
+
+	t.Run("recorded by the worker", func(t *testing.T) {
+		t.Parallel()
+		e := setupOps(t)
+		type outcome struct {
+			category string
+			final    bool          // no retry scheduled
+			retryIn  time.Duration // with a retry: about how far ahead
+		}
+		cases := map[string]struct {
+			fail func() error
+			want outcome
+		}{
+			"permanent with category": {func() error { return s3task.Permanent(s3task.WithCategory(base, "x")) }, outcome{"x", true, 0}},
+			"category of permanent":   {func() error { return s3task.WithCategory(s3task.Permanent(base), "x") }, outcome{"x", true, 0}},
+			"wrapped":                 {func() error { return fmt.Errorf("step 2: %w", s3task.Permanent(s3task.WithCategory(base, "x"))) }, outcome{"x", true, 0}},
+			"permanent":               {func() error { return s3task.Permanent(base) }, outcome{"permanent", true, 0}},
+			"plain":                   {func() error { return base }, outcome{"transient", false, time.Hour}},
+			"retry after with category": {func() error { return s3task.RetryAfter(s3task.WithCategory(base, "upstream"), 3*time.Hour) },
+				outcome{"upstream", false, 3 * time.Hour}},
+			"panic": {func() error { panic("index out of range") }, outcome{"panic", false, time.Hour}},
+		}
+		failed := make(chan *s3task.Task, len(cases))
+		opts := opsWorkerOptions(s3task.Hooks{OnFail: func(t *s3task.Task, _ error) { failed <- t }})
+		opts.Backoff = func(int) time.Duration { return time.Hour }
+		startOpsWorker(t, e.newStore(t, nil), func(_ context.Context, job *s3task.Job) error {
+			return cases[job.Task.Name].fail()
+		}, opts)
+		names := map[string]string{}
+		for name := range cases {
+			names[e.prepare(t, e.createAgo(t, 0, name), "queued").ID] = name
+		}
+		for range cases {
+			got := opsAwait(t, failed, "a failure")
+			stored := e.get(t, got.ID)
+			name := names[got.ID]
+			want := cases[name].want
+			if stored.ErrorCategory != want.category || stored.Terminal() != want.final || stored.Status != s3task.StatusFailed {
+				t.Errorf("%s: stored %s, error_category %q, final %t; want failed, %q, final %t",
+					name, stored.Status, stored.ErrorCategory, stored.Terminal(), want.category, want.final)
+			}
+			if !want.final {
+				if in := time.Until(stored.RetryAt); in < want.retryIn-time.Minute || in > want.retryIn+time.Minute {
+					t.Errorf("%s: retry_at in %s, want about %s", name, in, want.retryIn)
+				}
+			}
+			if stored.LastError == "" {
+				t.Errorf("%s: no last_error", name)
+			}
+		}
+	})
+}
+
+// ---- Stats ----
+
+func TestStats(t *testing.T) {
+	t.Parallel()
+	e := setupOps(t)
+
+	// Oldest first. A created task waits for its upload, not for a worker,
+	// so the oldest unfinished task is the queued one after it.
+	e.createAgo(t, 2*time.Hour, "created, oldest of all")
+	oldestQueued := e.createAgo(t, time.Hour, "queued, oldest unfinished")
+
+	// Failures and completions made by a real worker.
+	handler := func(_ context.Context, job *s3task.Job) error {
+		switch job.Task.Name {
+		case "bad input":
+			return s3task.Permanent(s3task.WithCategory(errors.New("row 3 has no email"), "bad_input"))
+		case "permanent":
+			return s3task.Permanent(errors.New("unsupported encoding"))
+		case "flaky":
+			return s3task.RetryAfter(s3task.WithCategory(errors.New("upstream timed out"), "upstream"), time.Hour)
+		case "second attempt":
+			if job.Task.Attempt == 1 {
+				return errors.New("connection reset")
+			}
+		}
+		return nil
+	}
+	worked := map[string]string{} // name -> ID
+	for _, name := range []string{"bad input", "permanent", "flaky", "ok", "second attempt"} {
+		worked[name] = e.prepare(t, e.createAgo(t, 0, name), "queued").ID
+	}
+	w := startOpsWorker(t, e.newStore(t, nil), handler, opsWorkerOptions(s3task.Hooks{}))
+	settled := func(name string, ok func(*s3task.Task) bool) bool { return ok(e.get(t, worked[name])) }
+	isFailed := func(x *s3task.Task) bool { return x.Status == s3task.StatusFailed }
+	isDone := func(x *s3task.Task) bool { return x.Status == s3task.StatusCompleted }
+	opsWaitUntil(t, opsWait, "the worker settles its five tasks", func() bool {
+		return settled("bad input", isFailed) && settled("permanent", isFailed) && settled("flaky", isFailed) &&
+			settled("ok", isDone) && settled("second attempt", isDone)
+	})
+	w.stop()
+
+	// The rest, with no worker running.
+	e.prepare(t, oldestQueued, "queued")
+	for i := range 2 {
+		e.prepare(t, e.createAgo(t, 0, fmt.Sprintf("queued %d", i)), "queued")
+	}
+	e.prepare(t, e.createAgo(t, 0, "running"), "running")
+	third := e.prepare(t, e.createAgo(t, 0, "running, third attempt"), "running")
+	e.rewrite(t, third.ID, func(x *s3task.Task) { x.Attempt = 3 })
+	e.prepare(t, e.createAgo(t, 0, "abandoned"), "abandoned")
+	broken := s3task.NewID()
+	e.put(t, e.recordKey(broken), []byte("{not json"))
+
+	var count s3test.Counter
+	stats := e.newStore(t, nil, count.Wrap)
+	st, err := stats.Stats(e.ctx, s3task.StatsOptions{})
+	if err != nil {
+		t.Fatalf("Stats: %v", err)
+	}
+	want := &s3task.Stats{
+		Tasks: 12,
+		ByStatus: map[s3task.Status]int{
+			s3task.StatusCreated: 1, s3task.StatusQueued: 3, s3task.StatusRunning: 2,
+			s3task.StatusCompleted: 2, s3task.StatusFailed: 3, s3task.StatusAbandoned: 1,
+		},
+		Unfinished:   6, // 3 queued, 2 running, 1 waiting for its retry
+		WaitingRetry: 1,
+		OverAttempts: 2, // "second attempt" and "running, third attempt"
+		Failures:     map[string]int{"bad_input": 1, "permanent": 1, "upstream": 1},
+		Broken:       1,
+	}
+	ignore := cmpopts.IgnoreFields(s3task.Stats{}, "OldestUnfinished", "OldestUnfinishedAge")
+	if diff := cmp.Diff(want, st, ignore); diff != "" {
+		t.Errorf("Stats (-want +got):\n%s", diff)
+	}
+	if st.OldestUnfinished == nil || st.OldestUnfinished.ID != oldestQueued.ID {
+		t.Errorf("OldestUnfinished = %+v, want %s (%q)", st.OldestUnfinished, oldestQueued.ID, oldestQueued.Name)
+	}
+	if age := st.OldestUnfinishedAge; age < 55*time.Minute || age > 65*time.Minute {
+		t.Errorf("OldestUnfinishedAge = %s, want about an hour", age)
+	}
+	if c := count.Counts(); c["GET"] != 13 || c["LIST"] != 1 || count.Total() != 14 {
+		t.Errorf("Stats over 13 records made %s, want 1 LIST and 13 GETs", &count)
+	}
+
+	over2, err := stats.Stats(e.ctx, s3task.StatsOptions{AttemptsOver: 2})
+	if err != nil {
+		t.Fatalf("Stats(AttemptsOver 2): %v", err)
+	}
+	if over2.OverAttempts != 1 {
+		t.Errorf("OverAttempts with AttemptsOver 2 = %d, want 1", over2.OverAttempts)
+	}
+	if _, err := stats.Stats(e.ctx, s3task.StatsOptions{AttemptsOver: -1}); !errors.Is(err, s3task.ErrInvalidArgument) {
+		t.Errorf("Stats(AttemptsOver -1) = %v, want ErrInvalidArgument", err)
+	}
+
+	t.Run("MaxTasks", func(t *testing.T) {
+		for _, max := range []int{1, 5, 12} {
+			count.Reset()
+			st, err := stats.Stats(e.ctx, s3task.StatsOptions{MaxTasks: max})
+			if err != nil {
+				t.Fatalf("Stats(MaxTasks %d): %v", max, err)
+			}
+			if !st.Truncated || st.Tasks+st.Broken != max {
+				t.Errorf("MaxTasks %d: Truncated %t, Tasks %d, Broken %d; want truncated after %d records", max, st.Truncated, st.Tasks, st.Broken, max)
+			}
+			if c := count.Counts(); c["GET"] > max || c["LIST"] > 2 {
+				t.Errorf("MaxTasks %d: %s; want at most %d GETs and a LIST or two", max, &count, max)
+			}
+		}
+		st, err := stats.Stats(e.ctx, s3task.StatsOptions{MaxTasks: 13})
+		if err != nil || st.Truncated || st.Tasks != 12 {
+			t.Errorf("MaxTasks 13 (all of them) = %+v, %v; want 12 tasks, not truncated", st, err)
+		}
+		st, err = stats.Stats(e.ctx, s3task.StatsOptions{MaxTasks: -1})
+		if err != nil || st.Truncated || st.Tasks != 12 {
+			t.Errorf("MaxTasks -1 (no cap) = %+v, %v; want 12 tasks, not truncated", st, err)
+		}
+	})
+
+	t.Run("Since", func(t *testing.T) {
+		count.Reset()
+		st, err := stats.Stats(e.ctx, s3task.StatsOptions{Since: time.Now().Add(-30 * time.Minute)})
+		if err != nil {
+			t.Fatalf("Stats(Since): %v", err)
+		}
+		if st.Tasks != 10 || st.ByStatus[s3task.StatusCreated] != 0 || st.ByStatus[s3task.StatusQueued] != 2 || st.Unfinished != 5 || st.Truncated {
+			t.Errorf("Since 30 minutes: %+v; want the 10 recent tasks, 2 of them queued, 5 unfinished", st)
+		}
+		if st.OldestUnfinished == nil || st.OldestUnfinished.ID != worked["flaky"] {
+			t.Errorf("Since 30 minutes: OldestUnfinished = %+v, want the flaky task %s", st.OldestUnfinished, worked["flaky"])
+		}
+		if c := count.Counts(); c["GET"] != 11 {
+			t.Errorf("Since 30 minutes read %s; want 11 GETs, none for the older tasks", &count)
+		}
+	})
+}
+
+// ---- Purge ----
+
+func TestPurge(t *testing.T) {
+	t.Parallel()
+	e := setupOps(t)
+	cutoff := time.Now().Add(-time.Hour)
+
+	old := map[string]*s3task.Task{}
+	for _, state := range opsStates {
+		old[state] = e.prepare(t, e.createAgo(t, 2*time.Hour, "old "+state), state)
+	}
+	e.setMarker(t, old["completed"].ID, true) // a stale marker goes too
+	recent := e.prepare(t, e.createAgo(t, 0, "recent completed"), "completed")
+	finished := []string{old["completed"].ID, old["failed"].ID, old["abandoned"].ID}
+	unfinished := []string{old["created"].ID, old["queued"].ID, old["running"].ID, old["failed-waiting"].ID}
+	before := e.snapshot(t, "")
+
+	t.Run("dry run", func(t *testing.T) {
+		r, err := e.newStore(t, nil).Purge(e.ctx, cutoff, s3task.PurgeOptions{DryRun: true})
+		if err != nil {
+			t.Fatalf("Purge(DryRun): %v", err)
+		}
+		if diff := cmp.Diff(sorted(finished), sorted(r.Purged)); diff != "" {
+			t.Errorf("dry run Purged (-want +got):\n%s", diff)
+		}
+		if r.Tasks != 7 || r.Kept != 4 || r.Objects != 0 || len(r.Broken) != 0 {
+			t.Errorf("dry run report %+v; want 7 tasks read, 4 kept, nothing deleted", r)
+		}
+		if diff := cmp.Diff(before, e.snapshot(t, "")); diff != "" {
+			t.Errorf("a dry run changed the bucket (-before +after):\n%s", diff)
+		}
+	})
+
+	purger := e.newStore(t, nil)
+	r, err := purger.Purge(e.ctx, cutoff, s3task.PurgeOptions{Limit: 1})
+	if err != nil {
+		t.Fatalf("Purge(Limit 1): %v", err)
+	}
+	if len(r.Purged) != 1 || !slices.Contains(finished, r.Purged[0]) {
+		t.Fatalf("Purge(Limit 1) purged %v, want one of %v", r.Purged, finished)
+	}
+	first := r.Purged[0]
+	if len(e.snapshot(t, e.folder(first))) != 0 {
+		t.Errorf("Purge(Limit 1) left objects of %s", first)
+	}
+	for _, id := range finished {
+		if id != first && len(e.snapshot(t, e.folder(id))) == 0 {
+			t.Errorf("Purge(Limit 1) also deleted %s", id)
+		}
+	}
+
+	r, err = purger.Purge(e.ctx, cutoff, s3task.PurgeOptions{})
+	if err != nil {
+		t.Fatalf("Purge: %v", err)
+	}
+	rest := slices.DeleteFunc(slices.Clone(finished), func(id string) bool { return id == first })
+	if diff := cmp.Diff(sorted(rest), sorted(r.Purged)); diff != "" {
+		t.Errorf("Purged (-want +got):\n%s", diff)
+	}
+	if r.Tasks != 6 || r.Kept != 4 {
+		t.Errorf("report %+v; want 6 tasks read and 4 kept", r)
+	}
+
+	// Everything of a purged task is gone: input, outputs, record, marker.
+	for _, id := range finished {
+		if left := e.snapshot(t, e.folder(id)); len(left) != 0 {
+			t.Errorf("purged task %s left %v", id, left)
+		}
+		if e.hasMarker(t, id) {
+			t.Errorf("purged task %s left its marker", id)
+		}
+		if _, err := e.store.Get(e.ctx, id); !errors.Is(err, s3task.ErrNotFound) {
+			t.Errorf("Get(purged %s) = %v, want ErrNotFound", id, err)
+		}
+	}
+	// Nothing else moved: the unfinished old tasks and the recent one are
+	// as they were, byte for byte.
+	after := e.snapshot(t, "")
+	for _, id := range append(slices.Clone(unfinished), recent.ID) {
+		for _, key := range []string{e.recordKey(id), e.inputKey(t, id), e.markerKey(id)} {
+			if before[key] != after[key] {
+				t.Errorf("%s changed: ETag %q, was %q", key, after[key], before[key])
+			}
+		}
+	}
+	if n := len(e.snapshot(t, e.folder(recent.ID))); n != 3 {
+		t.Errorf("the recent completed task has %d objects, want its input, output and record", n)
+	}
+}
+
+func TestPurgeCountsObjects(t *testing.T) {
+	t.Parallel()
+	e := setupOps(t)
+	task := e.prepare(t, e.createAgo(t, time.Hour, "three outputs"), "completed")
+	for n := 2; n <= 3; n++ {
+		key, err := e.store.OutputKey(task.ID, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.put(t, key, []byte("output"))
+	}
+	r, err := e.store.Purge(e.ctx, time.Now(), s3task.PurgeOptions{})
+	if err != nil {
+		t.Fatalf("Purge: %v", err)
+	}
+	if r.Objects != 5 || !slices.Equal(r.Purged, []string{task.ID}) {
+		t.Errorf("report %+v; want %s purged with 5 objects (input, 3 outputs, record)", r, task.ID)
+	}
+	if left := e.leftovers(t); len(left) != 0 {
+		t.Errorf("objects left: %v", left)
+	}
+}
+
+func TestPurgeCutoff(t *testing.T) {
+	t.Parallel()
+	e := setupOps(t)
+	older := e.prepare(t, e.createAgo(t, 3*time.Hour, "older"), "completed")
+	newer := e.prepare(t, e.createAgo(t, time.Hour, "newer"), "completed")
+
+	for _, c := range []struct {
+		name   string
+		cutoff time.Time
+		want   []string
+	}{
+		{"at the older task's creation", older.CreatedAt, nil},
+		{"between them", older.CreatedAt.Add(time.Millisecond), []string{older.ID}},
+		{"at the newer task's creation", newer.CreatedAt, nil},
+		{"just after the newer one", newer.CreatedAt.Add(time.Millisecond), []string{newer.ID}},
+	} {
+		r, err := e.store.Purge(e.ctx, c.cutoff, s3task.PurgeOptions{})
+		if err != nil {
+			t.Fatalf("%s: Purge: %v", c.name, err)
+		}
+		if diff := cmp.Diff(c.want, r.Purged); diff != "" {
+			t.Errorf("%s: Purged (-want +got):\n%s", c.name, diff)
+		}
+	}
+	if _, err := e.store.Purge(e.ctx, time.Time{}, s3task.PurgeOptions{}); !errors.Is(err, s3task.ErrInvalidArgument) {
+		t.Errorf("Purge(zero cutoff) = %v, want ErrInvalidArgument", err)
+	}
+	if _, err := e.store.Purge(e.ctx, time.Now(), s3task.PurgeOptions{Limit: -1}); !errors.Is(err, s3task.ErrInvalidArgument) {
+		t.Errorf("Purge(Limit -1) = %v, want ErrInvalidArgument", err)
+	}
+}
+
+// TestPurgeFinishesInterruptedPurge plants what a purge cut short leaves:
+// a failed task's record marked purging, its input already deleted, its
+// output and a marker still there.
+func TestPurgeFinishesInterruptedPurge(t *testing.T) {
+	t.Parallel()
+	e := setupOps(t)
+	task := e.prepare(t, e.createAgo(t, time.Hour, "half purged"), "failed")
+	output, err := e.store.OutputKey(task.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.put(t, output, []byte("partial output"))
+	e.rewrite(t, task.ID, func(x *s3task.Task) { x.Purging = true })
+	e.del(t, e.inputKey(t, task.ID))
+	e.setMarker(t, task.ID, true)
+
+	if got := e.get(t, task.ID); !got.Purging || got.Retryable() || got.Cancelable() {
+		t.Errorf("purging record: Purging %t, Retryable %t, Cancelable %t; want true, false, false", got.Purging, got.Retryable(), got.Cancelable())
+	}
+	if _, err := e.store.Retry(e.ctx, task.ID); !errors.Is(err, s3task.ErrInvalidTransition) {
+		t.Errorf("Retry of a purging task = %v, want ErrInvalidTransition", err)
+	}
+	if _, err := e.store.Cancel(e.ctx, task.ID, "too late"); !errors.Is(err, s3task.ErrInvalidTransition) {
+		t.Errorf("Cancel of a purging task = %v, want ErrInvalidTransition", err)
+	}
+
+	r, err := e.newStore(t, nil).Purge(e.ctx, time.Now(), s3task.PurgeOptions{})
+	if err != nil {
+		t.Fatalf("Purge: %v", err)
+	}
+	if !slices.Equal(r.Purged, []string{task.ID}) {
+		t.Errorf("Purged %v, want %s", r.Purged, task.ID)
+	}
+	if left := e.leftovers(t); len(left) != 0 {
+		t.Errorf("objects left after the purge was finished: %v", left)
+	}
+}
+
+// purgeOutcome checks that a task is either wholly gone or wholly there,
+// queued, with its input and output intact.
+func (e *opsEnv) purgeOutcome(t *testing.T, id string, output string) (gone bool) {
+	t.Helper()
+	objs := e.snapshot(t, e.folder(id))
+	marker := e.hasMarker(t, id)
+	body, ok := e.object(t, e.recordKey(id))
+	if !ok {
+		if len(objs) != 0 || marker {
+			t.Errorf("task %s has no record but left objects %v, marker %t", id, objs, marker)
+		}
+		return true
+	}
+	var rec s3task.Task
+	if err := json.Unmarshal(body, &rec); err != nil {
+		t.Fatalf("record of %s: %v", id, err)
+	}
+	if rec.Status != s3task.StatusQueued || rec.Purging {
+		t.Errorf("task %s kept as %s (purging %t), want queued", id, rec.Status, rec.Purging)
+	}
+	if in, ok := e.object(t, e.inputKey(t, id)); !ok || string(in) != opsInput {
+		t.Errorf("task %s is kept but its input is %q (present %t)", id, in, ok)
+	}
+	if _, ok := e.object(t, output); !ok {
+		t.Errorf("task %s is kept but its output is gone", id)
+	}
+	if !marker {
+		t.Errorf("task %s is queued without a marker", id)
+	}
+	return false
+}
+
+// TestPurgeRacingRetry runs an operator's Retry and a Purge at the same time
+// on a task that failed for good, many times, each from its own client.
+// One of them wins; there is never a half-deleted task.
+func TestPurgeRacingRetry(t *testing.T) {
+	t.Parallel()
+	e := setupOps(t)
+	retrier, purger := e.newStore(t, nil), e.newStore(t, nil)
+	const rounds = 25
+	var purged, retried int
+	for i := range rounds {
+		task := e.prepare(t, e.createAgo(t, 0, fmt.Sprintf("round %d", i)), "failed")
+		e.setMarker(t, task.ID, false)
+		output, err := e.store.OutputKey(task.ID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.put(t, output, []byte("output of the failed attempt"))
+
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		var retryErr, purgeErr error
+		var report *s3task.PurgeReport
+		wg.Go(func() {
+			<-start
+			_, retryErr = retrier.Retry(e.ctx, task.ID)
+		})
+		wg.Go(func() {
+			<-start
+			report, purgeErr = purger.Purge(e.ctx, time.Now().Add(time.Hour), s3task.PurgeOptions{})
+		})
+		close(start)
+		wg.Wait()
+
+		if purgeErr != nil {
+			t.Fatalf("round %d: Purge: %v", i, purgeErr)
+		}
+		switch {
+		case retryErr == nil:
+			retried++
+		case errors.Is(retryErr, s3task.ErrInvalidTransition), errors.Is(retryErr, s3task.ErrNotFound):
+		default:
+			t.Fatalf("round %d: Retry: %v", i, retryErr)
+		}
+		gone := e.purgeOutcome(t, task.ID, output)
+		if gone {
+			purged++
+		}
+		if gone == (retryErr == nil) || gone != slices.Contains(report.Purged, task.ID) {
+			t.Errorf("round %d: task gone %t, but Retry returned %v and Purge purged %v", i, gone, retryErr, report.Purged)
+		}
+	}
+	t.Logf("%d rounds: %d purged, %d retried", rounds, purged, retried)
+}
+
+// TestPurgeAfterRetryLostRace holds a Retry's marker write until a Purge has
+// deleted the whole task. Retry then loses its compare-and-set; the marker
+// it wrote must not outlive the task.
+func TestPurgeAfterRetryLostRace(t *testing.T) {
+	t.Parallel()
+	e := setupOps(t)
+	task := e.prepare(t, e.createAgo(t, 0, "purged under a retry"), "failed")
+	e.setMarker(t, task.ID, false)
+
+	hold := newOpsHold(t, func(r *http.Request) bool { return isPut(r, e.markerKey(task.ID)) })
+	retrier := e.newStore(t, nil, hold.wrap)
+	retried := make(chan error, 1)
+	go func() {
+		_, err := retrier.Retry(e.ctx, task.ID)
+		retried <- err
+	}()
+	opsAwait(t, hold.arrived, "Retry to read the failed record and reach its marker write")
+
+	r, err := e.newStore(t, nil).Purge(e.ctx, time.Now().Add(time.Hour), s3task.PurgeOptions{})
+	if err != nil || !slices.Equal(r.Purged, []string{task.ID}) {
+		t.Fatalf("Purge = %+v, %v; want %s purged", r, err, task.ID)
+	}
+	hold.release()
+	if err := opsAwait(t, retried, "Retry to return"); err == nil {
+		t.Fatal("Retry of a purged task succeeded")
+	}
+	if _, ok := e.object(t, e.recordKey(task.ID)); ok {
+		t.Fatal("the purged task's record came back")
+	}
+	if left := e.snapshot(t, e.folder(task.ID)); len(left) != 0 {
+		t.Errorf("objects left in the purged task's folder: %v", left)
+	}
+	if e.hasMarker(t, task.ID) {
+		t.Errorf("Retry lost to the purge but the marker it wrote before its record write stays behind, " +
+			"the marker of a task that no longer exists (Retry does not undo its marker when its change fails)")
+	}
+}
