@@ -148,9 +148,7 @@ func (s *Store) stamp() time.Time {
 	return time.UnixMilli(t).UTC()
 }
 
-// observe records the server's clock from a response. Date headers have
-// one-second resolution, so the server's time is taken as the middle of the
-// second they name.
+// observe records the server's clock from a response's Date header.
 func (s *Store) observe(md middleware.Metadata) {
 	if st, ok := awsmiddleware.GetServerTime(md); ok && !st.IsZero() {
 		s.observeTime(st)
@@ -164,8 +162,20 @@ func (s *Store) observeErr(err error) {
 	}
 }
 
+// observeTime narrows the offset with a Date header: when it was read, the
+// server's clock stood between st and st+1s, so the offset lies between
+// st-local and that plus a second. An estimate already in that window is
+// kept, so the offset does not jitter from one response to the next; one
+// outside it moves to the window's nearer edge.
 func (s *Store) observeTime(st time.Time) {
-	s.skew.Store(int64(st.Add(500 * time.Millisecond).Sub(s.opts.Clock())))
+	lo := int64(st.Sub(s.opts.Clock()))
+	hi := lo + int64(time.Second)
+	switch cur := s.skew.Load(); {
+	case cur < lo:
+		s.skew.Store(lo)
+	case cur > hi:
+		s.skew.Store(hi)
+	}
 }
 
 // newRevision returns a fresh random revision tag.

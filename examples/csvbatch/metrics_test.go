@@ -152,8 +152,12 @@ func TestMetrics(t *testing.T) {
 	s.waitFor(good, "completed", func(t taskJSON) bool { return t.Status == "completed" })
 	s.waitFor(bad, "failed", func(t taskJSON) bool { return t.Terminal })
 
+	// The hooks that feed the worker counters run after the records are
+	// written, so wait for them as well as for the bucket gauges.
 	m := waitMetrics(t, s, url, "both tasks", func(m scrape) bool {
-		return m[series("s3task_tasks", "status", "completed")] == 1 && m[series("s3task_tasks", "status", "failed")] == 1
+		return m[series("s3task_tasks", "status", "completed")] == 1 && m[series("s3task_tasks", "status", "failed")] == 1 &&
+			m[series("s3task_worker_completions_total", "type", typeEnrich)] == 1 &&
+			m[series("s3task_worker_failures_total", "type", typeEnrich, "category", catBadInput, "final", "true")] == 1
 	})
 	want := map[string]float64{
 		series("s3task_worker_claims_total", "type", typeEnrich):                                             2,
