@@ -18,6 +18,11 @@ test: ## run the tests
 test/race: ## run the tests with the race detector (what CI runs)
 	go test -race -count=1 ./...
 
+.PHONY: test/integration
+test/integration: ## run the tests, also against a versitygw server on 127.0.0.1 (what CI runs)
+	@test -x $(GOBIN)/versitygw || go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+	go run ./internal/cmd/s3gw -- go test -race -count=1 ./...
+
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)

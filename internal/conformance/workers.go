@@ -1,0 +1,399 @@
+package conformance
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/internal/s3test"
+)
+
+// testWorkerEndToEnd: a worker reads the input, reports progress that shows
+// in the record while it runs, writes its output and completes the task.
+func testWorkerEndToEnd(t *testing.T, b Backend) {
+	h := open(t, b, nil)
+	input := "name,qty\nbolt,12\nnut,x\nwasher,3\n"
+	proceed := newGate(t)
+	ev := newEvents()
+	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		in, err := job.OpenInput(ctx)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		var out strings.Builder
+		var p s3task.Progress
+		sc := bufio.NewScanner(in)
+		sc.Scan() // header
+		for sc.Scan() {
+			name, qty, _ := strings.Cut(sc.Text(), ",")
+			p.RowCount++
+			p.ProcessedCount++
+			if strings.Trim(qty, "0123456789") != "" {
+				p.ErrorCount++
+				continue
+			}
+			p.SuccessCount++
+			fmt.Fprintf(&out, "%s,%s\n", strings.ToUpper(name), qty)
+		}
+		if err := sc.Err(); err != nil {
+			return err
+		}
+		job.SetProgress(p)
+		if err := proceed.wait(ctx); err != nil {
+			return err
+		}
+		w, err := job.CreateOutput(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write([]byte(out.String())); err != nil {
+			return err
+		}
+		return w.Close()
+	})
+	h.startWorker(h.newStore(nil), handler, h.workerOptions("e2e-worker", ev.hooks()))
+	task := h.submit(s3task.CreateParams{Name: "end to end", Type: "csv"}, input)
+
+	claimed := await(h, ev.claimed, "the claim")
+	if claimed.ID != task.ID || claimed.Attempt != 1 || claimed.WorkerID != "e2e-worker" || claimed.Status != s3task.StatusRunning {
+		t.Errorf("claimed %s attempt %d by %q, status %s", claimed.ID, claimed.Attempt, claimed.WorkerID, claimed.Status)
+	}
+	want := s3task.Progress{RowCount: 3, ProcessedCount: 3, SuccessCount: 2, ErrorCount: 1}
+	// Progress reaches the record with the next heartbeat.
+	h.waitFor("the progress to show in the record while the task runs", func() bool {
+		got := h.get(task.ID)
+		return got.Status == s3task.StatusRunning && got.Progress == want
+	})
+	proceed.open()
+	done := await(h, ev.completed, "the completion")
+	got := h.get(task.ID)
+	if got.Status != s3task.StatusCompleted || got.Attempt != 1 || got.Progress != want || !got.LeaseExpiresAt.IsZero() {
+		t.Errorf("completed record: status %s, attempt %d, progress %+v, lease %v", got.Status, got.Attempt, got.Progress, got.LeaseExpiresAt)
+	}
+	if got.Revision != done.Revision {
+		t.Errorf("stored revision %s, OnComplete saw %s", got.Revision, done.Revision)
+	}
+	if got.OutputPath != h.outputKey(task.ID, 1) {
+		t.Errorf("output_object_path %q, want %q", got.OutputPath, h.outputKey(task.ID, 1))
+	}
+	if out := h.output(task.ID); out != "BOLT,12\nWASHER,3\n" {
+		t.Errorf("output %q", out)
+	}
+	if body, _ := h.object(h.inputKey(task.ID)); string(body) != input {
+		t.Errorf("input changed to %q", body)
+	}
+	h.waitFor("the marker to go", func() bool { return !h.hasMarker(task.ID) })
+}
+
+// testRetriesToMaxAttempts: a handler that always fails runs exactly
+// max_attempts times, then the task fails for good; a permanent error stops
+// at the first attempt.
+func testRetriesToMaxAttempts(t *testing.T, b Backend) {
+	h := open(t, b, nil)
+	var mu sync.Mutex
+	attempts := map[string][]int{}
+	ev := newEvents()
+	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		mu.Lock()
+		attempts[job.Task.ID] = append(attempts[job.Task.ID], job.Task.Attempt)
+		mu.Unlock()
+		err := fmt.Errorf("flaky attempt %d", job.Task.Attempt)
+		if job.Task.Name == "permanent" {
+			return s3task.Permanent(err)
+		}
+		return err
+	})
+	rw := h.startWorker(h.newStore(nil), handler, h.workerOptions("retry-worker", ev.hooks()))
+	flaky := h.submit(s3task.CreateParams{Name: "flaky", MaxAttempts: 3}, "x\n")
+	perm := h.submit(s3task.CreateParams{Name: "permanent", MaxAttempts: 3}, "x\n")
+
+	final := map[string]*s3task.Task{}
+	for len(final) < 2 {
+		f := await(h, ev.failed, "the final failures")
+		if f.task.Terminal() {
+			final[f.task.ID] = f.task
+		}
+	}
+	h.waitFor("both markers to go", func() bool { return !h.hasMarker(flaky.ID) && !h.hasMarker(perm.ID) })
+	rw.stop()
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, c := range []struct {
+		id   string
+		runs []int
+	}{{flaky.ID, []int{1, 2, 3}}, {perm.ID, []int{1}}} {
+		if fmt.Sprint(attempts[c.id]) != fmt.Sprint(c.runs) {
+			t.Errorf("task %s ran attempts %v, want %v", c.id, attempts[c.id], c.runs)
+		}
+		got := h.get(c.id)
+		n := len(c.runs)
+		if got.Status != s3task.StatusFailed || got.Attempt != n || !got.RetryAt.IsZero() || got.LastError != fmt.Sprintf("flaky attempt %d", n) {
+			t.Errorf("task %s: status %s, attempt %d, retry at %v, last error %q; want failed for good at attempt %d",
+				c.id, got.Status, got.Attempt, got.RetryAt, got.LastError, n)
+		}
+		if got.Attempt > got.MaxAttempts {
+			t.Errorf("task %s: attempt %d over max_attempts %d", c.id, got.Attempt, got.MaxAttempts)
+		}
+	}
+}
+
+// recordReads is a transport wrapper that counts GETs of one task's record.
+type recordReads struct {
+	mu   sync.Mutex
+	key  string
+	n    int
+	more chan struct{} // pinged on every read
+}
+
+func (r *recordReads) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTrip(func(req *http.Request) (*http.Response, error) {
+		r.mu.Lock()
+		key := r.key
+		r.mu.Unlock()
+		if req.Method == http.MethodGet && key != "" && strings.HasSuffix(req.URL.Path, "/"+key) {
+			r.mu.Lock()
+			r.n++
+			r.mu.Unlock()
+			select {
+			case r.more <- struct{}{}:
+			default:
+			}
+		}
+		return next.RoundTrip(req)
+	})
+}
+
+func (r *recordReads) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
+}
+
+// testCrashRecovery: worker A claims a task and is cut off from S3, as if
+// its machine froze. Next to it run B, whose clock is ten minutes slow, and
+// C, ten minutes fast. While A's lease is live, neither may take the task,
+// however often they look at it; once it expires by the server's clock, one
+// of them recovers it as attempt 2. When A comes back, nothing it does
+// changes the result.
+func testCrashRecovery(t *testing.T, b Backend) {
+	h := open(t, b, nil)
+	var cut s3test.Cutter
+	releaseA := newGate(t)
+	aWrote := make(chan error, 1)
+	aReturned := make(chan struct{})
+	evA := newEvents()
+	handlerA := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		defer close(aReturned)
+		_ = releaseA.wait(ctx)
+		// A stale handler that ignores its context and writes anyway: the key
+		// is its own attempt's, and it must never become the result.
+		aWrote <- job.WriteOutput(context.WithoutCancel(ctx), strings.NewReader("stale result from A"))
+		return nil
+	})
+	runA := h.startWorker(h.newStore(nil, cut.Wrap), handlerA, h.workerOptions("worker-a", evA.hooks()))
+	task := h.submit(s3task.CreateParams{Name: "crash"}, "x\n")
+	claimA := await(h, evA.claimed, "worker A's claim")
+	if claimA.Attempt != 1 || claimA.WorkerID != "worker-a" {
+		t.Fatalf("A claimed attempt %d as %q", claimA.Attempt, claimA.WorkerID)
+	}
+
+	reads := &recordReads{key: h.recordKey(task.ID), more: make(chan struct{}, 1)}
+	handlerBC := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		return job.WriteOutput(ctx, strings.NewReader("fresh result from "+job.Task.WorkerID))
+	})
+	evB, evC := newEvents(), newEvents()
+	skewed := func(d time.Duration) *s3task.StoreOptions {
+		return &s3task.StoreOptions{Clock: func() time.Time { return time.Now().Add(d) }}
+	}
+	h.startWorker(h.newStore(skewed(-10*time.Minute), reads.wrap), handlerBC, h.workerOptions("worker-b-slow", evB.hooks()))
+	h.startWorker(h.newStore(skewed(10*time.Minute), reads.wrap), handlerBC, h.workerOptions("worker-c-fast", evC.hooks()))
+
+	// B and C look at the task again and again while A's lease is live.
+	for reads.count() < 6 {
+		await(h, reads.more, "B and C to look at the task")
+	}
+	none(t, evB.claimed, "claim by B while A's lease is live")
+	none(t, evC.claimed, "claim by C (fast clock) while A's lease is live")
+
+	cut.Cut() // from now on nothing A sends reaches S3
+	h.waitFor("A's requests to be refused", func() bool { return cut.Refused() > 0 })
+	h.tg.ExpireLeases()
+
+	var claim *s3task.Task
+	var evWinner *events
+	select {
+	case claim = <-evB.claimed:
+		evWinner = evB
+	case claim = <-evC.claimed:
+		evWinner = evC
+	case <-time.After(h.tg.Timing.Wait):
+		t.Fatalf("nobody recovered the task within %s of A's lease expiring", h.tg.Timing.Wait)
+	}
+	if claim.Attempt != 2 {
+		t.Errorf("recovered as attempt %d by %s, want a new attempt 2", claim.Attempt, claim.WorkerID)
+	}
+	done := await(h, evWinner.completed, "the recovered task to complete")
+
+	cut.Restore()
+	releaseA.open()
+	if err := await(h, aWrote, "A's handler to write its output"); err != nil {
+		t.Logf("A's late output write failed (allowed): %v", err)
+	} else if body, _ := h.object(h.outputKey(task.ID, 1)); string(body) != "stale result from A" {
+		t.Errorf("A's output write succeeded, but attempt 1's output holds %q", body)
+	}
+	await(h, aReturned, "A's handler to return")
+	lost := await(h, evA.lost, "A to report its lost lease")
+	if lost.id != task.ID || !errors.Is(lost.cause, s3task.ErrLeaseLost) {
+		t.Errorf("OnLeaseLost(%s, %v), want (%s, ErrLeaseLost)", lost.id, lost.cause, task.ID)
+	}
+	runA.stop()
+	none(t, evA.completed, "OnComplete from A")
+	none(t, evA.failed, "OnFail from A")
+
+	got := h.get(task.ID)
+	if got.Revision != done.Revision || got.Status != s3task.StatusCompleted || got.Attempt != 2 || got.WorkerID != claim.WorkerID {
+		t.Errorf("record: %s attempt %d by %q (revision %s); want %s's completion of attempt 2 (revision %s)",
+			got.Status, got.Attempt, got.WorkerID, got.Revision, claim.WorkerID, done.Revision)
+	}
+	if got.OutputPath != h.outputKey(task.ID, 2) {
+		t.Errorf("output_object_path = %q, want attempt 2's", got.OutputPath)
+	}
+	if out := h.output(task.ID); out != "fresh result from "+claim.WorkerID {
+		t.Errorf("output %q, want the recovering worker's", out)
+	}
+	h.waitFor("the marker to go", func() bool { return !h.hasMarker(task.ID) })
+}
+
+// testCancelWhileRunning: an operator cancels a running task; the handler's
+// context says so within a few heartbeats, and the worker writes nothing
+// more.
+func testCancelWhileRunning(t *testing.T, b Backend) {
+	h := open(t, b, nil)
+	started := make(chan struct{})
+	causes := make(chan error, 1)
+	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		close(started)
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	})
+	ev := newEvents()
+	opts := h.workerOptions("cancel-worker", ev.hooks())
+	rw := h.startWorker(h.newStore(nil), handler, opts)
+	task := h.submit(s3task.CreateParams{Name: "to cancel"}, "x\n")
+	await(h, started, "the handler to start")
+
+	canceled, err := h.store.Cancel(h.ctx, task.ID, "user pressed stop")
+	if err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	at := time.Now()
+	// The worker learns of it at its next heartbeat; the bound leaves room
+	// for a loaded machine and is still well inside the lease.
+	cause := await(h, causes, "the handler's context to be cancelled")
+	if d := time.Since(at); d > opts.LeaseDuration {
+		t.Errorf("the handler learned of the cancel after %s, longer than a lease", d)
+	}
+	if !errors.Is(cause, s3task.ErrTaskCanceled) {
+		t.Errorf("context.Cause = %v, want ErrTaskCanceled", cause)
+	}
+	lost := await(h, ev.lost, "OnLeaseLost")
+	if !errors.Is(lost.cause, s3task.ErrTaskCanceled) || lost.task == nil || lost.task.Status != s3task.StatusAbandoned {
+		t.Errorf("OnLeaseLost cause %v, task %+v; want ErrTaskCanceled with the abandoned record", lost.cause, lost.task)
+	}
+	rw.stop()
+	got := h.get(task.ID)
+	if got.Revision != canceled.Revision || got.Status != s3task.StatusAbandoned {
+		t.Errorf("record after the worker stopped: %s (revision %s); want the abandoned record Cancel wrote (%s)", got.Status, got.Revision, canceled.Revision)
+	}
+	if h.hasMarker(task.ID) {
+		t.Errorf("marker of the abandoned task still there")
+	}
+	none(t, ev.completed, "OnComplete")
+	none(t, ev.failed, "OnFail")
+	none(t, ev.released, "OnRelease")
+}
+
+// testRecordVanishesWhileRunning: the record of a running task is deleted
+// behind the worker's back. Its next heartbeat is an If-Match on a missing
+// key (404 on AWS and versitygw, 412 elsewhere); either way the worker must
+// take the lease as lost, stop the handler and never write the record back.
+func testRecordVanishesWhileRunning(t *testing.T, b Backend) {
+	h := open(t, b, nil)
+	started := make(chan struct{})
+	causes := make(chan error, 1)
+	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		close(started)
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return nil // a handler that claims success must not bring the record back
+	})
+	ev := newEvents()
+	rw := h.startWorker(h.newStore(nil), handler, h.workerOptions("orphan-worker", ev.hooks()))
+	task := h.submit(s3task.CreateParams{Name: "orphaned"}, "x\n")
+	await(h, started, "the handler to start")
+	key := h.recordKey(task.ID)
+	if _, err := h.raw.DeleteObject(h.ctx, &s3.DeleteObjectInput{Bucket: aws.String(h.tg.Bucket), Key: &key}); err != nil {
+		t.Fatal(err)
+	}
+	if cause := await(h, causes, "the handler's context to be cancelled"); !errors.Is(cause, s3task.ErrLeaseLost) {
+		t.Errorf("context.Cause = %v, want ErrLeaseLost", cause)
+	}
+	lost := await(h, ev.lost, "OnLeaseLost")
+	if lost.id != task.ID || lost.task != nil || !errors.Is(lost.cause, s3task.ErrLeaseLost) {
+		t.Errorf("OnLeaseLost(%s, %+v, %v); want (%s, nil, ErrLeaseLost)", lost.id, lost.task, lost.cause, task.ID)
+	}
+	rw.stop()
+	if body, ok := h.object(key); ok {
+		t.Errorf("the deleted record was written back: %s", body)
+	}
+	none(t, ev.completed, "OnComplete")
+	none(t, ev.failed, "OnFail")
+}
+
+// testInputReplacedAfterSubmit: the input is replaced after Submit verified
+// it. Whether or not the store honours If-Match on GET, the worker must
+// refuse to process bytes nobody checked: the task fails for good with
+// ErrInputChanged and no output.
+func testInputReplacedAfterSubmit(t *testing.T, b Backend) {
+	h := open(t, b, nil)
+	task := h.submit(s3task.CreateParams{Name: "swapped input"}, "original,1\n")
+	h.put(h.inputKey(task.ID), []byte("swapped,2\n"))
+	ev := newEvents()
+	ran := make(chan string, 1)
+	h.startWorker(h.newStore(nil), s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		in, err := job.OpenInput(ctx)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		data, _ := io.ReadAll(in)
+		ran <- string(data)
+		return job.WriteOutput(ctx, strings.NewReader("processed "+string(data)))
+	}), h.workerOptions("input-worker", ev.hooks()))
+	f := await(h, ev.failed, "the task to fail")
+	if !errors.Is(f.err, s3task.ErrInputChanged) || !f.task.Terminal() {
+		t.Errorf("failure %v (final %v), want a final ErrInputChanged", f.err, f.task.Terminal())
+	}
+	select {
+	case data := <-ran:
+		t.Errorf("the handler processed the replaced input %q", data)
+	default:
+	}
+	if _, ok := h.object(h.outputKey(task.ID, 1)); ok {
+		t.Errorf("an output was written")
+	}
+}

@@ -1,0 +1,363 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+
+	"github.com/s3task/s3task/internal/s3test"
+)
+
+// backend is a stand-in for S3: it counts what reaches it and answers 200
+// with a body, noting whether each body was read to the end and closed.
+type backend struct {
+	got      atomic.Int64
+	drained  atomic.Int64
+	closed   atomic.Int64
+	bodyText string
+}
+
+func (b *backend) RoundTrip(req *http.Request) (*http.Response, error) {
+	b.got.Add(1)
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+	}
+	return &http.Response{
+		StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Request: req,
+		Body: &trackedBody{Reader: strings.NewReader(b.bodyText), b: b},
+	}, nil
+}
+
+type trackedBody struct {
+	*strings.Reader
+	b *backend
+}
+
+func (t *trackedBody) Close() error {
+	if t.Len() == 0 {
+		t.b.drained.Add(1)
+	}
+	t.b.closed.Add(1)
+	return nil
+}
+
+// sentBody notes whether the transport closed a request body it did not
+// send.
+type sentBody struct {
+	io.Reader
+	closed atomic.Bool
+}
+
+func (c *sentBody) Close() error { c.closed.Store(true); return nil }
+
+func newInjector(t *testing.T, seed uint64, r Rates) *Injector {
+	t.Helper()
+	in, err := New(seed, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+func request(t *testing.T, body io.ReadCloser) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, "http://s3.test/bucket/key", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Body = body
+	return req
+}
+
+func TestNewValidatesRates(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		r    Rates
+		ok   bool
+	}{
+		{"zero", Rates{}, true},
+		{"uniform 20%", Uniform(0.2), true},
+		{"all failures", Rates{InternalError: 0.25, SlowDown: 0.25, ResetBefore: 0.25, LostResponse: 0.25}, true},
+		{"negative", Rates{SlowDown: -0.1}, false},
+		{"above one", Rates{Latency: 1.5}, false},
+		{"failures sum over one", Rates{InternalError: 0.6, LostResponse: 0.6}, false},
+		{"negative latency bound", Rates{Latency: 0.1, MaxLatency: -time.Millisecond}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := New(1, tc.r)
+			if (err == nil) != tc.ok {
+				t.Errorf("New(%+v) = %v, want ok=%v", tc.r, err, tc.ok)
+			}
+		})
+	}
+}
+
+// TestEachKind injects one kind with certainty and checks what reaches the
+// server, what the client gets, and the counts.
+func TestEachKind(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		kind       Kind
+		rates      Rates
+		forwarded  bool
+		wantStatus int    // 0: want a transport error
+		wantCode   string // in the error body
+	}{
+		{InternalError, Rates{InternalError: 1}, false, 500, "InternalError"},
+		{SlowDown, Rates{SlowDown: 1}, false, 503, "SlowDown"},
+		{ResetBefore, Rates{ResetBefore: 1}, false, 0, ""},
+		{LostResponse, Rates{LostResponse: 1}, true, 0, ""},
+		{Latency, Rates{Latency: 1, MaxLatency: 2 * time.Millisecond}, true, 200, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.kind.String(), func(t *testing.T) {
+			t.Parallel()
+			be := &backend{bodyText: "real answer"}
+			in := newInjector(t, 7, tc.rates)
+			body := &sentBody{Reader: strings.NewReader("payload")}
+			resp, err := in.Wrap(be).RoundTrip(request(t, body))
+
+			if got := be.got.Load() == 1; got != tc.forwarded {
+				t.Errorf("request reached the server: %v, want %v", got, tc.forwarded)
+			}
+			if !tc.forwarded && !body.closed.Load() {
+				t.Errorf("the unsent request's body was not closed")
+			}
+			if tc.wantStatus == 0 {
+				var fe *Error
+				if !errors.As(err, &fe) || fe.Kind != tc.kind || resp != nil {
+					t.Fatalf("RoundTrip = %v, %v; want an injected %s error", resp, err, tc.kind)
+				}
+				if !strings.Contains(err.Error(), "connection reset") {
+					t.Errorf("error %q does not read as a connection reset", err)
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("RoundTrip error %v, want status %d", err, tc.wantStatus)
+				}
+				msg, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != tc.wantStatus || !strings.Contains(string(msg), tc.wantCode) {
+					t.Errorf("answer %d %q, want %d with %q", resp.StatusCode, msg, tc.wantStatus, tc.wantCode)
+				}
+			}
+			if tc.kind == LostResponse && (be.drained.Load() != 1 || be.closed.Load() != 1) {
+				t.Errorf("the real answer was drained %d and closed %d times, want once each", be.drained.Load(), be.closed.Load())
+			}
+			for _, k := range Kinds() {
+				want := int64(0)
+				if k == tc.kind {
+					want = 1
+				}
+				if got := in.Count(k); got != want {
+					t.Errorf("Count(%s) = %d, want %d", k, got, want)
+				}
+			}
+			if in.Requests() != 1 {
+				t.Errorf("Requests() = %d, want 1", in.Requests())
+			}
+		})
+	}
+}
+
+// outcome runs one request and names what happened to it.
+func outcome(t *testing.T, rt http.RoundTripper) string {
+	t.Helper()
+	resp, err := rt.RoundTrip(request(t, nil))
+	var fe *Error
+	switch {
+	case errors.As(err, &fe):
+		return fe.Kind.String()
+	case err != nil:
+		t.Fatalf("unexpected error %v", err)
+	}
+	resp.Body.Close()
+	return resp.Status
+}
+
+func TestSameSeedSameDecisions(t *testing.T) {
+	t.Parallel()
+	run := func(seed uint64) []string {
+		r := Uniform(0.5)
+		r.MaxLatency = time.Microsecond
+		in := newInjector(t, seed, r)
+		rt := in.Wrap(&backend{})
+		var out []string
+		for range 200 {
+			out = append(out, outcome(t, rt))
+		}
+		return out
+	}
+	a, b, c := run(42), run(42), run(43)
+	if strings.Join(a, ",") != strings.Join(b, ",") {
+		t.Errorf("seed 42 gave two different sequences")
+	}
+	if strings.Join(a, ",") == strings.Join(c, ",") {
+		t.Errorf("seeds 42 and 43 gave the same sequence of 200 decisions")
+	}
+}
+
+// TestRatesAndConcurrency sends many requests from several goroutines and
+// checks that every request is accounted for and that each kind's share is
+// close to its probability. The seed is fixed, so the bounds (about five
+// standard deviations) cannot turn flaky.
+func TestRatesAndConcurrency(t *testing.T) {
+	t.Parallel()
+	const (
+		goroutines = 8
+		each       = 2500
+		n          = goroutines * each
+	)
+	r := Rates{InternalError: 0.05, SlowDown: 0.02, ResetBefore: 0.03, LostResponse: 0.1, Latency: 0.01, MaxLatency: time.Microsecond}
+	in := newInjector(t, 2026, r)
+	be := &backend{}
+	rt := in.Wrap(be)
+	var wg sync.WaitGroup
+	var passed atomic.Int64
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				resp, err := rt.RoundTrip(request(t, nil))
+				if err == nil {
+					if resp.StatusCode == http.StatusOK {
+						passed.Add(1)
+					}
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	c := in.Counts()
+	failed := c[InternalError] + c[SlowDown] + c[ResetBefore] + c[LostResponse]
+	if failed+passed.Load() != n || in.Requests() != n {
+		t.Errorf("%d failed + %d passed, %d seen; want %d in all", failed, passed.Load(), in.Requests(), n)
+	}
+	if want := n - c[InternalError] - c[SlowDown] - c[ResetBefore]; be.got.Load() != want {
+		t.Errorf("server saw %d requests, want %d (all but the unsent ones)", be.got.Load(), want)
+	}
+	for k, p := range map[Kind]float64{InternalError: r.InternalError, SlowDown: r.SlowDown, ResetBefore: r.ResetBefore, LostResponse: r.LostResponse} {
+		mean := p * n
+		sd := mean * (1 - p)
+		if got := float64(c[k]); got < mean-5*math.Sqrt(sd) || got > mean+5*math.Sqrt(sd) {
+			t.Errorf("%s: %v injected, want about %.0f", k, got, mean)
+		}
+	}
+	// Latency is drawn for every request but applied only to those sent.
+	if c[Latency] == 0 || float64(c[Latency]) > 2*r.Latency*n {
+		t.Errorf("latency injected %d times, want about %.0f", c[Latency], r.Latency*n*0.8)
+	}
+	t.Logf("injected: %s", Format(c))
+}
+
+func TestSetEnabled(t *testing.T) {
+	t.Parallel()
+	in := newInjector(t, 1, Rates{ResetBefore: 1})
+	be := &backend{}
+	rt := in.Wrap(be)
+	in.SetEnabled(false)
+	if got := outcome(t, rt); got != "200 OK" {
+		t.Errorf("disabled: %s, want the request passed through", got)
+	}
+	if in.Requests() != 0 || in.Count(ResetBefore) != 0 {
+		t.Errorf("disabled injector counted %d requests, %d resets", in.Requests(), in.Count(ResetBefore))
+	}
+	in.SetEnabled(true)
+	if got := outcome(t, rt); got != ResetBefore.String() {
+		t.Errorf("enabled again: %s, want a reset", got)
+	}
+}
+
+func TestLatencyHonoursContext(t *testing.T) {
+	t.Parallel()
+	in := newInjector(t, 1, Rates{Latency: 1, MaxLatency: time.Hour})
+	be := &backend{}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	req := request(t, nil).WithContext(ctx)
+	start := time.Now()
+	if _, err := in.Wrap(be).RoundTrip(req); err == nil {
+		t.Fatal("a cancelled request went through")
+	}
+	if d := time.Since(start); d > time.Minute {
+		t.Errorf("the delay ignored the cancelled context for %s", d)
+	}
+	if be.got.Load() != 0 {
+		t.Errorf("the cancelled request reached the server")
+	}
+}
+
+// TestSDKRetriesInjectedFaults checks that the AWS SDK sees injected faults
+// as it sees real ones: it resends after a 500, a 503 and a reset, and a
+// lost response is applied once and met by its own resend.
+func TestSDKRetriesInjectedFaults(t *testing.T) {
+	t.Parallel()
+	for _, k := range []Kind{ResetBefore, LostResponse} {
+		err := &url.Error{Op: "Put", URL: "http://x", Err: &Error{Kind: k}}
+		if got := retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err); got != aws.TrueTernary {
+			t.Errorf("the SDK does not retry an injected %s: %v", k, got)
+		}
+	}
+
+	srv := s3test.New(t)
+	clean := srv.Client()
+	for _, tc := range []struct {
+		rates Rates
+		kind  Kind
+	}{
+		{Rates{InternalError: 1}, InternalError},
+		{Rates{SlowDown: 1}, SlowDown},
+		{Rates{ResetBefore: 1}, ResetBefore},
+		{Rates{LostResponse: 1}, LostResponse},
+	} {
+		t.Run(tc.kind.String(), func(t *testing.T) {
+			in := newInjector(t, 3, tc.rates)
+			var sent s3test.Counter // outside the injector: every attempt of the SDK
+			c := srv.Client(in.Wrap, sent.Wrap)
+			key := "k-" + tc.kind.String()
+			_, err := c.PutObject(t.Context(), &s3.PutObjectInput{
+				Bucket: aws.String(srv.Bucket), Key: &key, Body: strings.NewReader("v"), IfNoneMatch: aws.String("*"),
+			}, func(o *s3.Options) {
+				o.Retryer = retry.NewStandard(func(o *retry.StandardOptions) {
+					o.MaxAttempts = 3
+					o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+				})
+			})
+			if err == nil {
+				t.Fatal("PutObject succeeded through an injector that fails every request")
+			}
+			if sent.Total() != 3 || in.Count(tc.kind) != 3 {
+				t.Errorf("the SDK sent %d attempts, %d faults injected; want 3 and 3", sent.Total(), in.Count(tc.kind))
+			}
+			_, herr := clean.HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: aws.String(srv.Bucket), Key: &key})
+			if applied := herr == nil; applied != (tc.kind == LostResponse) {
+				t.Errorf("object exists afterwards: %v, want %v", applied, tc.kind == LostResponse)
+			}
+			if tc.kind == InternalError || tc.kind == SlowDown {
+				var ae smithy.APIError
+				if !errors.As(err, &ae) || ae.ErrorCode() != map[Kind]string{InternalError: "InternalError", SlowDown: "SlowDown"}[tc.kind] {
+					t.Errorf("error %v, want the injected S3 error code", err)
+				}
+			}
+		})
+	}
+}

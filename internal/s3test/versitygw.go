@@ -1,0 +1,452 @@
+package s3test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// Environment variables shared by the test programs and the tests that use a
+// real S3 server. internal/cmd/s3gw sets them for the command it runs.
+const (
+	// EnvEndpoint is the URL of an S3-compatible server for the integration
+	// tests, e.g. "http://127.0.0.1:7070". Tests that need it skip without it.
+	EnvEndpoint = "S3TASK_TEST_ENDPOINT"
+	// EnvAccessKey and EnvSecretKey are that server's credentials.
+	EnvAccessKey = "S3TASK_TEST_ACCESS_KEY"
+	EnvSecretKey = "S3TASK_TEST_SECRET_KEY"
+	// EnvGatewayBin is the path of the versitygw binary, so that a test can
+	// start (and restart) a server of its own.
+	EnvGatewayBin = "S3TASK_VERSITYGW_BIN"
+)
+
+// modulePath names this module's go.mod, used to find the module root.
+const modulePath = "github.com/s3task/s3task"
+
+// GatewayBinary returns the versitygw binary to run: $S3TASK_VERSITYGW_BIN,
+// else versitygw on PATH, else .cache/bin/versitygw under the module root
+// (where `GOBIN=$PWD/.cache/bin go install` puts it). The result is an
+// absolute path.
+func GatewayBinary() (string, error) {
+	if p := os.Getenv(EnvGatewayBin); p != "" {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return "", err
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return "", fmt.Errorf("s3test: %s=%s: %w", EnvGatewayBin, p, err)
+		}
+		return abs, nil
+	}
+	if p, err := exec.LookPath("versitygw"); err == nil {
+		return filepath.Abs(p)
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", fmt.Errorf("s3test: versitygw is not on PATH and %w", err)
+	}
+	p := filepath.Join(root, ".cache", "bin", "versitygw")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("s3test: versitygw not found (set %s, put it on PATH, or run "+
+			"GOBIN=%s go install github.com/versity/versitygw/cmd/versitygw@v1.8.0): %w",
+			EnvGatewayBin, filepath.Join(root, ".cache", "bin"), err)
+	}
+	return p, nil
+}
+
+// moduleRoot walks up from the working directory to this module's go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.Contains(data, []byte("module "+modulePath+"\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod of %s above the working directory", modulePath)
+		}
+		dir = parent
+	}
+}
+
+// GatewayConfig says how to start a versitygw server. Zero fields get
+// defaults.
+type GatewayConfig struct {
+	// Bin is the versitygw binary. Default: [GatewayBinary].
+	Bin string
+	// Dir is the posix backend's root folder: each subfolder is a bucket.
+	// Required; it is created if missing and survives a restart.
+	Dir string
+	// Addr is the listen address. It must be on 127.0.0.1. Default: a free
+	// port on 127.0.0.1.
+	Addr string
+	// AccessKey and SecretKey are the root credentials. Default: random.
+	AccessKey, SecretKey string
+	// Log receives the server's output. Default: a file next to Dir
+	// (Dir + ".log"), whose tail is quoted when start-up fails.
+	Log io.Writer
+	// StartTimeout bounds the wait until the server answers. Default 30s.
+	StartTimeout time.Duration
+}
+
+// Gateway is a running versitygw process serving the posix backend on
+// 127.0.0.1. Stop it when done; [StartGatewayT] does that for a test.
+type Gateway struct {
+	// Endpoint is the server's URL, "http://127.0.0.1:port".
+	Endpoint  string
+	AccessKey string
+	SecretKey string
+
+	cfg GatewayConfig
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has been waited for
+	logF   *os.File      // the default log file, if used
+}
+
+// StartGateway starts versitygw as cfg says and waits, at most
+// cfg.StartTimeout, until it answers a signed request with its
+// credentials. If the port was taken in between (a free port is chosen
+// before the server binds it) it tries another one, a few times.
+func StartGateway(ctx context.Context, cfg GatewayConfig) (*Gateway, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("s3test: GatewayConfig.Dir is required")
+	}
+	if cfg.Bin == "" {
+		bin, err := GatewayBinary()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Bin = bin
+	}
+	if cfg.AccessKey == "" {
+		cfg.AccessKey = "ak" + strings.ToLower(rand.Text()[:14])
+	}
+	if cfg.SecretKey == "" {
+		cfg.SecretKey = strings.ToLower(rand.Text())
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 30 * time.Second
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("s3test: gateway root: %w", err)
+	}
+	g := &Gateway{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey, cfg: cfg}
+	if cfg.Log == nil {
+		f, err := os.OpenFile(cfg.Dir+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("s3test: gateway log: %w", err)
+		}
+		g.logF = f
+		g.cfg.Log = f
+	}
+	fixed := cfg.Addr != ""
+	var err error
+	for try := 0; try < 5; try++ {
+		addr := cfg.Addr
+		if !fixed {
+			if addr, err = freeAddr(); err != nil {
+				break
+			}
+		}
+		if err = g.start(ctx, addr); err == nil {
+			return g, nil
+		}
+		if fixed || ctx.Err() != nil {
+			break
+		}
+	}
+	g.closeLog()
+	return nil, err
+}
+
+// StartGatewayT starts a gateway for a test in a folder of its own
+// (t.TempDir) and stops it when the test ends. It fails the test if the
+// server cannot start.
+func StartGatewayT(t testing.TB, bin string) *Gateway {
+	t.Helper()
+	g, err := StartGateway(t.Context(), GatewayConfig{Bin: bin, Dir: filepath.Join(t.TempDir(), "root")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := g.Stop(); err != nil {
+			t.Errorf("stop gateway: %v", err)
+		}
+	})
+	return g
+}
+
+// freeAddr returns 127.0.0.1 with a port nobody listens on right now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("s3test: find a free port: %w", err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr, nil
+}
+
+// start runs the binary on addr and waits until it answers.
+func (g *Gateway) start(ctx context.Context, addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host != "127.0.0.1" {
+		return fmt.Errorf("s3test: gateway address %q: it must be 127.0.0.1:port", addr)
+	}
+	cmd := exec.Command(g.cfg.Bin, "--port", addr, "--quiet", "--keep-alive", "posix", g.cfg.Dir)
+	cmd.Env = gatewayEnv(g.cfg.AccessKey, g.cfg.SecretKey)
+	cmd.Stdout, cmd.Stderr = g.cfg.Log, g.cfg.Log
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("s3test: start %s: %w", g.cfg.Bin, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	g.mu.Lock()
+	g.cmd, g.exited = cmd, exited
+	g.Endpoint = "http://" + addr
+	g.mu.Unlock()
+
+	if err := g.awaitReady(ctx, exited); err != nil {
+		_ = g.kill()
+		return fmt.Errorf("%w%s", err, g.logTail())
+	}
+	return nil
+}
+
+// gatewayEnv is the process environment without any setting versitygw
+// reads from it (VGW_*, ROOT_*), plus the root credentials.
+func gatewayEnv(access, secret string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "VGW_") || strings.HasPrefix(kv, "ROOT_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "ROOT_ACCESS_KEY="+access, "ROOT_SECRET_KEY="+secret)
+}
+
+// awaitReady polls with a signed ListBuckets until the server answers it,
+// the process exits, or the start timeout passes.
+func (g *Gateway) awaitReady(ctx context.Context, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.StartTimeout)
+	defer cancel()
+	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	client := g.Client(func(http.RoundTripper) http.RoundTripper { return tr })
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := client.ListBuckets(actx, &s3.ListBucketsInput{}, func(o *s3.Options) { o.RetryMaxAttempts = 1 })
+		acancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-exited:
+			return fmt.Errorf("s3test: versitygw on %s exited during start-up (last probe: %v)", g.Endpoint, last)
+		case <-ctx.Done():
+			return fmt.Errorf("s3test: versitygw on %s did not answer within %s: %v", g.Endpoint, g.cfg.StartTimeout, last)
+		case <-tick.C:
+		}
+	}
+}
+
+// logTail returns the end of the default log file, for error messages.
+func (g *Gateway) logTail() string {
+	if g.logF == nil {
+		return ""
+	}
+	data, err := os.ReadFile(g.logF.Name())
+	if err != nil || len(data) == 0 {
+		return ""
+	}
+	if len(data) > 2000 {
+		data = data[len(data)-2000:]
+	}
+	return "\nversitygw output:\n" + string(data)
+}
+
+// Client returns a new S3 client for the gateway with its own transport;
+// see [NewClient].
+func (g *Gateway) Client(wrap ...func(http.RoundTripper) http.RoundTripper) *s3.Client {
+	return NewClientWithKeys(g.Endpoint, g.AccessKey, g.SecretKey, wrap...)
+}
+
+// Dir returns the posix root folder.
+func (g *Gateway) Dir() string { return g.cfg.Dir }
+
+// Stop kills the server (SIGKILL, as a crash would) and waits for the
+// process to end. It is safe to call more than once.
+func (g *Gateway) Stop() error {
+	err := g.kill()
+	g.closeLog()
+	return err
+}
+
+// kill ends the process, if one runs, and waits for it.
+func (g *Gateway) kill() error {
+	g.mu.Lock()
+	cmd, exited := g.cmd, g.exited
+	g.cmd = nil
+	g.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("s3test: kill versitygw: %w", err)
+	}
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("s3test: versitygw (pid %d) did not exit within 10s of SIGKILL", cmd.Process.Pid)
+	}
+}
+
+// Restart kills the server and starts it again on the same address with the
+// same folder and credentials, as an operator restarting it would.
+func (g *Gateway) Restart(ctx context.Context) error {
+	g.mu.Lock()
+	addr := strings.TrimPrefix(g.Endpoint, "http://")
+	g.mu.Unlock()
+	if err := g.kill(); err != nil {
+		return err
+	}
+	// The freed port can be bound again at once: Go's listeners set
+	// SO_REUSEADDR, so connections in TIME_WAIT do not block it.
+	return g.start(ctx, addr)
+}
+
+func (g *Gateway) closeLog() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.logF != nil {
+		g.logF.Close()
+		g.logF = nil
+	}
+}
+
+// RemoteConfig is an S3 server the integration tests were pointed at with
+// [EnvEndpoint] and the credentials variables.
+type RemoteConfig struct {
+	Endpoint  string
+	AccessKey string
+	SecretKey string
+	// GatewayBin is $S3TASK_VERSITYGW_BIN, empty if unset.
+	GatewayBin string
+}
+
+// Remote returns the server configured in the environment, and ok=false if
+// there is none.
+func Remote() (RemoteConfig, bool) {
+	c := RemoteConfig{
+		Endpoint:   os.Getenv(EnvEndpoint),
+		AccessKey:  os.Getenv(EnvAccessKey),
+		SecretKey:  os.Getenv(EnvSecretKey),
+		GatewayBin: os.Getenv(EnvGatewayBin),
+	}
+	return c, c.Endpoint != ""
+}
+
+// RemoteT returns the configured server, or skips the test with a message
+// saying how to configure one.
+func RemoteT(t testing.TB) RemoteConfig {
+	t.Helper()
+	c, ok := Remote()
+	if !ok {
+		t.Skipf("%s is not set: no real S3 server; run `go run ./internal/cmd/s3gw -- go test ./...` (or `make test/integration`) to include this test", EnvEndpoint)
+	}
+	return c
+}
+
+// Client returns a new S3 client for the server with its own transport;
+// see [NewClient].
+func (c RemoteConfig) Client(wrap ...func(http.RoundTripper) http.RoundTripper) *s3.Client {
+	return NewClientWithKeys(c.Endpoint, c.AccessKey, c.SecretKey, wrap...)
+}
+
+// NewBucket creates a bucket with a unique lowercase name through client
+// and returns the name. Buckets are not deleted: the server's folder goes
+// away with the server.
+func NewBucket(ctx context.Context, client *s3.Client, hint string) (string, error) {
+	hint = strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + ('a' - 'A')
+		}
+		return '-'
+	}, hint)
+	for strings.Contains(hint, "--") {
+		hint = strings.ReplaceAll(hint, "--", "-")
+	}
+	hint = strings.Trim(hint, "-")
+	if len(hint) > 30 {
+		hint = strings.Trim(hint[:30], "-")
+	}
+	if hint == "" {
+		hint = "t"
+	}
+	name := hint + "-" + strings.ToLower(rand.Text()[:12])
+	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		return "", fmt.Errorf("s3test: create bucket %s: %w", name, err)
+	}
+	return name, nil
+}
+
+// TransportCloser is a transport wrapper that remembers the transport it
+// wraps, so a test can close its idle connections when it ends: a
+// keep-alive connection to a server that outlives the test would otherwise
+// leave the transport's goroutines running.
+type TransportCloser struct {
+	mu  sync.Mutex
+	trs []interface{ CloseIdleConnections() }
+}
+
+// Wrap returns next unchanged after remembering it. Pass it innermost.
+func (c *TransportCloser) Wrap(next http.RoundTripper) http.RoundTripper {
+	if ci, ok := next.(interface{ CloseIdleConnections() }); ok {
+		c.mu.Lock()
+		c.trs = append(c.trs, ci)
+		c.mu.Unlock()
+	}
+	return next
+}
+
+// CloseIdleConnections closes the idle connections of every transport seen.
+func (c *TransportCloser) CloseIdleConnections() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tr := range c.trs {
+		tr.CloseIdleConnections()
+	}
+}
