@@ -3,6 +3,8 @@ package s3test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -36,6 +38,9 @@ func StartOn(addr string, backend gofakes3.Backend, opts ...gofakes3.Option) (*S
 		return nil, fmt.Errorf("s3test: listen on %s: %w", addr, err)
 	}
 	s.http.Listener = l
+	// gofakes3 writes a second header when a client hangs up mid-answer;
+	// net/http logs that, which is only noise here.
+	s.http.Config.ErrorLog = log.New(io.Discard, "", 0)
 	s.http.Start()
 	s.URL = s.http.URL
 	if _, err := s.Client().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(Bucket)}); err != nil {
