@@ -4,7 +4,7 @@ export GOBIN
 
 .PHONY: help
 help: ## list the targets
-	@grep -E '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: run
 run: ## run the example service against an embedded S3
@@ -15,7 +15,7 @@ test: ## run the tests
 	go test -count=1 ./...
 
 .PHONY: test/race
-test/race: ## run the tests with the race detector (what CI runs)
+test/race: ## run the tests with the race detector
 	go test -race -count=1 ./...
 
 .PHONY: test/integration
@@ -31,8 +31,12 @@ lint: ## gofmt, go vet and staticcheck
 	$(GOBIN)/staticcheck ./...
 
 .PHONY: bench
-bench: ## run the micro-benchmarks with allocation counts
-	go test -run '^$$' -bench . -benchmem ./...
+bench: ## run the benchmark program: S3 requests per task, idle cost, contention, baselines, paging, large inputs
+	go run ./internal/cmd/bench
+
+.PHONY: bench/micro
+bench/micro: ## run the micro-benchmarks with allocation counts
+	go test -run '^$$' -bench . -benchmem .
 
 .PHONY: ci
 ci: ## run what CI runs

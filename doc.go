@@ -145,6 +145,31 @@
 // *[RecordError] naming its key. Neither stops a worker or hides other tasks
 // from [Store.List].
 //
+// # When S3 or the network misbehaves
+//
+// What the library does under each kind of fault (the reliability tests
+// inject every one of them):
+//
+//   - A 5xx or 503 SlowDown answer, or a connection reset before the
+//     request reached S3: the SDK's retryer sends it again, with backoff.
+//     If it keeps failing, the call returns the error; a worker logs it and
+//     tries again at its next poll or heartbeat.
+//   - A response lost after S3 applied the request (a timeout, a reset on
+//     the way back): the retry of a conditional write then fails its
+//     precondition. The library re-reads the record and compares the
+//     revision it wrote: if it is there, the write won and the call
+//     succeeds. An output written twice this way is recognised by a token in
+//     its metadata. A claim whose answer was lost may look lost to its
+//     worker; the task then waits for its lease to expire and is recovered
+//     as a new attempt.
+//   - Latency: leases are judged by the server's clock with
+//     WorkerOptions.ClockMargin, and a worker whose renewals keep failing
+//     cancels its handler with [ErrLeaseLost] when its lease runs out, so a
+//     slow or cut-off worker never runs on once another may have taken over.
+//   - A marker write or delete that fails: markers are only an index. A
+//     missing marker is restored by [Store.Reconcile], which workers run on
+//     their own; a stale one is removed by the next worker that visits it.
+//
 // # Operating it
 //
 // The records are the truth and everything else can be rebuilt from them:

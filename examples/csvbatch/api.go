@@ -99,6 +99,14 @@ func (a *api) register(mux *http.ServeMux) {
 	mux.Handle("POST /tasks/{id}/retry", a.handle(a.retry))
 	mux.Handle("POST /tasks/{id}/cancel", a.handle(a.cancel))
 	mux.Handle("GET /tasks/{id}/output", a.handle(a.output))
+	// Everything else under /tasks answers in JSON too, not with the mux's
+	// plain-text 404 and 405.
+	mux.Handle("/tasks", a.handle(noRoute))
+	mux.Handle("/tasks/", a.handle(noRoute))
+}
+
+func noRoute(w http.ResponseWriter, r *http.Request, _ string) error {
+	return &apiError{status: http.StatusNotFound, code: "no_route", message: fmt.Sprintf("no %s %s in this API", r.Method, r.URL.Path)}
 }
 
 // handle authenticates, limits the body, runs h and writes its error.

@@ -28,7 +28,7 @@ type svcOptions struct {
 
 // service is a csvbatch app running in the test, with a client for it.
 type service struct {
-	t      *testing.T
+	t      testing.TB
 	app    *app
 	base   string
 	token  string
@@ -36,7 +36,7 @@ type service struct {
 }
 
 // testConfig returns a configuration for a fast in-process service.
-func testConfig(t *testing.T, o svcOptions) *config {
+func testConfig(t testing.TB, o svcOptions) *config {
 	t.Helper()
 	args := []string{
 		"-listen", "127.0.0.1:0",
@@ -71,12 +71,12 @@ func noEnv(string) (string, bool) { return "", false }
 func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // startService starts an app and stops it when the test ends.
-func startService(t *testing.T, o svcOptions) *service {
+func startService(t testing.TB, o svcOptions) *service {
 	t.Helper()
 	return startConfig(t, testConfig(t, o))
 }
 
-func startConfig(t *testing.T, cfg *config) *service {
+func startConfig(t testing.TB, cfg *config) *service {
 	t.Helper()
 	logs := &testLog{t: t}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -103,7 +103,7 @@ func startConfig(t *testing.T, cfg *config) *service {
 // testLog sends log lines to t.Log until the test's cleanup stops it.
 type testLog struct {
 	mu      sync.Mutex
-	t       *testing.T
+	t       testing.TB
 	stopped bool
 }
 
