@@ -223,18 +223,24 @@ func TestSharedQueueConditionalConcurrent(t *testing.T) {
 			defer wg.Done()
 			wq := mk()
 			for {
+				// Only an empty queue seen after every push finished means
+				// the end: a pop that began before the last push may miss it.
+				var finished bool
+				select {
+				case <-done:
+					finished = true
+				default:
+				}
 				id, err := wq.Pop(ctx)
 				if err != nil {
 					errs <- err
 					return
 				}
 				if id == "" {
-					select {
-					case <-done:
+					if finished {
 						return
-					default:
-						continue
 					}
+					continue
 				}
 				mu.Lock()
 				seen[id]++

@@ -205,6 +205,9 @@ func naiveBaseline(ctx context.Context, e *env, design string, mk func(*s3.Clien
 		go func() {
 			defer wwg.Done()
 			for ctx.Err() == nil {
+				// An empty queue means the end only if every push had
+				// finished before this pop began.
+				finished := producersDone.Load()
 				id, err := q.Pop(ctx)
 				if err != nil {
 					failures.Add(1)
@@ -212,7 +215,7 @@ func naiveBaseline(ctx context.Context, e *env, design string, mk func(*s3.Clien
 					continue
 				}
 				if id == "" {
-					if producersDone.Load() {
+					if finished {
 						return
 					}
 					_ = sleep(ctx, cfg.contPoll)
