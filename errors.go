@@ -85,6 +85,7 @@ type IDError struct {
 	Reason string
 }
 
+// Error describes the problem for people.
 func (e *IDError) Error() string {
 	return fmt.Sprintf("s3task: invalid task ID %q: %s", e.ID, e.Reason)
 }
@@ -101,6 +102,7 @@ type TransitionError struct {
 	Reason string // why not, in a few words
 }
 
+// Error describes the problem for people.
 func (e *TransitionError) Error() string {
 	return fmt.Sprintf("s3task: task %s is %s: cannot %s: %s", e.ID, e.From, e.Event, e.Reason)
 }
@@ -116,6 +118,7 @@ type RecordError struct {
 	Err error
 }
 
+// Error describes the problem for people.
 func (e *RecordError) Error() string {
 	return fmt.Sprintf("s3task: record %s: %v", e.Key, e.Err)
 }
@@ -131,6 +134,7 @@ type InputSizeError struct {
 	Limit int64
 }
 
+// Error describes the problem for people.
 func (e *InputSizeError) Error() string {
 	return fmt.Sprintf("s3task: input %s is %d bytes, over the limit of %d", e.Key, e.Size, e.Limit)
 }
