@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -54,14 +53,12 @@ func setupOps(t *testing.T) *opsEnv {
 	return e
 }
 
-func opsQuietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
 // newStore returns a Store with its own S3 client, as another machine would
 // have. A nil clock is the real one.
 func (e *opsEnv) newStore(t *testing.T, clock func() time.Time, wrap ...func(http.RoundTripper) http.RoundTripper) *s3task.Store {
 	t.Helper()
 	st, err := s3task.NewStore(e.srv.Client(wrap...), e.srv.Bucket, &s3task.StoreOptions{
-		InputExt: ".csv", OutputExt: ".csv", Clock: clock, Logger: opsQuietLog(),
+		InputExt: ".csv", OutputExt: ".csv", Clock: clock, Logger: workerQuietLog(),
 	})
 	if err != nil {
 		t.Fatalf("NewStore: %v", err)
@@ -287,11 +284,6 @@ func brokenKeys(bs []*s3task.RecordError) []string {
 	return sorted(keys)
 }
 
-// opsRoundTrip adapts a function to http.RoundTripper.
-type opsRoundTrip func(*http.Request) (*http.Response, error)
-
-func (f opsRoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // opsHold is a transport wrapper that holds back the first request match
 // accepts until release is called, and closes arrived when that request
 // gets there. It lets a test run another party's calls between two
@@ -313,7 +305,7 @@ func newOpsHold(t *testing.T, match func(*http.Request) bool) *opsHold {
 func (h *opsHold) release() { h.once.Do(func() { close(h.released) }) }
 
 func (h *opsHold) wrap(next http.RoundTripper) http.RoundTripper {
-	return opsRoundTrip(func(r *http.Request) (*http.Response, error) {
+	return workerRoundTrip(func(r *http.Request) (*http.Response, error) {
 		if h.match(r) && h.taken.CompareAndSwap(false, true) {
 			close(h.arrived)
 			select {
@@ -331,22 +323,9 @@ func isPut(r *http.Request, key string) bool {
 	return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/"+key)
 }
 
-// opsAwait returns once ch is closed or yields, failing the test after
-// opsWait.
-func opsAwait[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(opsWait):
-		t.Fatalf("timed out after %s waiting for %s", opsWait, what)
-		panic("unreachable")
-	}
-}
-
-// opsWaitUntil checks cond on a short ticker until it holds, failing the
+// waitUntil checks cond on a short ticker until it holds, failing the
 // test after d.
-func opsWaitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -370,7 +349,7 @@ type opsWorker struct {
 func startOpsWorker(t *testing.T, st *s3task.Store, h s3task.HandlerFunc, opts s3task.WorkerOptions) *opsWorker {
 	t.Helper()
 	if opts.Logger == nil {
-		opts.Logger = opsQuietLog()
+		opts.Logger = workerQuietLog()
 	}
 	w, err := s3task.NewWorker(st, h, &opts)
 	if err != nil {
@@ -684,7 +663,7 @@ func TestReconcileDuringSlowSubmit(t *testing.T) {
 		_, err := submitter.Submit(e.ctx, task.ID)
 		submitted <- err
 	}()
-	opsAwait(t, hold.arrived, "Submit to write its marker and reach its record write")
+	awaitSignal(t, hold.arrived, "Submit to write its marker and reach its record write")
 	if !e.hasMarker(t, task.ID) {
 		t.Fatal("Submit reached its record write without writing the marker first")
 	}
@@ -693,7 +672,7 @@ func TestReconcileDuringSlowSubmit(t *testing.T) {
 		t.Fatalf("Reconcile: %v", err)
 	}
 	hold.release()
-	if err := opsAwait(t, submitted, "Submit to return"); err != nil {
+	if err := awaitSignal(t, submitted, "Submit to return"); err != nil {
 		t.Fatalf("Submit: %v", err)
 	}
 	if got := e.get(t, task.ID); got.Status != s3task.StatusQueued {
@@ -794,7 +773,7 @@ func TestReconcileConcurrentWithWorkers(t *testing.T) {
 
 	operator := e.newStore(t, nil)
 	for range tasks / failEvery {
-		f := opsAwait(t, failures, "a task's final failure")
+		f := awaitSignal(t, failures, "a task's final failure")
 		if got, err := operator.Retry(e.ctx, f.ID); err != nil || got.Status != s3task.StatusQueued {
 			t.Fatalf("Retry(%s) = %v, %v; want it queued", f.ID, got, err)
 		}
@@ -852,7 +831,7 @@ func TestReconcileConcurrentWithWorkers(t *testing.T) {
 	// Stale markers (a reconcile that restored a marker just before the
 	// task completed) are dropped by the workers as they list them; then
 	// the index is clean.
-	opsWaitUntil(t, opsWait, "the workers drop every stale marker", func() bool {
+	waitUntil(t, opsWait, "the workers drop every stale marker", func() bool {
 		return len(e.snapshot(t, e.store.Prefix()+"active/")) == 0
 	})
 	for _, w := range workers {
@@ -957,13 +936,13 @@ func TestWorkerOnPollHook(t *testing.T) {
 
 	// The first listing finds the three markers and starts as many tasks as
 	// there are slots.
-	first := opsAwait(t, polls, "the first OnPoll")
+	first := awaitSignal(t, polls, "the first OnPoll")
 	if first.Markers != 3 || first.Started != 2 || first.Took <= 0 {
 		t.Errorf("first OnPoll = %+v, want 3 markers, 2 started and a positive duration", first)
 	}
 	openGate()
 	started := first.Started
-	opsWaitUntil(t, opsWait, "every task completes and OnPoll has counted its start", func() bool {
+	waitUntil(t, opsWait, "every task completes and OnPoll has counted its start", func() bool {
 		for {
 			select {
 			case p := <-polls:
@@ -1051,7 +1030,7 @@ func TestFailureCategories(t *testing.T) {
 			names[e.prepare(t, e.createAgo(t, 0, name), "queued").ID] = name
 		}
 		for range cases {
-			got := opsAwait(t, failed, "a failure")
+			got := awaitSignal(t, failed, "a failure")
 			stored := e.get(t, got.ID)
 			name := names[got.ID]
 			want := cases[name].want
@@ -1106,7 +1085,7 @@ func TestStats(t *testing.T) {
 	settled := func(name string, ok func(*s3task.Task) bool) bool { return ok(e.get(t, worked[name])) }
 	isFailed := func(x *s3task.Task) bool { return x.Status == s3task.StatusFailed }
 	isDone := func(x *s3task.Task) bool { return x.Status == s3task.StatusCompleted }
-	opsWaitUntil(t, opsWait, "the worker settles its five tasks", func() bool {
+	waitUntil(t, opsWait, "the worker settles its five tasks", func() bool {
 		return settled("bad input", isFailed) && settled("permanent", isFailed) && settled("flaky", isFailed) &&
 			settled("ok", isDone) && settled("second attempt", isDone)
 	})
@@ -1494,14 +1473,14 @@ func TestPurgeAfterRetryLostRace(t *testing.T) {
 		_, err := retrier.Retry(e.ctx, task.ID)
 		retried <- err
 	}()
-	opsAwait(t, hold.arrived, "Retry to read the failed record and reach its marker write")
+	awaitSignal(t, hold.arrived, "Retry to read the failed record and reach its marker write")
 
 	r, err := e.newStore(t, nil).Purge(e.ctx, time.Now().Add(time.Hour), s3task.PurgeOptions{})
 	if err != nil || !slices.Equal(r.Purged, []string{task.ID}) {
 		t.Fatalf("Purge = %+v, %v; want %s purged", r, err, task.ID)
 	}
 	hold.release()
-	if err := opsAwait(t, retried, "Retry to return"); err == nil {
+	if err := awaitSignal(t, retried, "Retry to return"); err == nil {
 		t.Fatal("Retry of a purged task succeeded")
 	}
 	if _, ok := e.object(t, e.recordKey(task.ID)); ok {

@@ -319,15 +319,7 @@ func awaitSignalWithin[T any](t *testing.T, ch <-chan T, d time.Duration, what s
 // time.
 func waitForCondition(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(workerWait)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting until %s", workerWait, what)
-		}
-		<-tick.C
-	}
+	waitUntil(t, workerWait, what, cond)
 }
 
 // handlerGate blocks handlers until the test opens it, or until their
