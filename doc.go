@@ -63,8 +63,9 @@
 // through the service: uploads and downloads go straight to S3 with
 // presigned URLs.
 //
-//	t, err := store.Create(ctx, s3task.CreateParams{Name: "June import", Type: "csv_import", CreatedBy: user})
-//	form, err := store.PresignUploadForm(ctx, t.ID, 15*time.Minute) // browser posts the file to S3
+//	t, up, err := store.CreateForUpload(ctx, s3task.CreateParams{Name: "June import", Type: "csv_import", CreatedBy: user}, 15*time.Minute)
+//	// up.Form is a size-capped POST form for the browser, up.Put a plain PUT URL.
+//	// (PresignUpload and PresignUploadForm sign again for a created task.)
 //	// ... once the upload is done:
 //	t, err = store.Submit(ctx, t.ID) // checks the input is there and not too large, queues the task
 //	page, err := store.List(ctx, s3task.ListOptions{Limit: 50, Cursor: cursor})
