@@ -647,14 +647,7 @@ func (s *Store) Cancel(ctx context.Context, id, reason string) (*Task, error) {
 	if len(reason) > 1024 || !utf8.ValidString(reason) {
 		return nil, invalidArg("cancel reason must be at most 1024 bytes of UTF-8")
 	}
-	if err := ParseID(id); err != nil {
-		return nil, err
-	}
-	t, etag, err := s.read(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	got, changed, err := s.apply(ctx, t, etag, event{kind: evCancel, reason: reason, notify: s.opts.OnTerminal != nil}, nil)
+	got, changed, err := s.change(ctx, id, event{kind: evCancel, reason: reason, notify: s.opts.OnTerminal != nil}, nil)
 	if err != nil {
 		return nil, err
 	}
