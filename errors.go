@@ -37,6 +37,15 @@ var (
 	// The record is intact; the call may be repeated.
 	ErrConflict = errors.New("s3task: concurrent update conflict")
 
+	// ErrOutcomeUnknown means a call's write may or may not have taken
+	// effect: S3's answer was lost (or the call's context ended while it
+	// waited), and the record, read back, cannot tell, because it cannot be
+	// read in time or because more writes followed than it remembers. The
+	// record is intact and consistent either way; read it (Store.Get) to see
+	// where the task stands before repeating the call. Every other error
+	// from a Store call that changes a task means the record is as it was.
+	ErrOutcomeUnknown = errors.New("s3task: outcome of the write unknown")
+
 	// ErrInputMissing means Submit found no input object for the task.
 	ErrInputMissing = errors.New("s3task: input missing")
 

@@ -5,24 +5,25 @@ import (
 	"errors"
 	"log/slog"
 	"runtime/debug"
-	"sync"
 	"time"
 )
 
 // lease is one claimed attempt while the worker holds it: the handler, the
 // heartbeats that renew the lease and carry progress, and the final write.
 // Every record write of the attempt goes through lease.write, one at a time,
-// each a compare-and-set on the ETag of the previous one.
+// each a compare-and-set on the ETag of the previous one: the heartbeat loop
+// writes while the handler runs, and finish writes after the loop ended, so
+// the fields below need no lock.
 type lease struct {
 	w      *Worker
 	job    *Job
 	log    *slog.Logger
-	cancel context.CancelCauseFunc
+	cancel context.CancelCauseFunc // ends the handler's context
 
-	mu    sync.Mutex
-	task  *Task  // the record as we last wrote it
-	etag  string // its ETag
-	ended bool   // the record is no longer ours to write
+	task     *Task     // the record as we last wrote it
+	etag     string    // its ETag
+	deadline time.Time // local clock: from then on the lease cannot be trusted
+	ended    bool      // the record is no longer ours to write
 }
 
 // start runs the claimed task t in its own goroutine. The slot taken in poll
@@ -31,35 +32,48 @@ func (w *Worker) start(base context.Context, t *Task, etag string) {
 	ctx, cancel := context.WithCancelCause(base)
 	l := &lease{
 		w:      w,
-		job:    &Job{Task: *t.clone(), store: w.store},
+		job:    &Job{Task: *t.clone(), store: w.store, attempt: ctx},
 		log:    w.log.With("task_id", t.ID, "attempt", t.Attempt),
 		cancel: cancel,
-		task:   t,
-		etag:   etag,
 	}
+	l.hold(t, etag)
 	w.wg.Add(1)
 	go func() {
 		defer func() {
 			cancel(nil)
-			<-w.slots
-			select {
-			case w.freed <- struct{}{}:
-			default:
-			}
+			w.freeSlot()
 			w.wg.Done()
 		}()
 		l.run(ctx)
 	}()
 }
 
+// hold records t, just written with etag, as the lease's record, and moves
+// the deadline to the end of its lease less ClockMargin, by the server's
+// clock, mapped to the local one.
+func (l *lease) hold(t *Task, etag string) {
+	l.task, l.etag = t, etag
+	if !t.LeaseExpiresAt.IsZero() {
+		left := t.LeaseExpiresAt.Sub(l.w.store.serverClock()) - l.w.opts.ClockMargin
+		l.deadline = time.Now().Add(left)
+	}
+}
+
 func (l *lease) run(ctx context.Context) {
 	l.log.Debug("s3task: claimed task")
-	if h := l.w.opts.Hooks.OnClaim; h != nil {
-		h(l.task.clone())
-	}
+	l.w.hook("OnClaim", func(h *Hooks) {
+		if h.OnClaim != nil {
+			h.OnClaim(l.task.clone())
+		}
+	})
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go l.heartbeats(ctx, stop, stopped)
-	err := l.callHandler(ctx)
+	var err error
+	if time.Until(l.deadline) > 0 {
+		err = l.callHandler(ctx)
+	} else {
+		<-ctx.Done() // a claim settled too late to be trusted: the loop gives it up
+	}
 	l.job.discardOpen()
 	close(stop)
 	<-stopped
@@ -77,57 +91,67 @@ func (l *lease) callHandler(ctx context.Context) (err error) {
 	return l.w.h.Handle(ctx, l.job)
 }
 
-// heartbeats renews the lease every HeartbeatInterval until stop is closed
-// or the lease is lost. If renewals keep failing until the lease runs out by
-// the server's clock, the handler is cancelled with ErrLeaseLost: another
-// worker may take the task over from then on.
+// heartbeats renews the lease until stop is closed (the handler returned)
+// or the lease is lost. It renews every HeartbeatInterval, sooner when the
+// lease would otherwise run out first, and after a failed renewal tries
+// again with backoff. It goes on while a stopping worker's handler winds
+// down, so a slow shutdown does not cost the attempt. At the deadline
+// (the lease's end less ClockMargin, whatever the phase of the renewals) it
+// cancels the handler with ErrLeaseLost: another worker may take the task
+// over soon after.
 func (l *lease) heartbeats(ctx context.Context, stop <-chan struct{}, stopped chan<- struct{}) {
 	defer close(stopped)
-	tick := time.NewTicker(l.w.opts.HeartbeatInterval)
-	defer tick.Stop()
+	wctx := context.WithoutCancel(ctx)
+	expire := time.NewTimer(time.Until(l.deadline))
+	defer expire.Stop()
+	interval := l.w.opts.HeartbeatInterval
+	wait, failures := l.renewIn(interval), 0
 	for {
+		tick := time.NewTimer(wait)
 		select {
 		case <-stop:
+			tick.Stop()
 			return
-		case <-ctx.Done():
+		case <-expire.C:
+			tick.Stop()
+			l.lose(ErrLeaseLost, nil)
 			return
 		case <-tick.C:
 		}
 		progress, _ := l.job.state()
-		// A renewal must not be cut off halfway by the handler's context
-		// being cancelled: its outcome would be unknown to the final write.
-		// It may take until the lease runs out.
-		l.mu.Lock()
-		left := l.task.LeaseExpiresAt.Sub(l.w.store.serverNow())
-		l.mu.Unlock()
-		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(left, time.Second))
+		// A renewal must land before the deadline or not at all: one that
+		// landed later would extend a lease nobody uses any more.
+		hctx, cancel := context.WithDeadline(wctx, l.deadline)
 		err := l.write(hctx, event{kind: evHeartbeat, progress: &progress})
 		cancel()
-		if err == nil {
-			continue
-		}
 		var lost *lostLeaseError
-		if errors.As(err, &lost) {
-			l.cancel(lost.cause)
+		switch {
+		case err == nil:
+			failures = 0
+			expire.Reset(time.Until(l.deadline))
+			wait = l.renewIn(interval)
+		case errors.As(err, &lost):
 			return
-		}
-		l.log.Warn("s3task: heartbeat failed", "err", err)
-		l.mu.Lock()
-		expired := !l.w.store.serverNow().Before(l.task.LeaseExpiresAt)
-		l.mu.Unlock()
-		if expired {
-			l.lose(ErrLeaseLost, nil)
-			l.cancel(ErrLeaseLost)
-			return
+		default:
+			failures++
+			l.log.Warn("s3task: heartbeat failed", "err", err, "failures", failures)
+			wait = min(time.Second<<min(failures-1, 6), interval)
 		}
 	}
+}
+
+// renewIn returns how long to wait before the next renewal: interval, or
+// less when the lease is shorter than usual (a claim settled late), so that
+// two renewals still fit before the deadline.
+func (l *lease) renewIn(interval time.Duration) time.Duration {
+	return max(min(interval, time.Until(l.deadline)/3), 0)
 }
 
 // finish writes the attempt's outcome: completed, failed, or back to the
 // queue if shutdown interrupted it. It writes nothing once the lease is lost.
 func (l *lease) finish(ctx context.Context, handlerErr error) {
 	cause := context.Cause(ctx)
-	if errors.Is(cause, ErrTaskCanceled) || errors.Is(cause, ErrLeaseLost) {
+	if l.ended || errors.Is(cause, ErrTaskCanceled) || errors.Is(cause, ErrLeaseLost) {
 		l.log.Info("s3task: attempt ended without the lease", "cause", cause, "handler_err", handlerErr)
 		return
 	}
@@ -148,40 +172,42 @@ func (l *lease) finish(ctx context.Context, handlerErr error) {
 		e = event{kind: evRelease}
 	default:
 		var he *handlerError
-		delay := l.w.opts.Backoff(l.task.Attempt)
+		delay := l.w.opts.Backoff(l.task.AttemptsUsed())
 		if errors.As(handlerErr, &he) && he.hasDelay {
 			delay = he.delay
 		}
 		e = event{kind: evFail, progress: &progress, errMsg: truncate(handlerErr.Error(), 4096),
 			permanent: IsPermanent(handlerErr), retryDelay: delay, category: failureCategory(handlerErr)}
 	}
-	err := l.write(wctx, e)
-	if err != nil {
-		l.log.Warn("s3task: final write failed; the lease will expire and the task be recovered",
-			"event", e.kind.String(), "err", err)
+	if err := l.write(wctx, e); err != nil {
+		if !errors.As(err, new(*lostLeaseError)) {
+			l.log.Warn("s3task: final write failed; the lease will expire and the task be recovered",
+				"event", e.kind.String(), "err", err)
+		}
 		return
 	}
-	l.mu.Lock()
 	t, etag := l.task.clone(), l.etag
-	l.mu.Unlock()
-	hooks := l.w.opts.Hooks
 	switch e.kind {
 	case evComplete:
-		l.w.store.settle(wctx, t, etag)
 		l.log.Info("s3task: task completed")
-		if hooks.OnComplete != nil {
-			hooks.OnComplete(t)
-		}
+		l.w.settle(t, etag)
+		l.w.hook("OnComplete", func(h *Hooks) {
+			if h.OnComplete != nil {
+				h.OnComplete(t)
+			}
+		})
 	case evRelease:
 		l.w.store.wake(wctx)
 		l.log.Info("s3task: task released for another worker")
-		if hooks.OnRelease != nil {
-			hooks.OnRelease(t)
-		}
+		l.w.hook("OnRelease", func(h *Hooks) {
+			if h.OnRelease != nil {
+				h.OnRelease(t)
+			}
+		})
 	case evFail:
 		l.log.Info("s3task: attempt failed", "err", handlerErr, "final", t.Terminal())
 		if t.Terminal() {
-			l.w.store.settle(wctx, t, etag)
+			l.w.settle(t, etag)
 		} else {
 			l.w.noteDue(t.RetryAt)
 		}
@@ -196,11 +222,9 @@ type lostLeaseError struct{ cause error }
 func (e *lostLeaseError) Error() string { return e.cause.Error() }
 
 // write applies e (filled in with this attempt's identity) to the record as
-// we last wrote it. If the compare-and-set loses, someone else changed the
-// record: the lease is over, and write returns a *lostLeaseError.
+// we last wrote it. If someone else changed the record, the lease is over:
+// write cancels the handler and returns a *lostLeaseError.
 func (l *lease) write(ctx context.Context, e event) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.ended {
 		return &lostLeaseError{cause: ErrLeaseLost}
 	}
@@ -222,39 +246,37 @@ func (l *lease) write(ctx context.Context, e event) error {
 	}
 	switch {
 	case err == nil:
-		l.task, l.etag = got, etag
+		l.hold(got, etag)
 		return nil
-	case errors.Is(err, errLost), errors.Is(err, ErrNotFound):
+	case errors.Is(err, errLost), errors.Is(err, errOvertaken), errors.Is(err, ErrNotFound):
 		cause := ErrLeaseLost
 		if got != nil && got.Status == StatusAbandoned {
 			cause = ErrTaskCanceled
 		}
-		l.loseLocked(cause, got)
+		l.lose(cause, got)
 		return &lostLeaseError{cause: cause}
 	}
 	return err
 }
 
-// lose marks the lease as over and reports it.
+// lose marks the lease as over, cancels the handler with cause and reports
+// it.
 func (l *lease) lose(cause error, current *Task) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.loseLocked(cause, current)
-}
-
-func (l *lease) loseLocked(cause error, current *Task) {
 	if l.ended {
 		return
 	}
 	l.ended = true
+	l.cancel(cause)
 	l.log.Info("s3task: lost the task", "cause", cause)
-	if h := l.w.opts.Hooks.OnLeaseLost; h != nil {
-		var c *Task
-		if current != nil {
-			c = current.clone()
-		}
-		h(l.task.ID, c, cause)
+	var c *Task
+	if current != nil {
+		c = current.clone()
 	}
+	l.w.hook("OnLeaseLost", func(h *Hooks) {
+		if h.OnLeaseLost != nil {
+			h.OnLeaseLost(l.task.ID, c, cause)
+		}
+	})
 }
 
 func truncate(s string, n int) string {

@@ -120,7 +120,13 @@ func (s *Store) outputKey(id string, n int) string {
 // corrected by the offset seen in the last response, in UTC, to the
 // millisecond. Every decision about leases and retries uses it.
 func (s *Store) serverNow() time.Time {
-	return time.UnixMilli(s.opts.Clock().Add(time.Duration(s.skew.Load())).UnixMilli()).UTC()
+	return time.UnixMilli(s.serverClock().UnixMilli()).UTC()
+}
+
+// serverClock is serverNow at full resolution, for measuring how long is
+// left until a time on the server's clock.
+func (s *Store) serverClock() time.Time {
+	return s.opts.Clock().Add(time.Duration(s.skew.Load()))
 }
 
 // maxStampStepBack is how far serverNow may step back (its offset is
@@ -253,6 +259,9 @@ func (s *Store) Create(ctx context.Context, p CreateParams) (*Task, error) {
 		t.Payload = buf.Bytes()
 	}
 	got, _, err := s.commit(ctx, nil, "", t)
+	if errors.Is(err, errOvertaken) {
+		err = nil // created, and already changed by another
+	}
 	if err != nil {
 		return nil, fmt.Errorf("s3task: create task %s: %w", id, err)
 	}
@@ -305,20 +314,32 @@ func (s *Store) read(ctx context.Context, id string) (*Task, string, error) {
 	return t, aws.ToString(out.ETag), nil
 }
 
-// errLost says a compare-and-set found the record changed by someone else.
+// errLost says a compare-and-set found the record changed by someone else
+// and our write did not take effect.
 var errLost = errors.New("s3task: lost compare-and-set")
+
+// errOvertaken says our write took effect, but others have written since.
+var errOvertaken = errors.New("s3task: write overtaken")
+
+// settleWithin bounds how long a write whose answer was unclear keeps
+// re-reading the record to learn whether it landed.
+const settleWithin = 30 * time.Second
 
 // commit writes next over the record whose ETag is etag (or creates it when
 // cur is nil). On success it returns the written record and its new ETag.
 //
 // When the outcome is unclear (a 412 or 409 that may answer the SDK's own
 // resend of a write that was applied, a 5xx, a timeout) it re-reads the
-// record: if the stored revision is ours, the write won. If someone else's
-// write is there, it returns errLost with the fresh record and ETag, so the
-// caller can decide again without another GET.
+// record, with backoff if need be, and judges by the revisions it keeps
+// (see landed): our write is the record (success); it landed and was
+// overwritten since (errOvertaken); it did not land (errLost after a
+// precondition failure, the write's own error otherwise, the record being
+// as it was); or the record cannot tell, or cannot be read in time
+// (ErrOutcomeUnknown). With errLost and errOvertaken it returns the fresh
+// record and ETag, so the caller can decide again without another GET.
 func (s *Store) commit(ctx context.Context, cur *Task, etag string, next *Task) (*Task, string, error) {
 	n := next.clone()
-	n.Revision = newRevision()
+	succeed(cur, n, newRevision())
 	n.UpdatedAt = s.stamp()
 	body, err := json.Marshal(n)
 	if err != nil {
@@ -342,25 +363,75 @@ func (s *Store) commit(ctx context.Context, cur *Task, etag string, next *Task) 
 		s.observe(out.ResultMetadata)
 		return n, aws.ToString(out.ETag), nil
 	}
-	if ctx.Err() != nil {
+	s.observeErr(err)
+	now, nowETag, rerr := s.reread(ctx, n.ID)
+	switch {
+	case errors.Is(rerr, ErrNotFound) && (cur == nil || s3x.Lost(err)):
+		// Never created, or deleted under us (a 404 on If-Match).
+		if cur == nil {
+			return nil, "", fmt.Errorf("s3task: write %s: %w", key, err)
+		}
+		return nil, "", rerr
+	case rerr != nil:
+		return nil, "", fmt.Errorf("%w: write %s: %w (and reading it back: %w)", ErrOutcomeUnknown, key, err, rerr)
+	}
+	switch landed(cur, n, now) {
+	case landedHere:
+		return now, nowETag, nil
+	case overtaken:
+		return now, nowETag, errOvertaken
+	case notLanded:
+		if s3x.Lost(err) {
+			return now, nowETag, errLost
+		}
 		return nil, "", fmt.Errorf("s3task: write %s: %w", key, err)
 	}
-	// Settle the doubt by reading what is there now.
-	now, nowETag, rerr := s.read(ctx, n.ID)
-	switch {
-	case rerr == nil && now.Revision == n.Revision:
-		return now, nowETag, nil
-	case rerr == nil && s3x.Lost(err):
-		return now, nowETag, errLost
-	case errors.Is(rerr, ErrNotFound) && s3x.Lost(err):
-		return nil, "", rerr
+	return nil, "", fmt.Errorf("%w: write %s: %w, and %d writes followed it", ErrOutcomeUnknown, key, err, now.Writes-n.Writes)
+}
+
+// reread reads a record after a doubtful write. A read that fails for a
+// passing reason is tried again with backoff for up to settleWithin (or
+// until ctx ends): a claim whose answer was lost must not be given up
+// because one read failed.
+func (s *Store) reread(ctx context.Context, id string) (*Task, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, settleWithin)
+	defer cancel()
+	for try := 0; ; try++ {
+		t, etag, err := s.read(ctx, id)
+		var re *RecordError
+		if err == nil || errors.Is(err, ErrNotFound) || errors.As(err, &re) {
+			return t, etag, err
+		}
+		if !sleepCtx(ctx, backoff(try, 250*time.Millisecond, 4*time.Second)) {
+			return nil, "", err
+		}
 	}
-	return nil, "", fmt.Errorf("s3task: write %s: %w", key, err)
+}
+
+// backoff returns the wait before try number try (from 0): first about
+// base, doubling up to about most, the second half of each wait random.
+func backoff(try int, base, most time.Duration) time.Duration {
+	d := min(base<<min(try, 20), most)
+	return d/2 + jitter(d/2)
+}
+
+// sleepCtx waits for d, or until ctx ends; it reports whether it waited
+// the whole time.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // apply decides event e against the record (t, etag) and writes the result,
 // calling prepare once before the first write (to put a marker, say). After a
-// lost compare-and-set it decides again against the fresh record, up to
+// lost compare-and-set it waits a moment (with jitter, so that contending
+// callers drift apart) and decides again against the fresh record, up to
 // ConflictRetries times, then returns ErrConflict. It returns the record as
 // stored afterwards and whether this call changed it.
 func (s *Store) apply(ctx context.Context, t *Task, etag string, e event, prepare func(context.Context) error) (*Task, bool, error) {
@@ -375,6 +446,9 @@ func (s *Store) apply(ctx context.Context, t *Task, etag string, e event, prepar
 		if try > s.opts.ConflictRetries {
 			return nil, false, fmt.Errorf("%w: task %s changed %d times in a row", ErrConflict, t.ID, try)
 		}
+		if try > 0 && !sleepCtx(ctx, backoff(try-1, 20*time.Millisecond, time.Second)) {
+			return nil, false, ctx.Err()
+		}
 		if prepare != nil {
 			if err := prepare(ctx); err != nil {
 				return nil, false, err
@@ -382,10 +456,10 @@ func (s *Store) apply(ctx context.Context, t *Task, etag string, e event, prepar
 			prepare = nil
 		}
 		got, gotETag, err := s.commit(ctx, t, etag, next)
-		if err == nil {
+		switch {
+		case err == nil, errors.Is(err, errOvertaken):
 			return got, true, nil
-		}
-		if !errors.Is(err, errLost) {
+		case !errors.Is(err, errLost):
 			return nil, false, err
 		}
 		// Decide again against what is there now: the goal may be reached
@@ -406,35 +480,16 @@ func (s *Store) change(ctx context.Context, id string, e event, prepare func(con
 	return s.apply(ctx, t, etag, e, prepare)
 }
 
-// settle finishes the bookkeeping of a task found or made terminal: it
-// delivers the task's pending OnTerminal notice if this store has the hook,
-// then removes the marker. A notice that cannot be delivered here keeps the
-// marker, so a worker comes back to it. An empty etag means "read it".
+// settle finishes the bookkeeping of a task that a Store call made
+// terminal: it delivers the task's pending OnTerminal notice if this store
+// has the hook, then removes the marker. A notice that cannot be delivered
+// here keeps the marker, so a worker comes back to it. An empty etag means
+// "read it".
 func (s *Store) settle(ctx context.Context, t *Task, etag string) {
-	if t.NotifyPending {
-		if s.opts.OnTerminal == nil {
-			return // a store with the hook will deliver it
-		}
-		if etag == "" {
-			var err error
-			if t, etag, err = s.read(ctx, t.ID); err != nil || !t.NotifyPending {
-				return
-			}
-		}
-		if err := s.opts.OnTerminal(ctx, t.clone()); err != nil {
-			s.log.WarnContext(ctx, "s3task: OnTerminal failed; it will be called again", "task_id", t.ID, "status", t.Status, "err", err)
-			return
-		}
-		got, _, err := s.apply(ctx, t, etag, event{kind: evNotified}, nil)
-		if err != nil {
-			if !errors.Is(err, ErrInvalidTransition) {
-				s.log.WarnContext(ctx, "s3task: record notice", "task_id", t.ID, "err", err)
-			}
-			return
-		}
-		t = got
+	if t.NotifyPending && s.opts.OnTerminal == nil {
+		return // a store with the hook will deliver it
 	}
-	_ = s.dropMarker(ctx, t.ID, t.Status == StatusFailed)
+	_ = s.deliver(ctx, t, etag)
 }
 
 // listMarkers returns the task IDs under the marker folder, all pages, with
@@ -487,7 +542,9 @@ func (s *Store) putMarker(ctx context.Context, id string) error {
 func (s *Store) dropMarker(ctx context.Context, id string, recheck bool) error {
 	key := s.markerKey(id)
 	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
-		s.log.WarnContext(ctx, "s3task: delete marker", "task_id", id, "err", err)
+		if ctx.Err() == nil {
+			s.log.WarnContext(ctx, "s3task: delete marker", "task_id", id, "err", err)
+		}
 		return fmt.Errorf("s3task: delete marker %s: %w", key, err)
 	}
 	if !recheck {
@@ -498,7 +555,9 @@ func (s *Store) dropMarker(ctx context.Context, id string, recheck bool) error {
 		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
-		s.log.WarnContext(ctx, "s3task: recheck after marker delete", "task_id", id, "err", err)
+		if ctx.Err() == nil {
+			s.log.WarnContext(ctx, "s3task: recheck after marker delete", "task_id", id, "err", err)
+		}
 		return err
 	}
 	if t.needsMarker() {
@@ -583,19 +642,32 @@ func (s *Store) Submit(ctx context.Context, id string) (*Task, error) {
 		e.inputETag, e.inputSize = aws.ToString(head.ETag), size
 	}
 	marked := false
-	got, changed, err := s.apply(ctx, t, etag, e, func(ctx context.Context) error {
+	mark := func(ctx context.Context) error {
 		marked = true
 		return s.putMarker(ctx, id)
-	})
+	}
+	got, changed, err := s.apply(ctx, t, etag, e, mark)
 	switch {
-	case err != nil && marked:
-		// The change lost to another (a Cancel, say): take back the marker
-		// unless the task needs it after all.
+	case err != nil && marked && !errors.Is(err, ErrOutcomeUnknown):
+		// The change lost to another (a Cancel, say): take back the
+		// marker unless the task needs it after all.
 		_ = s.dropMarker(ctx, id, true)
 	case changed:
+		s.remark(ctx, id, mark)
 		s.wake(ctx)
 	}
 	return got, err
+}
+
+// remark writes a task's marker once more after the record change that
+// made the task pending. A worker or a Reconcile run that judged the task
+// by the record as it was before may have deleted the marker written
+// before the change, and re-checked the record before the change landed;
+// writing the marker again closes that window.
+func (s *Store) remark(ctx context.Context, id string, mark func(context.Context) error) {
+	if err := mark(ctx); err != nil {
+		s.log.WarnContext(ctx, "s3task: rewrite marker", "task_id", id, "err", err)
+	}
 }
 
 // Retry puts a failed task back in the queue at once, whether its failure was
@@ -616,7 +688,7 @@ func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
 		return s.putMarker(ctx, id)
 	}
 	got, changed, err := s.change(ctx, id, event{kind: evRetry}, mark)
-	if err != nil && marked {
+	if err != nil && marked && !errors.Is(err, ErrOutcomeUnknown) {
 		// The change lost to another (a Purge, a Cancel): take back the
 		// marker unless the task needs it after all.
 		_ = s.dropMarker(ctx, id, true)
@@ -624,12 +696,7 @@ func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
 	if err != nil || !changed {
 		return got, err
 	}
-	// A worker that saw the task terminal may have deleted the marker after
-	// our first write and re-checked the record before our record write
-	// landed. Writing the marker again closes that window.
-	if err := mark(ctx); err != nil {
-		s.log.WarnContext(ctx, "s3task: rewrite marker after retry", "task_id", id, "err", err)
-	}
+	s.remark(ctx, id, mark)
 	s.wake(ctx)
 	return got, nil
 }

@@ -397,6 +397,7 @@ func TestCreate(t *testing.T) {
 				SchemaVersion: s3task.SchemaVersion, ID: got.ID, Name: tc.params.Name, Type: tc.params.Type,
 				Status: s3task.StatusCreated, MaxAttempts: tc.wantMax, CreatedBy: tc.params.CreatedBy,
 				InputPath: e.inputKey(t, got.ID), CreatedAt: got.CreatedAt, UpdatedAt: got.UpdatedAt, Revision: got.Revision,
+				Writes: 1,
 			}
 			if tc.wantPayload != "" {
 				want.Payload = json.RawMessage(tc.wantPayload)
@@ -796,7 +797,7 @@ func TestSubmit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantCounts(t, e, map[string]int{"GET": 1, "HEAD": 1, "PUT": 3}) // marker, record, wake
+		wantCounts(t, e, map[string]int{"GET": 1, "HEAD": 1, "PUT": 4}) // marker, record, marker again, wake
 		want := task
 		want.Status, want.InputETag, want.InputSize = s3task.StatusQueued, etag, int64(len(input))
 		if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {
@@ -869,7 +870,7 @@ func TestSubmit(t *testing.T) {
 func ignoreWriteStamp() cmp.Option {
 	return cmp.FilterPath(func(p cmp.Path) bool {
 		s := p.String()
-		return s == "Revision" || s == "UpdatedAt"
+		return s == "Revision" || s == "UpdatedAt" || s == "Writes" || s == "PriorRevisions"
 	}, cmp.Ignore())
 }
 

@@ -66,8 +66,12 @@ type Task struct {
 	// Lifecycle.
 	Status      Status `json:"status"`
 	Attempt     int    `json:"attempt_id"`   // number of the latest attempt; 0 before the first claim
-	MaxAttempts int    `json:"max_attempts"` // the highest attempt number this task may reach
-	LastError   string `json:"last_error,omitempty"`
+	MaxAttempts int    `json:"max_attempts"` // how many attempts the task may use up
+	// ReleasedAttempts counts the attempts a worker gave back on shutdown.
+	// They do not count against MaxAttempts: Attempt - ReleasedAttempts is
+	// the number used up (see [Task.AttemptsUsed]).
+	ReleasedAttempts int    `json:"released_attempts,omitempty"`
+	LastError        string `json:"last_error,omitempty"`
 	// ErrorCategory classifies LastError: a handler's [WithCategory], or
 	// "permanent", "transient", "panic", "lease_expired", "shutdown".
 	ErrorCategory string    `json:"error_category,omitempty"`
@@ -99,7 +103,20 @@ type Task struct {
 	UpdatedAt time.Time `json:"updated_at"`
 	CreatedBy string    `json:"created_by,omitempty"`
 	Revision  string    `json:"revision"` // random, new on every write; tells identical bodies apart
+	// Writes counts the writes of this record, and PriorRevisions holds the
+	// revisions of the latest ones before it, newest first (at most
+	// [priorRevisions]). A writer whose answer was lost reads them to prove
+	// whether its write landed, even when others wrote after it.
+	Writes         int64    `json:"writes,omitempty"`
+	PriorRevisions []string `json:"prior_revisions,omitempty"`
 }
+
+// AttemptsUsed returns the number of attempts that count against
+// MaxAttempts: every claimed attempt except those given back on shutdown.
+func (t *Task) AttemptsUsed() int { return t.Attempt - t.ReleasedAttempts }
+
+// attemptsLeft reports whether another attempt may be claimed.
+func (t *Task) attemptsLeft() bool { return t.AttemptsUsed() < t.MaxAttempts }
 
 // Terminal reports whether the task is finished: completed, abandoned, or
 // failed with no retry scheduled. Workers never touch a terminal task, and an
@@ -140,6 +157,7 @@ func (t *Task) clone() *Task {
 	if t.Payload != nil {
 		c.Payload = append(json.RawMessage(nil), t.Payload...)
 	}
+	c.PriorRevisions = append([]string(nil), t.PriorRevisions...)
 	return &c
 }
 
@@ -257,7 +275,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		default:
 			return deny("only a queued task or a failed one due for retry can be claimed")
 		}
-		if t.Attempt >= t.MaxAttempts {
+		if !t.attemptsLeft() {
 			return deny("all %d attempts are used", t.MaxAttempts)
 		}
 		n.Status = StatusRunning
@@ -302,7 +320,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		}
 		n.LeaseExpiresAt = time.Time{}
 		n.RetryAt = time.Time{}
-		if !e.permanent && t.Attempt < t.MaxAttempts {
+		if !e.permanent && t.attemptsLeft() {
 			n.RetryAt = now.Add(max(e.retryDelay, 0))
 		}
 		return n, true, nil
@@ -318,7 +336,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		n.ErrorCategory = "lease_expired"
 		n.WorkerID, n.LeaseExpiresAt = "", time.Time{}
 		n.Status = StatusQueued
-		if t.Attempt >= t.MaxAttempts {
+		if !t.attemptsLeft() {
 			n.Status = StatusFailed
 		}
 		return n, true, nil
@@ -328,7 +346,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 			return deny("%s", why)
 		}
 		n.Status = StatusQueued
-		n.MaxAttempts++ // the interrupted attempt does not count
+		n.ReleasedAttempts++ // the interrupted attempt does not count
 		n.LastError = fmt.Sprintf("attempt %d: interrupted by worker shutdown", t.Attempt)
 		n.ErrorCategory = "shutdown"
 		n.WorkerID, n.LeaseExpiresAt = "", time.Time{}
@@ -341,7 +359,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		n.Status = StatusQueued
 		n.RetryAt = time.Time{}
 		n.NotifyPending = false // it is not finished after all
-		n.MaxAttempts = max(t.MaxAttempts, t.Attempt+1)
+		n.MaxAttempts = max(t.MaxAttempts, t.AttemptsUsed()+1)
 		return n, true, nil
 
 	case evCancel:
@@ -414,11 +432,61 @@ func decodeTask(key, id string, data []byte, defaultMax int) (*Task, error) {
 		return nil, bad("task_id %q does not match its key", t.ID)
 	case !t.Status.Valid():
 		return nil, bad("unknown status %q", t.Status)
-	case t.Attempt < 0 || t.MaxAttempts < 0:
-		return nil, bad("negative attempt counters")
+	case t.Attempt < 0 || t.MaxAttempts < 0 || t.ReleasedAttempts < 0 || t.ReleasedAttempts > t.Attempt || t.Writes < 0:
+		return nil, bad("attempt or write counters out of range")
 	}
 	if t.MaxAttempts == 0 {
-		t.MaxAttempts = max(defaultMax, t.Attempt)
+		t.MaxAttempts = max(defaultMax, t.AttemptsUsed())
 	}
 	return &t, nil
+}
+
+// priorRevisions is how many earlier revisions a record remembers.
+const priorRevisions = 8
+
+// succeed fills in next's write bookkeeping as the write that follows cur
+// (nil for a create): a fresh revision, the write count, and cur's revision
+// at the head of the prior ones.
+func succeed(cur, next *Task, revision string) {
+	next.Revision = revision
+	next.Writes, next.PriorRevisions = 1, nil
+	if cur != nil {
+		next.Writes = cur.Writes + 1
+		prior := append([]string{cur.Revision}, cur.PriorRevisions...)
+		next.PriorRevisions = prior[:min(len(prior), priorRevisions)]
+	}
+}
+
+// landing is what a record read after a doubtful write says about it.
+type landing int
+
+const (
+	notLanded  landing = iota // the write did not take effect
+	landedHere                // the write is the record now
+	overtaken                 // the write took effect, and others wrote after it
+	unknown                   // the record cannot tell
+)
+
+// landed judges, from the record cur read after a doubtful write, whether
+// the write of mine (a record with mine.Writes and mine.Revision, made over
+// base) took effect. Write counts only grow, so the write numbered
+// mine.Writes is either mine or another's; the last priorRevisions
+// revisions tell which. Further back, or when a writer that keeps no count
+// wrote in between, it cannot tell.
+func landed(base, mine, cur *Task) landing {
+	k := cur.Writes - mine.Writes
+	switch {
+	case cur.Revision == mine.Revision:
+		return landedHere
+	case base != nil && cur.Revision == base.Revision:
+		return notLanded // nothing was written since we read it
+	case k == 0 && cur.Writes > 0:
+		return notLanded // another's write took the number ours would have
+	case k > 0 && k <= int64(len(cur.PriorRevisions)):
+		if cur.PriorRevisions[k-1] == mine.Revision {
+			return overtaken
+		}
+		return notLanded
+	}
+	return unknown
 }

@@ -323,7 +323,7 @@ func TestTransitionEveryPair(t *testing.T) {
 			evLeaseExpired: denied, // the lease runs 10s past now
 			evRelease: becomes(func(t *Task) {
 				t.Status = StatusQueued
-				t.MaxAttempts = 4
+				t.ReleasedAttempts = 1
 				t.LastError = "attempt 2: interrupted by worker shutdown"
 				t.ErrorCategory = "shutdown"
 				t.WorkerID, t.LeaseExpiresAt = "", time.Time{}
@@ -769,7 +769,7 @@ func TestTransitionReleaseGivesAttemptBack(t *testing.T) {
 	}
 	want := copyTask(start)
 	want.Status = StatusQueued
-	want.MaxAttempts = 4
+	want.ReleasedAttempts = 1 // max_attempts stays as created
 	want.WorkerID, want.LeaseExpiresAt = "", time.Time{}
 	want.ErrorCategory = "shutdown"
 	if diff := gocmp.Diff(want, next, cmpopts.IgnoreFields(Task{}, "LastError")); diff != "" {
@@ -781,7 +781,7 @@ func TestTransitionReleaseGivesAttemptBack(t *testing.T) {
 
 	// The interrupted attempt did not count: the task can run once more.
 	again, write, err := transition(next, event{kind: evClaim, worker: "worker-b", lease: time.Minute}, transitionNow)
-	if err != nil || !write || again.Attempt != 4 {
+	if err != nil || !write || again.Attempt != 4 || again.AttemptsUsed() != 3 || again.MaxAttempts != 3 {
 		t.Errorf("claim after release = (%+v, %v, %v), want attempt 4 running", again, write, err)
 	}
 }
@@ -1068,31 +1068,34 @@ func TestSeedRecordThroughDecodeTask(t *testing.T) {
 // goldenTask has every field set, at fixed UTC times.
 func goldenTask() *Task {
 	return &Task{
-		SchemaVersion:  SchemaVersion,
-		ID:             knownGoodID,
-		Type:           "csv-import",
-		Name:           "June batch import",
-		Payload:        json.RawMessage(`{"delimiter":";","sheet":"june"}`),
-		Status:         StatusFailed,
-		Attempt:        2,
-		MaxAttempts:    5,
-		LastError:      "attempt 2: row 7 is malformed",
-		RetryAt:        time.Date(2026, 6, 21, 10, 20, 0, 0, time.UTC),
-		CancelReason:   "kept from an earlier cancel",
-		ErrorCategory:  "bad_input",
-		Purging:        true,
-		NotifyPending:  true,
-		WorkerID:       "worker-8",
-		LeaseExpiresAt: time.Date(2026, 6, 21, 10, 15, 0, 500_000_000, time.UTC),
-		Progress:       Progress{RowCount: 1000, ProcessedCount: 250, SuccessCount: 245, ErrorCount: 5},
-		InputPath:      "batch-tasks/" + knownGoodID + "/input.csv",
-		InputETag:      `"d41d8cd98f00b204e9800998ecf8427e"`,
-		InputSize:      123456,
-		OutputPath:     "batch-tasks/" + knownGoodID + "/output-attempt-1.csv",
-		CreatedAt:      time.Date(2026, 6, 21, 10, 0, 0, 0, time.UTC),
-		UpdatedAt:      time.Date(2026, 6, 21, 10, 5, 0, 0, time.UTC),
-		CreatedBy:      "john.doe",
-		Revision:       "6b1f0c2e9a7d4e58",
+		SchemaVersion:    SchemaVersion,
+		ID:               knownGoodID,
+		Type:             "csv-import",
+		Name:             "June batch import",
+		Payload:          json.RawMessage(`{"delimiter":";","sheet":"june"}`),
+		Status:           StatusFailed,
+		Attempt:          2,
+		MaxAttempts:      5,
+		LastError:        "attempt 2: row 7 is malformed",
+		RetryAt:          time.Date(2026, 6, 21, 10, 20, 0, 0, time.UTC),
+		CancelReason:     "kept from an earlier cancel",
+		ErrorCategory:    "bad_input",
+		Purging:          true,
+		NotifyPending:    true,
+		WorkerID:         "worker-8",
+		LeaseExpiresAt:   time.Date(2026, 6, 21, 10, 15, 0, 500_000_000, time.UTC),
+		Progress:         Progress{RowCount: 1000, ProcessedCount: 250, SuccessCount: 245, ErrorCount: 5},
+		InputPath:        "batch-tasks/" + knownGoodID + "/input.csv",
+		InputETag:        `"d41d8cd98f00b204e9800998ecf8427e"`,
+		InputSize:        123456,
+		OutputPath:       "batch-tasks/" + knownGoodID + "/output-attempt-1.csv",
+		CreatedAt:        time.Date(2026, 6, 21, 10, 0, 0, 0, time.UTC),
+		UpdatedAt:        time.Date(2026, 6, 21, 10, 5, 0, 0, time.UTC),
+		CreatedBy:        "john.doe",
+		Revision:         "6b1f0c2e9a7d4e58",
+		ReleasedAttempts: 1,
+		Writes:           9,
+		PriorRevisions:   []string{"0c4d5e6f7a8b9c0d", "1e2f3a4b5c6d7e8f"},
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"math"
 	mrand "math/rand/v2"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,7 +99,8 @@ type Job struct {
 	// in S3.
 	Task Task
 
-	store *Store
+	store   *Store
+	attempt context.Context // the handler's context: done once the attempt may write nothing more
 
 	mu       sync.Mutex
 	progress Progress
@@ -161,9 +163,25 @@ func (j *Job) OutputKey() string { return j.store.outputKey(j.Task.ID, j.Task.At
 // holds the task. Call it at most once per attempt. A reader that cannot seek
 // is first copied to a temporary file. Requests: one PUT (plus a HEAD if
 // the outcome was unclear).
+//
+// Once the handler's context has ended (the task was cancelled, the lease
+// lost, or the worker is stopping), WriteOutput writes nothing and returns
+// an error wrapping the context's cause, whatever ctx it is given; an upload
+// under way when that happens is cancelled. On S3 a request already sent at
+// that instant may still land, but the attempt can no longer complete, so
+// such an object never becomes the task's output.
 func (j *Job) WriteOutput(ctx context.Context, r io.Reader) error {
 	s := j.store
 	key := j.OutputKey()
+	if j.attempt != nil {
+		if j.attempt.Err() != nil {
+			return fmt.Errorf("s3task: write output %s: the attempt has ended: %w", key, context.Cause(j.attempt))
+		}
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		defer context.AfterFunc(j.attempt, func() { cancel(context.Cause(j.attempt)) })()
+	}
 	body, size, cleanup, err := seekable(r, math.MaxInt64)
 	if err != nil {
 		return fmt.Errorf("s3task: write output %s: %w", key, err)
@@ -186,6 +204,9 @@ func (j *Job) WriteOutput(ctx context.Context, r io.Reader) error {
 		}
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("s3task: write output %s: %w: %w", key, context.Cause(ctx), err)
+		}
 		return fmt.Errorf("s3task: write output %s: %w", key, err)
 	}
 	j.mu.Lock()
@@ -272,10 +293,11 @@ func (j *Job) state() (Progress, bool) {
 // bucket. See the package documentation for how claims, leases, retries and
 // shutdown work.
 type Worker struct {
-	store *Store
-	h     Handler
-	opts  WorkerOptions
-	log   *slog.Logger
+	store   *Store
+	h       Handler
+	opts    WorkerOptions
+	log     *slog.Logger
+	notices *notifier
 
 	running atomic.Bool
 	slots   chan struct{} // one token per running task
@@ -284,6 +306,17 @@ type Worker struct {
 	due   time.Time     // server clock: a retry this worker scheduled falls due
 	freed chan struct{} // pinged when a slot frees
 	wg    sync.WaitGroup
+
+	stopMu sync.Mutex
+	run    *runState // the current Run, nil when not running
+}
+
+// runState lets Stop reach a running Run.
+type runState struct {
+	cancel context.CancelFunc // ends the poll loop, as Run's ctx would
+	hurry  chan struct{}      // closed by a Stop whose ctx ended: stop handlers now
+	done   chan struct{}      // closed when Run returns
+	once   sync.Once
 }
 
 // NewWorker returns a worker that runs h for the tasks of store. It makes no
@@ -300,14 +333,16 @@ func NewWorker(store *Store, h Handler, opts *WorkerOptions) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{
+	w := &Worker{
 		store: store,
 		h:     h,
 		opts:  o,
 		log:   o.Logger.With("worker_id", o.ID),
 		slots: make(chan struct{}, o.Concurrency),
 		freed: make(chan struct{}, 1),
-	}, nil
+	}
+	w.notices = newNotifier(w)
+	return w, nil
 }
 
 // ID returns the worker's ID, as written in worker_id.
@@ -316,12 +351,14 @@ func (w *Worker) ID() string { return w.opts.ID }
 // errAlreadyRunning is returned by a second concurrent Run.
 var errAlreadyRunning = errors.New("s3task: worker is already running")
 
-// Run polls for tasks and runs them until ctx is done, then shuts down
-// gracefully: it claims nothing more, lets running handlers finish for up to
-// ShutdownTimeout, then cancels their contexts with [ErrWorkerStopping] and
-// puts their tasks back in the queue without using up an attempt. It returns
-// nil once every handler has returned and its task is settled. Handlers must
-// honour their context, or Run waits for them.
+// Run polls for tasks and runs them until ctx is done or [Worker.Stop] is
+// called, then shuts down gracefully: it claims nothing more, lets running
+// handlers finish for up to ShutdownTimeout, then cancels their contexts
+// with [ErrWorkerStopping]. Until a handler returns, its lease is kept
+// alive; then its task goes back to the queue without using up an attempt
+// (or completes, if the handler returned nil). Run returns nil once every
+// handler has returned and its task is settled. Handlers must honour their
+// context, or Run waits for them; [Worker.Stop] bounds the wait.
 //
 // Errors in one poll (S3 unreachable, a corrupt record) are logged and the
 // loop goes on. Run returns an error only if the worker is already running.
@@ -330,12 +367,27 @@ func (w *Worker) Run(ctx context.Context) error {
 		return errAlreadyRunning
 	}
 	defer w.running.Store(false)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rs := &runState{cancel: cancel, hurry: make(chan struct{}), done: make(chan struct{})}
+	w.stopMu.Lock()
+	w.run = rs
+	w.stopMu.Unlock()
+	defer func() {
+		w.stopMu.Lock()
+		w.run = nil
+		w.stopMu.Unlock()
+		close(rs.done)
+	}()
 
 	// Handlers run under base, which outlives ctx by the shutdown timeout.
 	base, stop := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stop(nil)
 
+	var notifying sync.WaitGroup
+	notifying.Go(func() { w.notices.run(ctx) })
 	w.loop(ctx, base)
+	notifying.Wait()
 
 	done := make(chan struct{})
 	go func() { w.wg.Wait(); close(done) }()
@@ -343,12 +395,40 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer grace.Stop()
 	select {
 	case <-done:
+		return nil
 	case <-grace.C:
 		w.log.Info("s3task: shutdown timeout: stopping running handlers")
-		stop(ErrWorkerStopping)
-		<-done
+	case <-rs.hurry:
+		w.log.Info("s3task: stop deadline: stopping running handlers")
 	}
+	stop(ErrWorkerStopping)
+	<-done
 	return nil
+}
+
+// Stop shuts a running worker down as cancelling Run's context does, and
+// waits until Run has returned or ctx ends. If ctx ends first, Stop cancels
+// the running handlers' contexts at once with [ErrWorkerStopping] (without
+// waiting for the rest of ShutdownTimeout) and returns ctx's error; a
+// handler that ignores its context keeps its task's lease alive until it
+// returns, and its task then goes back to the queue. If the process exits
+// before that, the task is recovered once its lease expires, and that
+// attempt counts as used. Stop on a worker that is not running returns nil.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.stopMu.Lock()
+	rs := w.run
+	w.stopMu.Unlock()
+	if rs == nil {
+		return nil
+	}
+	rs.cancel()
+	select {
+	case <-rs.done:
+		return nil
+	case <-ctx.Done():
+		rs.once.Do(func() { close(rs.hurry) })
+		return ctx.Err()
+	}
 }
 
 // loop is the poll loop of Run. Listing the markers costs a LIST, the
@@ -373,11 +453,17 @@ func (w *Worker) loop(ctx, base context.Context) {
 		nextReconcile = time.Now().Add(jitter(w.opts.ReconcileInterval))
 	}
 	var reconciling sync.WaitGroup
+	var busy atomic.Bool // a reconcile run is under way
 	defer reconciling.Wait()
 	for ctx.Err() == nil {
 		if !nextReconcile.IsZero() && !time.Now().Before(nextReconcile) {
 			nextReconcile = time.Now().Add(w.opts.ReconcileInterval)
-			reconciling.Go(func() { w.reconcile(ctx) })
+			if busy.CompareAndSwap(false, true) {
+				reconciling.Go(func() {
+					defer busy.Store(false)
+					w.reconcile(ctx)
+				})
+			}
 		}
 		if len(w.slots) == cap(w.slots) {
 			// Every slot is busy: nothing to poll for until one frees.
@@ -422,6 +508,15 @@ func (w *Worker) loop(ctx, base context.Context) {
 	}
 }
 
+// freeSlot gives back the slot of a settled attempt.
+func (w *Worker) freeSlot() {
+	<-w.slots
+	select {
+	case w.freed <- struct{}{}:
+	default:
+	}
+}
+
 // noteDue tells the poll loop that a task will need a worker at t (server
 // clock): a retry this worker scheduled, which no wake object announces.
 func (w *Worker) noteDue(t time.Time) {
@@ -444,13 +539,19 @@ func (w *Worker) takeDue() time.Time {
 func (w *Worker) reconcile(ctx context.Context) {
 	r, err := w.store.Reconcile(ctx, ReconcileOptions{Since: w.store.serverNow().Add(-w.opts.ReconcileWindow)})
 	switch {
-	case err != nil && ctx.Err() == nil:
+	case ctx.Err() != nil:
+		return // stopped: not worth a report
+	case err != nil:
 		w.log.Warn("s3task: reconcile", "err", err)
 	case r != nil && !r.Clean():
 		w.log.Info("s3task: reconcile repaired markers", "tasks", r.Tasks, "restored", len(r.Restored), "removed", len(r.Removed), "broken", len(r.Broken))
 	}
-	if r != nil && w.opts.Hooks.OnReconcile != nil {
-		w.opts.Hooks.OnReconcile(r)
+	if r != nil {
+		w.hook("OnReconcile", func(h *Hooks) {
+			if h.OnReconcile != nil {
+				h.OnReconcile(r)
+			}
+		})
 	}
 }
 
@@ -461,8 +562,14 @@ func (w *Worker) reconcile(ctx context.Context) {
 func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time) {
 	start, started := time.Now(), 0
 	ids, _, stray, err := w.store.listMarkers(ctx)
-	if h := w.opts.Hooks.OnPoll; h != nil && err == nil {
-		defer func() { h(PollStats{Markers: len(ids), Started: started, Took: time.Since(start)}) }()
+	if err == nil {
+		defer func() {
+			w.hook("OnPoll", func(h *Hooks) {
+				if h.OnPoll != nil {
+					h.OnPoll(PollStats{Markers: len(ids), Started: started, Took: time.Since(start)})
+				}
+			})
+		}()
 	}
 	for _, key := range stray {
 		w.log.Warn("s3task: ignoring an object in the marker folder that is not a task ID", "key", key)
@@ -477,6 +584,9 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 	for _, id := range ids {
 		if ctx.Err() != nil {
 			return false, due
+		}
+		if w.notices.holds(id) {
+			continue // a finished task whose notice is on its way
 		}
 		select {
 		case w.slots <- struct{}{}:
@@ -497,7 +607,7 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 }
 
 // visit reads the task behind a marker and does what it needs: claim it,
-// recover it from an expired lease, or drop a stale marker. It reports
+// recover it from an expired lease, or settle a finished one. It reports
 // whether it started running the task, and otherwise when the task will next
 // need a worker (a retry falling due, a lease running out), if it knows.
 func (w *Worker) visit(ctx, base context.Context, id string) (started bool, due time.Time) {
@@ -518,7 +628,7 @@ func (w *Worker) visit(ctx, base context.Context, id string) (started bool, due 
 	now := s.serverNow()
 	switch {
 	case t.Terminal():
-		s.settle(ctx, t, etag)
+		w.settle(t, etag)
 		return false, due
 	case t.Status == StatusFailed && now.Before(t.RetryAt):
 		return false, t.RetryAt
@@ -533,7 +643,7 @@ func (w *Worker) visit(ctx, base context.Context, id string) (started bool, due 
 		if expired.Status == StatusFailed { // no attempts left
 			got, gotETag, err := s.commit(ctx, t, etag, expired)
 			if err == nil {
-				s.settle(ctx, got, gotETag)
+				w.settle(got, gotETag)
 				w.hookFail(got, errors.New(got.LastError))
 			}
 			return false, due
@@ -561,10 +671,13 @@ func (w *Worker) claim(ctx, base context.Context, t *Task, etag string, next *Ta
 		return false
 	}
 	// The write itself must not be cut short by shutdown: a claim that
-	// landed unseen would hold the task until its lease expired.
-	got, gotETag, err := w.store.commit(base, t, etag, next)
+	// landed unseen would hold the task until its lease expired. A doubtful
+	// answer is settled by re-reading, with backoff, while the lease lasts.
+	cctx, cancel := context.WithTimeout(base, w.opts.LeaseDuration-w.opts.ClockMargin)
+	defer cancel()
+	got, gotETag, err := w.store.commit(cctx, t, etag, next)
 	if err != nil {
-		if !errors.Is(err, errLost) {
+		if !errors.Is(err, errLost) && !errors.Is(err, errOvertaken) {
 			w.log.Warn("s3task: claim", "task_id", t.ID, "err", err)
 		}
 		return false
@@ -573,8 +686,34 @@ func (w *Worker) claim(ctx, base context.Context, t *Task, etag string, next *Ta
 	return true
 }
 
-func (w *Worker) hookFail(t *Task, err error) {
-	if w.opts.Hooks.OnFail != nil {
-		w.opts.Hooks.OnFail(t.clone(), err)
+// settle finishes the bookkeeping of a task found or made terminal: its
+// marker goes, unless an OnTerminal notice is pending, which the notifier
+// delivers first, off the poll loop.
+func (w *Worker) settle(t *Task, etag string) {
+	if t.NotifyPending {
+		w.notices.add(t, etag)
+		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.opts.LeaseDuration)
+	defer cancel()
+	_ = w.store.dropMarker(ctx, t.ID, t.Status == StatusFailed)
+}
+
+func (w *Worker) hookFail(t *Task, err error) {
+	w.hook("OnFail", func(h *Hooks) {
+		if h.OnFail != nil {
+			h.OnFail(t.clone(), err)
+		}
+	})
+}
+
+// hook calls one of the Hooks, named name, recovering a panic in it: a
+// broken metrics callback must not take the worker down.
+func (w *Worker) hook(name string, call func(h *Hooks)) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.Error("s3task: hook panicked", "hook", name, "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	call(&w.opts.Hooks)
 }

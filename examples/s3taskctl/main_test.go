@@ -342,6 +342,7 @@ type taskJSON struct {
 	Status         string          `json:"status"`
 	Attempt        int             `json:"attempt_id"`
 	MaxAttempts    int             `json:"max_attempts"`
+	Released       int             `json:"released_attempts"`
 	LastError      string          `json:"last_error"`
 	ErrorCategory  string          `json:"error_category"`
 	RetryAt        *time.Time      `json:"retry_at"`
@@ -362,6 +363,8 @@ type taskJSON struct {
 	UpdatedAt      time.Time       `json:"updated_at"`
 	CreatedBy      string          `json:"created_by"`
 	Revision       string          `json:"revision"`
+	Writes         int64           `json:"writes"`
+	PriorRevisions []string        `json:"prior_revisions"`
 	Terminal       bool            `json:"terminal"`
 	Retryable      bool            `json:"retryable"`
 	Cancelable     bool            `json:"cancelable"`
