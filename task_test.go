@@ -1525,3 +1525,61 @@ func TestTransitionNotice(t *testing.T) {
 		t.Errorf("retry: (%v, %v), want queued with no notice pending", retried, err)
 	}
 }
+
+func TestLanded(t *testing.T) {
+	t.Parallel()
+
+	// rec builds a record with a write count, a revision and prior ones.
+	rec := func(writes int64, rev string, prior ...string) *Task {
+		return &Task{Writes: writes, Revision: rev, PriorRevisions: prior}
+	}
+	base := rec(4, "base", "r3", "r2", "r1")
+	mine := rec(5, "mine", "base", "r3", "r2", "r1")
+	full := []string{"p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8"}
+	tests := []struct {
+		name   string
+		base   *Task
+		cur    *Task
+		want   landing
+		reason string
+	}{
+		{"ours is the record", base, rec(5, "mine", "base"), landedHere, ""},
+		{"nothing written since", base, rec(4, "base", "r3"), notLanded, "the base itself is still there"},
+		{"another took our number", base, rec(5, "other", "base"), notLanded, "counts only grow, so write 5 was theirs"},
+		{"ours, then one more", base, rec(6, "later", "mine", "base"), overtaken, ""},
+		{"ours, then eight more", base, rec(13, "later", "p1", "p2", "p3", "p4", "p5", "p6", "p7", "mine"), overtaken, "the oldest revision remembered"},
+		{"theirs, then one more", base, rec(6, "later", "other", "base"), notLanded, ""},
+		{"nine more: too far back", base, rec(14, "later", full...), unknown, "the record forgets past eight"},
+		{"count lost by a writer that keeps none", base, rec(0, "old-code"), unknown, ""},
+		{"create, then one more", nil, rec(2, "later", "mine1"), overtaken, ""},
+		{"create that lost", nil, rec(1, "other"), notLanded, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := mine
+			if tc.base == nil {
+				m = rec(1, "mine1")
+			}
+			if got := landed(tc.base, m, tc.cur); got != tc.want {
+				t.Errorf("landed = %d, want %d (%s)", got, tc.want, tc.reason)
+			}
+		})
+	}
+}
+
+func TestSucceedKeepsEightPriorRevisions(t *testing.T) {
+	t.Parallel()
+
+	cur := &Task{}
+	succeed(nil, cur, "r0")
+	for i := 1; i <= 12; i++ {
+		next := cur.clone()
+		succeed(cur, next, fmt.Sprintf("r%d", i))
+		cur = next
+	}
+	want := []string{"r11", "r10", "r9", "r8", "r7", "r6", "r5", "r4"}
+	if cur.Writes != 13 || cur.Revision != "r12" || !slices.Equal(cur.PriorRevisions, want) {
+		t.Errorf("after 13 writes: writes %d, revision %s, prior %v; want 13, r12, %v", cur.Writes, cur.Revision, cur.PriorRevisions, want)
+	}
+}
