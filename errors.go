@@ -49,12 +49,21 @@ var (
 	// ErrInputMissing means Submit found no input object for the task.
 	ErrInputMissing = errors.New("s3task: input missing")
 
+	// ErrInputExists means an upload was refused because the task already
+	// has its input. An input is written once (with If-None-Match: *), so
+	// the bytes Submit verifies are the bytes a worker reads; to use
+	// another file, create another task.
+	ErrInputExists = errors.New("s3task: input already uploaded")
+
 	// ErrInputTooLarge means the input is larger than the configured maximum.
 	// See [InputSizeError].
 	ErrInputTooLarge = errors.New("s3task: input too large")
 
 	// ErrInputChanged means the input object was replaced after Submit
-	// verified it; the worker refuses to process bytes nobody checked.
+	// verified it (possible only on a store that ignores If-None-Match on
+	// uploads, or by a writer outside the library); the worker refuses to
+	// process bytes nobody checked. [Store.Retry] verifies the input again
+	// and runs the task on it as it is now.
 	ErrInputChanged = errors.New("s3task: input changed after submit")
 
 	// ErrNotCompleted means an output was asked for a task that is not

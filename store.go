@@ -609,14 +609,17 @@ func (s *Store) checkWake(ctx context.Context, etag string) (string, bool, error
 // returns it. It checks that the input object exists and is at most
 // StoreOptions.MaxInputSize bytes, records the input's ETag (a worker refuses
 // an input replaced after this point), writes the active marker, then the
-// record, then the wake object that tells idle workers to look. Submitting a
-// queued task again changes nothing and returns it. Requests: GET, HEAD,
-// PUT marker, PUT record, PUT wake.
+// record, then the marker once more and the wake object that tells idle
+// workers to look. Submitting a queued task again changes nothing and
+// returns it. Requests: GET, HEAD, PUT marker, PUT record, PUT marker, PUT
+// wake.
 //
 // Errors: [ErrInvalidID]; [ErrNotFound]; [ErrInputMissing]; an
 // *[InputSizeError] wrapping [ErrInputTooLarge]; a *[TransitionError] for any
-// status but created and queued; [ErrConflict]; S3 errors otherwise. On every
-// error the record is unchanged.
+// status but created and queued; [ErrConflict]; [ErrOutcomeUnknown]; S3
+// errors otherwise. On every error but ErrOutcomeUnknown the record is
+// unchanged; a write whose answer was lost but which landed is a success,
+// even when a worker claimed the task right after it.
 func (s *Store) Submit(ctx context.Context, id string) (*Task, error) {
 	if err := ParseID(id); err != nil {
 		return nil, err
@@ -627,19 +630,9 @@ func (s *Store) Submit(ctx context.Context, id string) (*Task, error) {
 	}
 	e := event{kind: evSubmit}
 	if t.Status == StatusCreated {
-		key := s.inputKey(id)
-		head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
-		if err != nil {
-			if s3x.NotFound(err) {
-				return nil, fmt.Errorf("%w: no object at %s", ErrInputMissing, key)
-			}
-			return nil, fmt.Errorf("s3task: check input %s: %w", key, err)
+		if e.inputETag, e.inputSize, err = s.checkInput(ctx, id); err != nil {
+			return nil, err
 		}
-		size := aws.ToInt64(head.ContentLength)
-		if size > s.opts.MaxInputSize {
-			return nil, &InputSizeError{Key: key, Size: size, Limit: s.opts.MaxInputSize}
-		}
-		e.inputETag, e.inputSize = aws.ToString(head.ETag), size
 	}
 	marked := false
 	mark := func(ctx context.Context) error {
@@ -670,24 +663,62 @@ func (s *Store) remark(ctx context.Context, id string, mark func(context.Context
 	}
 }
 
+// checkInput verifies that the task's input is there and within
+// MaxInputSize, and returns its ETag and size. Requests: one HEAD.
+func (s *Store) checkInput(ctx context.Context, id string) (string, int64, error) {
+	key := s.inputKey(id)
+	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
+	if err != nil {
+		if s3x.NotFound(err) {
+			return "", 0, fmt.Errorf("%w: no object at %s", ErrInputMissing, key)
+		}
+		return "", 0, fmt.Errorf("s3task: check input %s: %w", key, err)
+	}
+	size := aws.ToInt64(head.ContentLength)
+	if size > s.opts.MaxInputSize {
+		return "", 0, &InputSizeError{Key: key, Size: size, Limit: s.opts.MaxInputSize}
+	}
+	return aws.ToString(head.ETag), size, nil
+}
+
 // Retry puts a failed task back in the queue at once, whether its failure was
 // final or it was waiting for an automatic retry, and returns it. The decision
 // is made against the stored record, never against what the caller last saw.
-// If all attempts were used, the task gets one more. The marker is written
-// before the record, and once more after it (see the package documentation,
-// Markers); then the wake object tells idle workers to look. Requests: GET,
-// PUT marker, PUT record, PUT marker, PUT wake (more on a lost
-// compare-and-set).
+// If all attempts were used, the task gets one more. The input is verified
+// again as Submit does, and the record takes its current ETag and size, so a
+// task that failed with [ErrInputChanged] runs on the input as it is now.
+// The marker is written before the record, and once more after it (see the
+// package documentation, Markers); then the wake object tells idle workers
+// to look. Requests: GET, HEAD, PUT marker, PUT record, PUT marker, PUT wake
+// (more on a lost compare-and-set).
 //
 // Errors: [ErrInvalidID]; [ErrNotFound]; a *[TransitionError] unless the task
-// is failed; [ErrConflict]; S3 errors otherwise.
+// is failed; [ErrInputMissing] or an *[InputSizeError] if the input is gone
+// or now too large; [ErrConflict]; [ErrOutcomeUnknown]; S3 errors otherwise.
+// On every error but ErrOutcomeUnknown the record is unchanged.
 func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
+	if err := ParseID(id); err != nil {
+		return nil, err
+	}
+	t, etag, err := s.read(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	e := event{kind: evRetry}
+	if t.Retryable() {
+		// Verify the input again: the attempt may have failed because it
+		// was replaced after Submit, and retrying those same checks forever
+		// would help nobody.
+		if e.inputETag, e.inputSize, err = s.checkInput(ctx, id); err != nil {
+			return nil, err
+		}
+	}
 	marked := false
 	mark := func(ctx context.Context) error {
 		marked = true
 		return s.putMarker(ctx, id)
 	}
-	got, changed, err := s.change(ctx, id, event{kind: evRetry}, mark)
+	got, changed, err := s.apply(ctx, t, etag, e, mark)
 	if err != nil && marked && !errors.Is(err, ErrOutcomeUnknown) {
 		// The change lost to another (a Purge, a Cancel): take back the
 		// marker unless the task needs it after all.
@@ -709,7 +740,8 @@ func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
 //
 // Errors: [ErrInvalidID]; [ErrInvalidArgument] for a long reason;
 // [ErrNotFound]; a *[TransitionError] for a completed task; [ErrConflict];
-// S3 errors otherwise.
+// [ErrOutcomeUnknown]; S3 errors otherwise. On every error but
+// ErrOutcomeUnknown the record is unchanged.
 func (s *Store) Cancel(ctx context.Context, id, reason string) (*Task, error) {
 	if len(reason) > 1024 || !utf8.ValidString(reason) {
 		return nil, invalidArg("cancel reason must be at most 1024 bytes of UTF-8")
@@ -1342,7 +1374,9 @@ func (s *Store) checkUpload(ctx context.Context, id string, ttl time.Duration) e
 }
 
 // PresignUpload returns a presigned PUT of the task's input, valid for ttl.
-// It is only issued while the task is created. A PUT cannot cap the size of
+// It is only issued while the task is created. Its signed headers include
+// If-None-Match: *, which the client must send as given (Header): S3 then
+// refuses a second upload, so the input Submit verifies cannot be replaced. A PUT cannot cap the size of
 // what is sent; Submit checks it afterwards, or use [Store.PresignUploadForm].
 // Requests: one GET (presigning itself is local).
 //
@@ -1404,7 +1438,7 @@ func (s *Store) CreateForUpload(ctx context.Context, p CreateParams, ttl time.Du
 
 func (s *Store) presignPut(ctx context.Context, id string, ttl time.Duration) (*PresignedRequest, error) {
 	key := s.inputKey(id)
-	req, err := s.presign.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key}, s3.WithPresignExpires(ttl))
+	req, err := s.presign.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, IfNoneMatch: aws.String("*")}, s3.WithPresignExpires(ttl))
 	if err != nil {
 		return nil, fmt.Errorf("s3task: presign upload %s: %w", key, err)
 	}
@@ -1426,11 +1460,14 @@ func (s *Store) presignForm(ctx context.Context, id string, ttl time.Duration) (
 // UploadInput stores r as the task's input, for producers that run next to
 // the service. It is only allowed while the task is created; it does not
 // submit. If r is not an io.Seeker it is first copied to a temporary file, so
-// memory stays bounded. Requests: GET, PUT.
+// memory stays bounded. The input is written once, with If-None-Match: *,
+// so it cannot be replaced after Submit verified it. Requests: GET, PUT
+// (plus a HEAD if the outcome was unclear).
 //
 // Errors: [ErrInvalidID]; [ErrNotFound]; a *[TransitionError] once the task is
-// submitted; an *[InputSizeError] over StoreOptions.MaxInputSize (nothing is
-// uploaded); I/O and S3 errors otherwise.
+// submitted; [ErrInputExists] if the task already has its input; an
+// *[InputSizeError] over StoreOptions.MaxInputSize (nothing is uploaded);
+// I/O and S3 errors otherwise.
 func (s *Store) UploadInput(ctx context.Context, id string, r io.Reader) error {
 	if err := s.checkUpload(ctx, id, time.Minute); err != nil {
 		return err
@@ -1445,11 +1482,34 @@ func (s *Store) UploadInput(ctx context.Context, id string, r io.Reader) error {
 		return err
 	}
 	defer cleanup()
-	_, err = s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: body, ContentLength: aws.Int64(size)})
-	if err != nil {
+	switch created, err := s.createObject(ctx, key, body, size); {
+	case err != nil:
 		return fmt.Errorf("s3task: upload %s: %w", key, err)
+	case !created:
+		return fmt.Errorf("%w: %s", ErrInputExists, key)
 	}
 	return nil
+}
+
+// createObject creates the object key from body, with If-None-Match: * so
+// that it never replaces one. It reports false if the key was taken. When a
+// refusal may answer the SDK's resend of our own write whose response was
+// lost, a token in the object's metadata tells whose it is.
+func (s *Store) createObject(ctx context.Context, key string, body io.ReadSeeker, size int64) (bool, error) {
+	token := newRevision()
+	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: &s.bucket, Key: &key, Body: body, ContentLength: aws.Int64(size),
+		IfNoneMatch: aws.String("*"),
+		Metadata:    map[string]string{"s3task-token": token},
+	})
+	if err == nil || !s3x.Lost(err) {
+		return err == nil, err
+	}
+	head, herr := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
+	if herr != nil {
+		return false, fmt.Errorf("%w (and checking the object: %w)", err, herr)
+	}
+	return head.Metadata["s3task-token"] == token, nil
 }
 
 // seekable returns r as a ReadSeeker positioned at its start, with its size,

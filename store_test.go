@@ -92,6 +92,16 @@ func (e *env) put(t *testing.T, key string, body []byte) string {
 	return aws.ToString(out.ETag)
 }
 
+// head returns an object's ETag and size, read directly.
+func (e *env) head(t *testing.T, key string) (string, int64) {
+	t.Helper()
+	out, err := e.raw.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: &e.srv.Bucket, Key: &key})
+	if err != nil {
+		t.Fatalf("head %s: %v", key, err)
+	}
+	return aws.ToString(out.ETag), aws.ToInt64(out.ContentLength)
+}
+
 // object reads an object directly; ok is false when it does not exist.
 func (e *env) object(t *testing.T, key string) (body []byte, ok bool) {
 	t.Helper()
@@ -963,6 +973,53 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+func TestRetryVerifiesTheInputAgain(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, nil)
+
+	t.Run("replaced input is adopted", func(t *testing.T) {
+		task := e.task(t, "failed")
+		etag := e.put(t, e.inputKey(t, task.ID), []byte("a,b\n3,4\n5,6\n")) // replaced behind the library's back
+		got, err := st.Retry(e.ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != s3task.StatusQueued || got.InputETag != etag || got.InputSize != 12 {
+			t.Errorf("after Retry: status %s, input %s (%d bytes); want queued, %s (12 bytes)", got.Status, got.InputETag, got.InputSize, etag)
+		}
+	})
+	t.Run("missing input refuses and changes nothing", func(t *testing.T) {
+		task := e.task(t, "failed")
+		key := e.inputKey(t, task.ID)
+		if _, err := e.raw.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: &e.srv.Bucket, Key: &key}); err != nil {
+			t.Fatal(err)
+		}
+		before := e.snapshot(t)
+		if _, err := st.Retry(e.ctx, task.ID); !errors.Is(err, s3task.ErrInputMissing) {
+			t.Fatalf("Retry = %v, want ErrInputMissing", err)
+		}
+		if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
+			t.Errorf("refused Retry changed the bucket (-before +after):\n%s", diff)
+		}
+	})
+}
+
+func TestUploadInputWritesOnce(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, nil)
+
+	task := e.task(t, "created-no-input")
+	if err := st.UploadInput(e.ctx, task.ID, strings.NewReader("first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UploadInput(e.ctx, task.ID, strings.NewReader("second")); !errors.Is(err, s3task.ErrInputExists) {
+		t.Fatalf("second UploadInput = %v, want ErrInputExists", err)
+	}
+	if body, _ := e.object(t, e.inputKey(t, task.ID)); string(body) != "first" {
+		t.Errorf("input is %q after a refused second upload, want %q", body, "first")
+	}
+}
+
 func TestRetry(t *testing.T) {
 	t.Parallel()
 	st, e := setup(t, nil)
@@ -983,9 +1040,11 @@ func TestRetry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantCounts(t, e, map[string]int{"GET": 1, "PUT": 4}) // marker, record, marker again, wake
+			wantCounts(t, e, map[string]int{"GET": 1, "HEAD": 1, "PUT": 4}) // input check; marker, record, marker again, wake
 			want := task
 			want.Status, want.RetryAt, want.MaxAttempts = s3task.StatusQueued, time.Time{}, tc.wantMax(task)
+			// The input is verified again and recorded as it is now.
+			want.InputETag, want.InputSize = e.head(t, e.inputKey(t, task.ID))
 			if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {
 				t.Errorf("retried task (-want +got):\n%s", diff)
 			}

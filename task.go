@@ -205,7 +205,7 @@ type event struct {
 	retryDelay time.Duration // fail: wait this long before the next attempt
 
 	notify    bool   // complete, fail, lease-expired, cancel: a terminal result awaits OnTerminal
-	inputETag string // submit: the verified input
+	inputETag string // submit, retry: the verified input
 	inputSize int64
 	reason    string // cancel
 }
@@ -360,6 +360,9 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		n.RetryAt = time.Time{}
 		n.NotifyPending = false // it is not finished after all
 		n.MaxAttempts = max(t.MaxAttempts, t.AttemptsUsed()+1)
+		if e.inputETag != "" { // the input as it is now, verified again
+			n.InputETag, n.InputSize = e.inputETag, e.inputSize
+		}
 		return n, true, nil
 
 	case evCancel:

@@ -187,27 +187,14 @@ func (j *Job) WriteOutput(ctx context.Context, r io.Reader) error {
 		return fmt.Errorf("s3task: write output %s: %w", key, err)
 	}
 	defer cleanup()
-	token := newRevision()
-	_, err = s.client.PutObject(ctx, &s3.PutObjectInput{
-		Bucket: &s.bucket, Key: &key, Body: body, ContentLength: aws.Int64(size),
-		IfNoneMatch: aws.String("*"),
-		Metadata:    map[string]string{"s3task-token": token},
-	})
-	if err != nil && s3x.Lost(err) {
-		// Either an earlier write of this attempt, or our own write that the
-		// SDK resent after a lost response. The token tells them apart.
-		head, herr := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
-		if herr == nil && head.Metadata["s3task-token"] == token {
-			err = nil
-		} else {
-			return fmt.Errorf("s3task: output %s already exists: write it once per attempt", key)
-		}
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("s3task: write output %s: %w: %w", key, context.Cause(ctx), err)
-		}
+	created, err := s.createObject(ctx, key, body, size)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("s3task: write output %s: %w: %w", key, context.Cause(ctx), err)
+	case err != nil:
 		return fmt.Errorf("s3task: write output %s: %w", key, err)
+	case !created:
+		return fmt.Errorf("s3task: output %s already exists: write it once per attempt", key)
 	}
 	j.mu.Lock()
 	j.output = true

@@ -140,6 +140,14 @@ func testPresignedUpload(t *testing.T, b Backend) {
 	if got, _ := h.object(h.inputKey(task.ID)); !bytes.Equal(got, body) {
 		t.Errorf("input holds %q", got)
 	}
+	// The URL is good for one upload: its signed If-None-Match: * makes the
+	// store refuse to replace the input.
+	if a := h.sendPresigned(p, []byte("replaced\n"), nil); ok(a) || a.status != http.StatusPreconditionFailed {
+		t.Errorf("a second upload through the same URL: %s; want 412", a)
+	}
+	if got, _ := h.object(h.inputKey(task.ID)); !bytes.Equal(got, body) {
+		t.Errorf("after a refused second upload, input holds %q", got)
+	}
 	h.wantSubmitted(task.ID, len(body))
 	if h.tg.Caps.VerifiesSignatures {
 		// The same PUT without the signature must be refused, or the other
