@@ -100,6 +100,8 @@
 //	})
 //	w, err := s3task.NewWorker(store, s3task.HandlerFunc(mux.Dispatch), &s3task.WorkerOptions{Concurrency: 2})
 //	go w.Run(ctx) // returns after ctx is done and running tasks are settled
+//	// ... at shutdown, bound the wait:
+//	err = w.Stop(shutdownCtx)
 //
 // # Guarantees, and how they are kept
 //
@@ -112,9 +114,15 @@
 //
 // Ambiguous outcomes. The SDK resends a PUT after a timeout or a 5xx even if
 // the first one was applied, and the resend then fails its precondition.
-// Every write carries a fresh random revision, so after any doubtful answer
-// the library re-reads the record and knows whether its write is the one
-// stored. The revision also keeps two identical bodies from sharing an ETag.
+// Every write carries a fresh random revision, the record's write count and
+// the revisions of the eight writes before it. After any doubtful answer the
+// library re-reads the record (with backoff, for up to 30 seconds) and knows
+// whether its write landed, even when others wrote after it: a write that
+// landed is a success, one that did not is reported as such with the record
+// unchanged. Only when the record cannot tell (it cannot be read in time,
+// more than eight writes followed, or the call's context ended) does a call
+// return [ErrOutcomeUnknown]; it never reports a failure for a change it
+// made. The revision also keeps two identical bodies from sharing an ETag.
 //
 // Leases. A claim writes status running, worker_id and lease_expires_at; the
 // worker renews the lease every WorkerOptions.HeartbeatInterval and the
@@ -122,21 +130,44 @@
 // handler's context is cancelled with [ErrTaskCanceled] (an operator
 // cancelled the task) or [ErrLeaseLost] (someone else has it), and that
 // attempt writes nothing more. Lease expiry is judged by the S3 server's
-// clock, learned from the Date header of its responses, plus
-// WorkerOptions.ClockMargin, so a worker whose own clock runs fast cannot take
-// over a live lease.
+// clock, learned from the Date header of its responses: another worker takes
+// a task over only WorkerOptions.ClockMargin after its lease's end, and the
+// holder stops trusting its lease ClockMargin before that end. At that
+// deadline, whatever the phase of its renewals, the handler's context ends
+// with [ErrLeaseLost] and a renewal still in flight is abandoned. So no two
+// handlers of one task run at once, as long as the server's clock as the
+// workers estimate it is off by less than ClockMargin (the estimate's error
+// is the one-second resolution of the Date header plus the network delay
+// of one response).
 //
 // Attempts and outputs. Attempt n writes only output-attempt-n, created with
 // If-None-Match: *, so a late attempt can never overwrite a newer one's output,
 // and an attempt's output becomes the task's only if its completion wins the
-// compare-and-set. Attempts are capped by max_attempts; the wait between them
-// is recorded in the record (retry_at), never slept in a goroutine. A worker
-// that shuts down gives its interrupted tasks back to the queue and raises
-// their max_attempts by one, so shutdown never uses up an attempt.
+// compare-and-set. Once the handler's context has ended, [Job.WriteOutput]
+// writes nothing, and an upload under way is cancelled. Attempts are capped
+// by max_attempts; the wait between them is recorded in the record
+// (retry_at), never slept in a goroutine. An attempt is used up by a handler
+// that started, or by a worker that crashed or stayed cut off from S3 while
+// it held the claim; a claim whose answer was lost is settled by re-reading
+// within the lease before it is given up.
+//
+// Shutdown. A worker that shuts down lets its handlers finish for
+// WorkerOptions.ShutdownTimeout, then cancels their contexts with
+// [ErrWorkerStopping]; it keeps renewing their leases until they return,
+// then gives the tasks back to the queue. A given-back attempt is counted in
+// released_attempts, apart from the cap ([Task.AttemptsUsed]), so shutdown
+// never uses up an attempt and never raises max_attempts. [Worker.Stop]
+// bounds the wait.
+//
+// Inputs. The presigned PUT and [Store.UploadInput] create the input with
+// If-None-Match: *, so the bytes Submit verified are the bytes a worker
+// reads; a worker still compares the input's ETag and fails the attempt with
+// [ErrInputChanged] on a store that let it be replaced, and [Store.Retry]
+// verifies the input again.
 //
 // Markers. A marker is an index, never the truth. It is written before the
-// status change that makes a task pending (Submit, Retry) and deleted only
-// after the status is terminal; after deleting the marker of a failed task,
+// status change that makes a task pending (Submit, Retry), and once more
+// after it, and deleted only after the status is terminal; after deleting the marker of a failed task,
 // the worker re-reads the record and puts the marker back if an operator's
 // Retry got in between. Workers delete stale markers of finished tasks as they
 // find them. Conditional DELETE is not relied on.
@@ -158,15 +189,16 @@
 //   - A response lost after S3 applied the request (a timeout, a reset on
 //     the way back): the retry of a conditional write then fails its
 //     precondition. The library re-reads the record and compares the
-//     revision it wrote: if it is there, the write won and the call
-//     succeeds. An output written twice this way is recognised by a token in
-//     its metadata. A claim whose answer was lost may look lost to its
-//     worker; the task then waits for its lease to expire and is recovered
-//     as a new attempt.
-//   - Latency: leases are judged by the server's clock with
-//     WorkerOptions.ClockMargin, and a worker whose renewals keep failing
-//     cancels its handler with [ErrLeaseLost] when its lease runs out, so a
-//     slow or cut-off worker never runs on once another may have taken over.
+//     revision it wrote (see Ambiguous outcomes above). An input or output
+//     written twice this way is recognised by a token in its metadata. A
+//     claim whose answer was lost is settled by re-reading with backoff
+//     within the lease; only if that fails too is the task left to be
+//     recovered as a new attempt when its lease expires.
+//   - Latency, or a worker cut off or paused: leases are judged by the
+//     server's clock with WorkerOptions.ClockMargin, failed renewals are
+//     retried with backoff, and a worker whose renewals keep failing cancels
+//     its handler with [ErrLeaseLost] at its deadline, so a slow or cut-off
+//     worker never runs on once another may take over.
 //   - A marker write or delete that fails: markers are only an index. A
 //     missing marker is restored by [Store.Reconcile], which workers run on
 //     their own; a stale one is removed by the next worker that visits it.
@@ -186,7 +218,9 @@
 //   - [Store.Purge] deletes finished tasks older than a cutoff, record last,
 //     never one that is queued, running or waiting for a retry.
 //   - StoreOptions.OnTerminal tells the host when a task finishes, at least
-//     once, so clients need not poll. Worker [Hooks] report claims,
+//     once, so clients need not poll. A worker delivers notices on a
+//     goroutine of their own, retrying a failed one with backoff (5 seconds
+//     doubling to 10 minutes), so a slow or failing hook delays no claim. Worker [Hooks] report claims,
 //     completions, failures (with their category), lost leases, releases,
 //     polls and reconcile runs, enough to feed metrics.
 //
@@ -196,8 +230,9 @@
 // # Requests per call
 //
 // Create: 1 PUT. Get: 1 GET. Submit: GET, HEAD, then PUTs of the marker, the
-// record and the wake object. Cancel: GET, PUT, DELETE marker. Retry: GET,
-// then PUTs of the marker, the record, the marker again and the wake object.
+// record, the marker again and the wake object. Cancel: GET, PUT, DELETE
+// marker. Retry: GET, HEAD, then PUTs of the marker, the record, the marker
+// again and the wake object.
 // List: 1 LIST plus one GET per task in the page, whatever the bucket holds.
 // PresignUpload, PresignUploadForm, PresignDownload: 1 GET (signing is
 // local); CreateForUpload creates and presigns with 1 PUT. One attempt: a GET of the record, the claim PUT, a GET of the
