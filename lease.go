@@ -66,10 +66,11 @@ func (l *lease) run(ctx context.Context) {
 			h.OnClaim(l.task.clone())
 		}
 	})
+	trusted := time.Until(l.deadline) > 0 // before the heartbeat loop owns the lease
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go l.heartbeats(ctx, stop, stopped)
 	var err error
-	if time.Until(l.deadline) > 0 {
+	if trusted {
 		err = l.callHandler(ctx)
 	} else {
 		<-ctx.Done() // a claim settled too late to be trusted: the loop gives it up
