@@ -141,3 +141,39 @@ func TestNoticeOnCancelAndFinalFailure(t *testing.T) {
 		t.Errorf("notices for the failed task: %v, want one for failed", got)
 	}
 }
+
+// TestPurgeAndPendingNotices: a finished task whose notice never went out
+// (the hook keeps failing) is kept by Purge, and purged, notice and all,
+// with DropPendingNotices.
+func TestPurgeAndPendingNotices(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	broken := newNotices(true)
+	ev := newHookEvents()
+	a := startWorker(t, e.newStore(t, &s3task.StoreOptions{OnTerminal: broken.hook}),
+		s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), workerOptions("broken-hook", ev.hooks()))
+	task := e.submit(t, s3task.CreateParams{Name: "never notified"}, "x\n")
+	awaitSignal(t, ev.completed, "the task to complete")
+	waitForCondition(t, "the failed delivery", func() bool { return len(broken.of(task.ID)) > 0 })
+	a.stop()
+
+	st := e.newStore(t, nil)
+	cutoff := time.Now().Add(time.Hour)
+	r, err := st.Purge(e.ctx, cutoff, s3task.PurgeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Purged) != 0 || r.Kept != 1 || !e.get(t, task.ID).NotifyPending {
+		t.Fatalf("Purge with a notice pending: purged %v, kept %d; want the task kept, notice pending", r.Purged, r.Kept)
+	}
+	r, err = st.Purge(e.ctx, cutoff, s3task.PurgeOptions{DropPendingNotices: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Purged) != 1 || r.Purged[0] != task.ID {
+		t.Fatalf("Purge with DropPendingNotices: purged %v, want [%s]", r.Purged, task.ID)
+	}
+	if _, err := st.Get(e.ctx, task.ID); !errors.Is(err, s3task.ErrNotFound) || e.hasMarker(t, task.ID) {
+		t.Errorf("after the purge: Get = %v, marker %v; want ErrNotFound and no marker", err, e.hasMarker(t, task.ID))
+	}
+}

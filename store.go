@@ -631,6 +631,15 @@ func (s *Store) Submit(ctx context.Context, id string) (*Task, error) {
 	e := event{kind: evSubmit}
 	if t.Status == StatusCreated {
 		if e.inputETag, e.inputSize, err = s.checkInput(ctx, id); err != nil {
+			if errors.Is(err, ErrInputMissing) {
+				// A Purge deletes the input after locking the record: if
+				// that is why, say so.
+				if now, _, rerr := s.read(ctx, id); rerr != nil {
+					return nil, rerr
+				} else if _, _, terr := transition(now, e, s.serverNow()); terr != nil {
+					return nil, terr
+				}
+			}
 			return nil, err
 		}
 	}
@@ -710,6 +719,15 @@ func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
 		// was replaced after Submit, and retrying those same checks forever
 		// would help nobody.
 		if e.inputETag, e.inputSize, err = s.checkInput(ctx, id); err != nil {
+			if errors.Is(err, ErrInputMissing) {
+				// A Purge deletes the input after locking the record: if
+				// that is why, say so.
+				if now, _, rerr := s.read(ctx, id); rerr != nil {
+					return nil, rerr
+				} else if _, _, terr := transition(now, e, s.serverNow()); terr != nil {
+					return nil, terr
+				}
+			}
 			return nil, err
 		}
 	}
@@ -1206,6 +1224,11 @@ type PurgeOptions struct {
 	DryRun bool
 	// Limit caps the tasks deleted by one call; zero means no cap.
 	Limit int
+	// DropPendingNotices purges finished tasks whose OnTerminal notice was
+	// never delivered too (the hook keeps failing, or was removed from the
+	// configuration); those notices are then lost. By default such tasks are
+	// kept until their notice goes out.
+	DropPendingNotices bool
 }
 
 // PurgeReport says what [Store.Purge] found and did.
@@ -1260,12 +1283,16 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOption
 			r.Kept++
 			return true
 		}
+		if t.NotifyPending && !opts.DropPendingNotices {
+			r.Kept++ // its notice has not gone out yet
+			return true
+		}
 		if opts.DryRun {
 			r.Purged = append(r.Purged, t.ID)
 			return opts.Limit == 0 || len(r.Purged) < opts.Limit
 		}
 		var n int
-		n, err = s.purgeTask(ctx, t.ID)
+		n, err = s.purgeTask(ctx, t.ID, opts.DropPendingNotices)
 		r.Objects += n
 		switch {
 		case errors.Is(err, ErrInvalidTransition):
@@ -1284,8 +1311,8 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOption
 // purgeTask locks a finished task's record for deletion and deletes its
 // folder, marker and record, in that order. It returns the number of objects
 // deleted.
-func (s *Store) purgeTask(ctx context.Context, id string) (int, error) {
-	if _, _, err := s.change(ctx, id, event{kind: evPurge}, nil); err != nil {
+func (s *Store) purgeTask(ctx context.Context, id string, force bool) (int, error) {
+	if _, _, err := s.change(ctx, id, event{kind: evPurge, force: force}, nil); err != nil {
 		return 0, err
 	}
 	dir, record := s.taskDir(id), s.recordKey(id)

@@ -208,6 +208,7 @@ type event struct {
 	inputETag string // submit, retry: the verified input
 	inputSize int64
 	reason    string // cancel
+	force     bool   // purge: even with a notice pending
 }
 
 // transition is the whole state machine: it decides what event e does to
@@ -381,10 +382,11 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		if !t.Terminal() {
 			return deny("only a finished task can be purged")
 		}
-		if t.NotifyPending {
+		if t.NotifyPending && !e.force {
 			return deny("its OnTerminal notice is not delivered yet")
 		}
 		n.Purging = true
+		n.NotifyPending = false // delivered, or given up by the caller
 		return n, true, nil
 
 	case evNotified:
