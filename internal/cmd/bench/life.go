@@ -36,7 +36,7 @@ type floorItem struct {
 // find tasks by listing markers, files that go straight to S3.
 var lifeFloor = []floorItem{
 	{labelKey{"create", "PUT record If-None-Match"}, 1, "the record must exist before an upload is allowed; create-only, so it can never replace another task's"},
-	{labelKey{"upload", "PUT input"}, 1, "the file itself, sent by the client straight to S3"},
+	{labelKey{"upload", "PUT input If-None-Match"}, 1, "the file itself, sent by the client straight to S3; create-only, so the input Submit verifies cannot be replaced"},
 	{labelKey{"submit", "GET record"}, 1, "the record's status and ETag, for the compare-and-set"},
 	{labelKey{"submit", "HEAD input"}, 1, "verify the input: there, within the size limit, and its ETag to pin"},
 	{labelKey{"submit", "PUT marker"}, 1, "make the task findable by the workers' LIST, before it turns queued"},
@@ -54,12 +54,14 @@ var lifeFloor = []floorItem{
 
 // lifeExtras explains the requests the library makes beyond the floor.
 var lifeExtras = map[labelKey]string{
+	{"submit", "PUT marker"}:           "Store.Submit writes the marker again after the record, so a worker or a Reconcile that judged the task by its old record and deleted the first one cannot leave a queued task unlisted",
 	{"submit", "PUT wake"}:             "the wake object: tells idle workers to LIST now. One PUT per submit lets every idle worker poll with a conditional GET instead of a LIST (see the idle scenario)",
 	{"handler", "PUT record If-Match"}: "heartbeat: renews the lease and carries progress, one per HeartbeatInterval; none for a task shorter than one",
 	{"finish", "GET record"}:           "after deleting a failed task's marker the worker re-reads the record, in case an operator's Retry raced the delete",
 	{"finish", "PUT record If-Match"}:  "the failed record (attempt 1)",
 	{"finish", "DELETE marker"}:        "the marker of a finally failed task",
 	{"retry", "GET record"}:            "Store.Retry reads the record for the compare-and-set",
+	{"retry", "HEAD input"}:            "Store.Retry verifies the input again, as Submit does, and pins its current ETag",
 	{"retry", "PUT marker"}:            "Store.Retry writes the marker before the record and once more after it, for a worker that deleted it in between",
 	{"retry", "PUT record If-Match"}:   "failed → queued",
 	{"retry", "PUT wake"}:              "wake the idle workers",
