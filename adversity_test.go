@@ -1,0 +1,1139 @@
+package s3task
+
+// Adversity tests: one focused, deterministic test per known defect. Each
+// runs in a testing/synctest bubble against the socketless in-memory S3, so
+// leases of minutes take milliseconds and every timing is exact. In the
+// bubble the S3 server's clock (the Date header) is the virtual clock, so a
+// time taken with time.Now inside the bubble is a server time.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/s3task/s3task/internal/faults"
+	"github.com/s3task/s3task/internal/s3test"
+)
+
+// ---------------------------------------------------------------------------
+// Helpers
+
+var advQuiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+type advEnv struct {
+	t     *testing.T
+	mem   *s3test.Memory
+	raw   *s3.Client // no faults, no library
+	admin *Store     // no faults, no hook
+	ctx   context.Context
+}
+
+// newAdvEnv must be called inside the bubble.
+func newAdvEnv(t *testing.T) *advEnv {
+	t.Helper()
+	mem, err := s3test.NewMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &advEnv{t: t, mem: mem, raw: mem.Client(), ctx: context.Background()}
+	e.admin = e.store(nil)
+	return e
+}
+
+func (e *advEnv) store(opts *StoreOptions, wrap ...func(http.RoundTripper) http.RoundTripper) *Store {
+	e.t.Helper()
+	var o StoreOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = advQuiet
+	}
+	st, err := NewStore(e.mem.Client(wrap...), e.mem.Bucket, &o)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st
+}
+
+// create makes a task with its input uploaded, still created.
+func (e *advEnv) create(p CreateParams) *Task {
+	e.t.Helper()
+	task, err := e.admin.Create(e.ctx, p)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.admin.UploadInput(e.ctx, task.ID, strings.NewReader("a,b\n1,2\n")); err != nil {
+		e.t.Fatal(err)
+	}
+	return task
+}
+
+// submit makes a queued task.
+func (e *advEnv) submit(p CreateParams) *Task {
+	e.t.Helper()
+	task := e.create(p)
+	got, err := e.admin.Submit(e.ctx, task.ID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return got
+}
+
+func (e *advEnv) recordKey(id string) string { return DefaultPrefix + id + "/status.json" }
+func (e *advEnv) markerKey(id string) string { return DefaultPrefix + "active/" + id }
+func (e *advEnv) outputKey(id string, n int) string {
+	return fmt.Sprintf("%s%s/output-attempt-%d", DefaultPrefix, id, n)
+}
+
+func (e *advEnv) has(key string) bool { _, ok := e.mem.Object(key); return ok }
+
+// record reads a task's record straight from the backend, no request.
+func (e *advEnv) record(id string) *Task {
+	e.t.Helper()
+	b, ok := e.mem.Object(e.recordKey(id))
+	if !ok {
+		e.t.Fatalf("no record for %s", id)
+	}
+	var t Task
+	if err := json.Unmarshal(b, &t); err != nil {
+		e.t.Fatalf("record of %s: %v", id, err)
+	}
+	return &t
+}
+
+// rawRecord reads a task's record as a JSON map, to see fields the Task
+// type may not have yet.
+func (e *advEnv) rawRecord(id string) map[string]any {
+	e.t.Helper()
+	b, ok := e.mem.Object(e.recordKey(id))
+	if !ok {
+		e.t.Fatalf("no record for %s", id)
+	}
+	m := map[string]any{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
+func (e *advEnv) putRaw(key string, body []byte) {
+	e.t.Helper()
+	_, err := e.raw.PutObject(e.ctx, &s3.PutObjectInput{Bucket: aws.String(e.mem.Bucket), Key: aws.String(key),
+		Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body)))})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// takeOver rewrites a running task's record as if another worker had taken
+// it over with attempt+1, keeping a well-behaved writer's bookkeeping if the
+// record has any.
+func (e *advEnv) takeOver(id, worker string) {
+	e.t.Helper()
+	m := e.rawRecord(id)
+	m["worker_id"] = worker
+	m["attempt_id"] = m["attempt_id"].(float64) + 1
+	m["lease_expires_at"] = time.Now().UTC().Add(time.Hour).Format(time.RFC3339Nano)
+	if w, ok := m["writes"].(float64); ok {
+		m["writes"] = w + 1
+		prior, _ := m["prior_revisions"].([]any)
+		m["prior_revisions"] = append([]any{m["revision"]}, prior...)
+	}
+	m["revision"] = "taken-over-by-" + worker
+	b, err := json.Marshal(m)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.putRaw(e.recordKey(id), b)
+}
+
+// waitFor polls cond every step of virtual time until it holds or limit
+// passes; it reports whether it held.
+func advWaitFor(limit, step time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(step)
+	}
+	return true
+}
+
+func advAwait[T any](t *testing.T, ch <-chan T, limit time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(limit):
+		t.Fatalf("%s did not happen within %s (virtual)", what, limit)
+	}
+	var zero T
+	return zero
+}
+
+type advWorker struct {
+	t      *testing.T
+	w      *Worker
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+func (e *advEnv) run(st *Store, h HandlerFunc, opts *WorkerOptions) *advWorker {
+	e.t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = advQuiet
+	}
+	w, err := NewWorker(st, h, opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	aw := &advWorker{t: e.t, w: w, cancel: cancel, done: make(chan error, 1)}
+	go func() { aw.done <- w.Run(ctx) }()
+	return aw
+}
+
+// stop cancels Run's context and waits (virtual time) for Run to return.
+func (aw *advWorker) stop() {
+	aw.once.Do(func() {
+		aw.cancel()
+		select {
+		case err := <-aw.done:
+			if err != nil {
+				aw.t.Errorf("worker %s: Run: %v", aw.w.ID(), err)
+			}
+		case <-time.After(3 * time.Hour):
+			aw.t.Errorf("worker %s: Run did not return", aw.w.ID())
+		}
+	})
+}
+
+type advRT func(*http.Request) (*http.Response, error)
+
+func (f advRT) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func advWrap(f func(r *http.Request, next http.RoundTripper) (*http.Response, error)) func(http.RoundTripper) http.RoundTripper {
+	return func(next http.RoundTripper) http.RoundTripper {
+		return advRT(func(r *http.Request) (*http.Response, error) { return f(r, next) })
+	}
+}
+
+func advIsRecord(r *http.Request, method, id string) bool {
+	return r.Method == method && strings.HasSuffix(r.URL.Path, "/"+id+"/status.json")
+}
+
+// advErrResp is an S3 error answer made up without reaching the server.
+func advErrResp(r *http.Request, status int, code string) *http.Response {
+	body := `<?xml version="1.0" encoding="UTF-8"?><Error><Code>` + code + `</Code><Message>injected</Message></Error>`
+	if r.Body != nil {
+		r.Body.Close()
+	}
+	return &http.Response{
+		Status: fmt.Sprintf("%d %s", status, http.StatusText(status)), StatusCode: status,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{"Content-Type": {"application/xml"}},
+		Body:          io.NopCloser(strings.NewReader(body)),
+		ContentLength: int64(len(body)), Request: r,
+	}
+}
+
+// advLoseAnswer forwards the nth request matching match (from 1); if S3
+// applied it, it runs between (another writer slipping in before the
+// client hears back), then loses the answer: a connection reset the SDK
+// resends after (retryable), or an error it does not retry.
+type advLoseAnswer struct {
+	match     func(*http.Request) bool
+	nth       int32
+	retryable bool
+	between   func()
+	after     func() // runs once the answer was lost, before returning
+
+	n     atomic.Int32
+	fired atomic.Bool
+}
+
+func (a *advLoseAnswer) wrap(next http.RoundTripper) http.RoundTripper {
+	return advRT(func(r *http.Request) (*http.Response, error) {
+		if !a.match(r) || a.n.Add(1) != a.nth {
+			return next.RoundTrip(r)
+		}
+		resp, err := next.RoundTrip(r)
+		if err != nil || resp.StatusCode/100 != 2 {
+			return resp, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		a.fired.Store(true)
+		if a.between != nil {
+			a.between()
+		}
+		if a.after != nil {
+			a.after()
+		}
+		if a.retryable {
+			return nil, &faults.Error{Kind: faults.LostResponse}
+		}
+		return nil, s3test.ErrCut
+	})
+}
+
+// advLink cuts a client off from S3: while down, every request fails at
+// once (cut) or hangs until its context ends (hang).
+type advLink struct {
+	mode    atomic.Int32 // 0 up, 1 cut, 2 hang
+	release chan struct{}
+	once    sync.Once
+}
+
+func newAdvLink() *advLink { return &advLink{release: make(chan struct{})} }
+
+func (l *advLink) down(hang bool) {
+	if hang {
+		l.mode.Store(2)
+	} else {
+		l.mode.Store(1)
+	}
+}
+
+// free lets hung requests fail, so the bubble can end.
+func (l *advLink) free() { l.once.Do(func() { close(l.release) }) }
+
+func (l *advLink) roundTrip(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+	switch l.mode.Load() {
+	case 1:
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, s3test.ErrCut
+	case 2:
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		select {
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		case <-l.release:
+			return nil, s3test.ErrCut
+		}
+	}
+	return next.RoundTrip(r)
+}
+
+// ---------------------------------------------------------------------------
+// 1. The lease must end for the holder at lease end - ClockMargin, whatever
+// the tick phase.
+
+func TestAdversityLeaseDeadline(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name                      string
+		lease, beat, margin, poll time.Duration
+		hang                      bool
+	}{
+		{name: "default/cut"},
+		{name: "default/hang", hang: true},
+		{name: "4s-1.3s/cut", lease: 4 * time.Second, beat: 1300 * time.Millisecond, margin: time.Second, poll: 250 * time.Millisecond},
+		{name: "4s-1.3s/hang", lease: 4 * time.Second, beat: 1300 * time.Millisecond, margin: time.Second, poll: 250 * time.Millisecond, hang: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				e := newAdvEnv(t)
+				task := e.submit(CreateParams{Name: "cut off"})
+				margin := tc.margin
+				if margin == 0 {
+					margin = DefaultClockMargin
+				}
+				opts := func(id string) *WorkerOptions {
+					return &WorkerOptions{ID: id, LeaseDuration: tc.lease, HeartbeatInterval: tc.beat, ClockMargin: tc.margin, PollInterval: tc.poll}
+				}
+
+				// Worker 1 is cut off right after its first heartbeat
+				// (its second record write) landed.
+				link := newAdvLink()
+				var puts atomic.Int32
+				var leaseEnd time.Time
+				var mu sync.Mutex
+				st1 := e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+					resp, err := link.roundTrip(r, next)
+					if err == nil && resp.StatusCode == http.StatusOK && advIsRecord(r, http.MethodPut, task.ID) && puts.Add(1) == 2 {
+						mu.Lock()
+						leaseEnd = e.record(task.ID).LeaseExpiresAt
+						mu.Unlock()
+						link.down(tc.hang)
+					}
+					return resp, err
+				}))
+				started1, ended1 := make(chan struct{}), make(chan struct{})
+				var end1 time.Time
+				var cause1 error
+				w1 := e.run(st1, func(ctx context.Context, job *Job) error {
+					close(started1)
+					<-ctx.Done()
+					end1, cause1 = time.Now(), context.Cause(ctx)
+					close(ended1)
+					return ctx.Err()
+				}, opts("w1"))
+				defer w1.stop()
+				defer link.free()
+				advAwait(t, started1, time.Minute, "worker 1's handler start")
+
+				started2 := make(chan time.Time, 1)
+				w2 := e.run(e.store(nil), func(ctx context.Context, job *Job) error {
+					started2 <- time.Now()
+					return nil
+				}, opts("w2"))
+				defer w2.stop()
+
+				var start2 time.Time
+				select {
+				case start2 = <-started2:
+				case <-time.After(10 * time.Minute):
+				}
+				select {
+				case <-ended1:
+				case <-time.After(10 * time.Minute):
+					t.Fatal("worker 1's handler context never ended")
+				}
+				mu.Lock()
+				deadline := leaseEnd.Add(-margin)
+				mu.Unlock()
+				if leaseEnd.IsZero() {
+					t.Fatal("setup: worker 1 never heartbeat")
+				}
+				if !errors.Is(cause1, ErrLeaseLost) {
+					t.Errorf("worker 1's handler context cause %v, want ErrLeaseLost", cause1)
+				}
+				if end1.After(deadline) {
+					t.Errorf("worker 1's handler context ended at lease end %+.3fs (server clock); want at or before lease end - ClockMargin (%+.3fs)",
+						end1.Sub(leaseEnd).Seconds(), -margin.Seconds())
+				}
+				switch {
+				case start2.IsZero():
+					t.Errorf("worker 2 never took the task over")
+				case start2.Before(end1):
+					t.Errorf("worker 2's handler started %v before worker 1's handler context ended: two handlers of one task at once", end1.Sub(start2))
+				}
+			})
+		})
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 2. An operator call whose write landed never reports a plain failure.
+
+func TestAdversityAmbiguousOverwritten(t *testing.T) {
+	t.Parallel()
+	type op struct {
+		name  string
+		setup func(e *advEnv) *Task // the task to start from
+		call  func(st *Store, ctx context.Context, id string) (*Task, error)
+		want  Status // what the call's own write says
+	}
+	ops := []op{
+		{"Submit", func(e *advEnv) *Task { return e.create(CreateParams{Name: "submit"}) },
+			func(st *Store, ctx context.Context, id string) (*Task, error) { return st.Submit(ctx, id) }, StatusQueued},
+		{"Retry", func(e *advEnv) *Task { return advFailedTask(e) },
+			func(st *Store, ctx context.Context, id string) (*Task, error) { return st.Retry(ctx, id) }, StatusQueued},
+		{"Cancel", func(e *advEnv) *Task { return e.submit(CreateParams{Name: "cancel"}) },
+			func(st *Store, ctx context.Context, id string) (*Task, error) { return st.Cancel(ctx, id, "enough") }, StatusAbandoned},
+	}
+	acceptable := func(t *testing.T, what string, err error) {
+		t.Helper()
+		if err != nil && !errors.Is(err, ErrOutcomeUnknown) {
+			t.Errorf("%s returned a plain failure for a change it made: %v (%T); want success or an error wrapping ErrOutcomeUnknown", what, err, err)
+		}
+	}
+	for _, o := range ops {
+		// The write lands, its answer is lost, and before the SDK's resend
+		// (which then gets 412) someone else changes the record: a worker
+		// claims the queued task (Submit, Retry), or a Purge locks the
+		// abandoned one (Cancel).
+		t.Run(o.name+"/overwritten before the resend", func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				e := newAdvEnv(t)
+				task := o.setup(e)
+				gate := make(chan struct{})
+				var w *advWorker
+				between := func() {}
+				if o.name == "Cancel" {
+					between = func() { advPurgeLockOnly(e, task.ID) }
+				} else {
+					started := make(chan struct{})
+					between = func() {
+						w = e.run(e.store(nil), func(ctx context.Context, job *Job) error {
+							close(started)
+							<-gate
+							return nil
+						}, &WorkerOptions{ID: "claimer"})
+						advAwait(t, started, 5*time.Minute, "the worker's claim")
+					}
+				}
+				lose := &advLoseAnswer{match: func(r *http.Request) bool { return advIsRecord(r, http.MethodPut, task.ID) },
+					nth: 1, retryable: true, between: between}
+				st := e.store(nil, lose.wrap)
+				_, err := o.call(st, e.ctx, task.ID)
+				if !lose.fired.Load() {
+					t.Fatal("setup: the record write was not made ambiguous")
+				}
+				acceptable(t, o.name, err)
+				if o.name != "Cancel" {
+					if got := e.record(task.ID); got.Status != StatusRunning {
+						t.Errorf("setup: task is %s, want running (claimed after %s's write)", got.Status, o.name)
+					}
+					close(gate)
+					w.stop()
+				}
+			})
+		})
+		// The write lands, and the caller's context ends before the answer.
+		t.Run(o.name+"/context ends mid-write", func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				e := newAdvEnv(t)
+				task := o.setup(e)
+				ctx, cancel := context.WithCancel(e.ctx)
+				defer cancel()
+				st := e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+					if !advIsRecord(r, http.MethodPut, task.ID) {
+						return next.RoundTrip(r)
+					}
+					resp, err := next.RoundTrip(r)
+					if err != nil {
+						return resp, err
+					}
+					resp.Body.Close()
+					cancel()
+					return nil, r.Context().Err()
+				}))
+				_, err := o.call(st, ctx, task.ID)
+				if got := e.record(task.ID); got.Status != o.want {
+					t.Fatalf("setup: task is %s after the write, want %s", got.Status, o.want)
+				}
+				acceptable(t, o.name, err)
+			})
+		})
+	}
+}
+
+// advFailedTask returns a task that failed for good, by a real worker.
+func advFailedTask(e *advEnv) *Task {
+	e.t.Helper()
+	task := e.submit(CreateParams{Name: "fails"})
+	w := e.run(e.store(nil), func(ctx context.Context, job *Job) error { return Permanent(errors.New("boom")) }, &WorkerOptions{ID: "failer"})
+	if !advWaitFor(5*time.Minute, time.Second, func() bool { return e.record(task.ID).Terminal() }) {
+		e.t.Fatal("setup: the task did not fail")
+	}
+	w.stop()
+	got := e.record(task.ID)
+	if got.Status != StatusFailed || e.has(e.markerKey(task.ID)) {
+		e.t.Fatalf("setup: task %s, marker %v; want failed without marker", got.Status, e.has(e.markerKey(task.ID)))
+	}
+	return got
+}
+
+// advPurgeLockOnly runs a Purge that locks the (finished) task for deletion
+// and is then cut off before it deletes anything, so the record stays with
+// purging set.
+func advPurgeLockOnly(e *advEnv, id string) {
+	e.t.Helper()
+	dir := DefaultPrefix + id + "/"
+	st := e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+		if r.Method == http.MethodGet && r.URL.Query().Get("prefix") == dir {
+			return nil, s3test.ErrCut
+		}
+		return next.RoundTrip(r)
+	}))
+	if _, err := st.Purge(e.ctx, time.Now().Add(time.Second), PurgeOptions{}); err == nil {
+		e.t.Fatal("setup: the purge was not cut off")
+	}
+	if !e.record(id).Purging {
+		e.t.Fatal("setup: the purge did not lock the task")
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 3. A claim that won is settled, not given up.
+
+func TestAdversityClaimAnswerLost(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		retryable bool // the claim's answer is lost with a resendable error
+		reads     int  // record reads that fail after the claim
+		status    int  // how they fail: a status, or 0 for a cut
+	}{
+		{"answer cut, re-read cut once", false, 1, 0},
+		{"answer reset and resent, re-read 500 until the SDK gives up", true, 3, http.StatusInternalServerError},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				e := newAdvEnv(t)
+				task := e.submit(CreateParams{Name: "one shot", MaxAttempts: 1})
+				var failReads atomic.Int32
+				lose := &advLoseAnswer{match: func(r *http.Request) bool { return advIsRecord(r, http.MethodPut, task.ID) },
+					nth: 1, retryable: tc.retryable, after: func() { failReads.Store(int32(tc.reads)) }}
+				failing := advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+					if advIsRecord(r, http.MethodGet, task.ID) && failReads.Add(-1) >= 0 {
+						if tc.status == 0 {
+							return nil, s3test.ErrCut
+						}
+						return advErrResp(r, tc.status, "InternalError"), nil
+					}
+					return next.RoundTrip(r)
+				})
+				var runs atomic.Int32
+				w := e.run(e.store(nil, lose.wrap, failing), func(ctx context.Context, job *Job) error {
+					runs.Add(1)
+					return nil
+				}, &WorkerOptions{ID: "w1"})
+				defer w.stop()
+				advWaitFor(10*time.Minute, time.Second, func() bool { return e.record(task.ID).Terminal() })
+				if !lose.fired.Load() {
+					t.Fatal("setup: the claim's answer was not lost")
+				}
+				got := e.record(task.ID)
+				if got.Status != StatusCompleted || runs.Load() != 1 {
+					t.Errorf("after a claim whose answer was lost: task %s (%s: %q), handler ran %d times; want completed, once",
+						got.Status, got.ErrorCategory, got.LastError, runs.Load())
+				}
+			})
+		})
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 4. A slow graceful shutdown keeps the lease until the handler returns.
+
+func TestAdversitySlowShutdown(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := newAdvEnv(t)
+		// One attempt only: if the interrupted attempt were counted, the task
+		// would fail for good.
+		task := e.submit(CreateParams{Name: "slow to stop", MaxAttempts: 1})
+		var expired atomic.Bool
+		e.mem.OnApply(func(a s3test.Applied) {
+			if a.Method == http.MethodPut && a.Key == e.recordKey(task.ID) && bytes.Contains(a.Body, []byte(`"lease_expired"`)) {
+				expired.Store(true)
+			}
+		})
+
+		started1 := make(chan struct{})
+		var ret1 time.Time
+		var cause1 error
+		w1 := e.run(e.store(nil), func(ctx context.Context, job *Job) error {
+			close(started1)
+			<-ctx.Done()
+			cause1 = context.Cause(ctx)
+			time.Sleep(2 * time.Minute) // longer than the rest of its lease
+			ret1 = time.Now()
+			return cause1
+		}, &WorkerOptions{ID: "w1"})
+		advAwait(t, started1, time.Minute, "worker 1's handler start")
+
+		started2 := make(chan time.Time, 1)
+		w2 := e.run(e.store(nil), func(ctx context.Context, job *Job) error {
+			started2 <- time.Now()
+			return nil
+		}, &WorkerOptions{ID: "w2"})
+		defer w2.stop()
+
+		time.Sleep(time.Second)
+		w1.stop() // returns once worker 1's handler has returned
+		if !errors.Is(cause1, ErrWorkerStopping) {
+			t.Errorf("worker 1's handler context cause %v, want ErrWorkerStopping", cause1)
+		}
+		advWaitFor(10*time.Minute, time.Second, func() bool { return e.record(task.ID).Terminal() })
+		select {
+		case start2 := <-started2:
+			if start2.Before(ret1) {
+				t.Errorf("worker 2 started the task %v before worker 1's handler returned", ret1.Sub(start2))
+			}
+		default:
+			t.Errorf("worker 2 never ran the task")
+		}
+		if expired.Load() {
+			t.Errorf("the lease of the stopping worker expired and was recovered (lease_expired written)")
+		}
+		if got := e.record(task.ID); got.Status != StatusCompleted {
+			t.Errorf("task %s (%s: %q), want completed: the interrupted attempt must not count", got.Status, got.ErrorCategory, got.LastError)
+		}
+	})
+}
+
+// ---------------------------------------------------------------------------
+// 5. Releases on shutdown do not raise max_attempts.
+
+func TestAdversityReleaseKeepsMaxAttempts(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := newAdvEnv(t)
+		const maxAttempts = 2
+		task := e.submit(CreateParams{Name: "released", MaxAttempts: maxAttempts})
+		for i := range 3 {
+			started := make(chan struct{})
+			w := e.run(e.store(nil), func(ctx context.Context, job *Job) error {
+				close(started)
+				<-ctx.Done()
+				return context.Cause(ctx)
+			}, &WorkerOptions{ID: fmt.Sprintf("stopper-%d", i)})
+			advAwait(t, started, 5*time.Minute, "the claim")
+			w.stop()
+			if got := e.record(task.ID); got.Status != StatusQueued || got.ErrorCategory != "shutdown" {
+				t.Fatalf("release %d: task %s (%s), want queued after a shutdown", i+1, got.Status, got.ErrorCategory)
+			}
+		}
+		raw := e.rawRecord(task.ID)
+		if got := raw["max_attempts"]; got != float64(maxAttempts) {
+			t.Errorf("max_attempts %v after 3 releases, want %d as created", got, maxAttempts)
+		}
+		if got := raw["released_attempts"]; got != float64(3) {
+			t.Errorf("released_attempts %v after 3 releases, want 3", got)
+		}
+
+		// Every real attempt is still there: the task fails for good after
+		// exactly maxAttempts runs.
+		var runs atomic.Int32
+		w := e.run(e.store(nil), func(ctx context.Context, job *Job) error {
+			runs.Add(1)
+			return errors.New("transient")
+		}, &WorkerOptions{ID: "failer", Backoff: func(int) time.Duration { return time.Second }})
+		advWaitFor(30*time.Minute, time.Second, func() bool { return e.record(task.ID).Terminal() })
+		w.stop()
+		if got := e.record(task.ID); got.Status != StatusFailed || runs.Load() != maxAttempts {
+			t.Errorf("after the releases: task %s, handler ran %d times; want failed after %d", got.Status, runs.Load(), maxAttempts)
+		}
+	})
+}
+
+// ---------------------------------------------------------------------------
+// 6. No output once the attempt's context ended.
+
+func TestAdversityLateOutput(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"cancel", "lease lost"} {
+		for _, write := range []string{"WriteOutput", "Output.Close"} {
+			t.Run(how+"/"+write, func(t *testing.T) {
+				t.Parallel()
+				synctest.Test(t, func(t *testing.T) {
+					e := newAdvEnv(t)
+					task := e.submit(CreateParams{Name: "late writer"})
+					started := make(chan struct{})
+					type late struct {
+						cause, err error
+					}
+					done := make(chan late, 1)
+					w := e.run(e.store(nil), func(ctx context.Context, job *Job) error {
+						var out *Output
+						if write == "Output.Close" {
+							var err error
+							if out, err = job.CreateOutput(context.Background()); err != nil {
+								return err
+							}
+							io.WriteString(out, "late output\n")
+						}
+						close(started)
+						<-ctx.Done()
+						var err error
+						if out != nil {
+							err = out.Close()
+						} else {
+							err = job.WriteOutput(context.Background(), strings.NewReader("late output\n"))
+						}
+						done <- late{context.Cause(ctx), err}
+						return ctx.Err()
+					}, &WorkerOptions{ID: "w1"})
+					defer w.stop()
+					advAwait(t, started, time.Minute, "the handler start")
+					time.Sleep(5 * time.Second)
+					want := ErrTaskCanceled
+					if how == "cancel" {
+						if _, err := e.admin.Cancel(e.ctx, task.ID, "stop"); err != nil {
+							t.Fatal(err)
+						}
+					} else {
+						e.takeOver(task.ID, "thief")
+						want = ErrLeaseLost
+					}
+					got := advAwait(t, done, 5*time.Minute, "the handler's late write")
+					if !errors.Is(got.cause, want) {
+						t.Errorf("setup: handler context cause %v, want %v", got.cause, want)
+					}
+					if got.err == nil {
+						t.Errorf("%s after the context ended (%v) succeeded; want it refused", write, got.cause)
+					}
+					if e.has(e.outputKey(task.ID, 1)) {
+						t.Errorf("%s after the context ended (%v) created %s", write, got.cause, e.outputKey(task.ID, 1))
+					}
+				})
+			})
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 7. Completion notices do not stall the fleet.
+
+func TestAdversityNoticesSlowHook(t *testing.T) {
+	t.Parallel()
+	for _, where := range []string{"after completing", "met by the poll"} {
+		t.Run(where, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				e := newAdvEnv(t)
+				slowID := ""
+				if where == "after completing" {
+					slowID = e.submit(CreateParams{Name: "slow notice"}).ID
+				} else {
+					// A cancelled task whose notice is pending: the
+					// canceller's hook failed, the marker stays.
+					canceller := e.store(&StoreOptions{OnTerminal: func(context.Context, *Task) error { return errors.New("down") }})
+					slowID = e.submit(CreateParams{Name: "slow notice"}).ID
+					if _, err := canceller.Cancel(e.ctx, slowID, "no"); err != nil {
+						t.Fatal(err)
+					}
+					if !e.record(slowID).NotifyPending || !e.has(e.markerKey(slowID)) {
+						t.Fatal("setup: no pending notice")
+					}
+				}
+				entered := make(chan struct{})
+				var once sync.Once
+				st := e.store(&StoreOptions{OnTerminal: func(ctx context.Context, t *Task) error {
+					if t.ID == slowID {
+						once.Do(func() { close(entered) })
+						time.Sleep(10 * time.Minute)
+					}
+					return nil
+				}})
+				starts := make(chan string, 4)
+				w := e.run(st, func(ctx context.Context, job *Job) error {
+					starts <- job.Task.ID
+					return nil
+				}, &WorkerOptions{ID: "w1"})
+				defer w.stop()
+				advAwait(t, entered, time.Minute, "the slow hook")
+
+				submitted := time.Now()
+				other := e.submit(CreateParams{Name: "next"})
+				// The hook sleeps again each time it is called, so with the
+				// defect the wait can be a multiple of 10 minutes.
+				limit := time.After(2 * time.Hour)
+			wait:
+				for {
+					select {
+					case id := <-starts:
+						if id == other.ID {
+							break wait
+						}
+					case <-limit:
+						t.Fatal("a task submitted while an OnTerminal hook blocked did not start within 2 hours")
+					}
+				}
+				if d := time.Since(submitted); d > 10*time.Second {
+					t.Errorf("a task submitted while an OnTerminal hook blocked started %v later; want within a few seconds", d)
+				}
+			})
+		})
+	}
+}
+
+func TestAdversityNoticesFailingHookBackoff(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := newAdvEnv(t)
+		task := e.submit(CreateParams{Name: "notice never delivered"})
+		var hookCalls, gets, lists atomic.Int32
+		counting := advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+			switch {
+			case advIsRecord(r, http.MethodGet, task.ID):
+				gets.Add(1)
+			case s3test.Op(r) == "LIST":
+				lists.Add(1)
+			}
+			return next.RoundTrip(r)
+		})
+		st := e.store(&StoreOptions{OnTerminal: func(context.Context, *Task) error {
+			hookCalls.Add(1)
+			return errors.New("webhook down")
+		}}, counting)
+		// The worker lists the markers every poll (MaxPollInterval =
+		// PollInterval), as it would with steady activity in the fleet.
+		w := e.run(st, func(ctx context.Context, job *Job) error { return nil },
+			&WorkerOptions{ID: "w1", MaxPollInterval: DefaultPollInterval, ReconcileInterval: -1})
+		defer w.stop()
+		if !advWaitFor(time.Minute, 100*time.Millisecond, func() bool {
+			return e.record(task.ID).Status == StatusCompleted && hookCalls.Load() > 0
+		}) {
+			t.Fatal("setup: the task did not complete")
+		}
+		gets.Store(0)
+		lists.Store(0)
+		hookCalls.Store(0)
+		time.Sleep(10 * time.Minute)
+		g, l, h := gets.Load(), lists.Load(), hookCalls.Load()
+		t.Logf("over 10 idle minutes: %d LISTs, %d GETs of the record, %d hook calls", l, g, h)
+		if l < 100 {
+			t.Fatalf("setup: only %d LISTs in 10 minutes", l)
+		}
+		if g*10 > l {
+			t.Errorf("an always-failing OnTerminal hook: %d record GETs for %d listings in 10 minutes; want backoff per task (at most a tenth)", g, l)
+		}
+	})
+}
+
+// ---------------------------------------------------------------------------
+// 8. Smaller ones.
+
+// TestAdversityHookPanics runs each scenario in a child process, since a
+// panic that escapes a worker goroutine ends the whole test binary.
+func TestAdversityHookPanics(t *testing.T) {
+	if name := os.Getenv("S3TASK_ADVERSITY_PANIC_HOOK"); name != "" {
+		advPanicChild(t, name)
+		return
+	}
+	t.Parallel()
+	for _, name := range []string{"OnClaim", "OnComplete", "OnFail", "OnLeaseLost", "OnRelease", "OnPoll", "OnReconcile", "OnTerminal"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestAdversityHookPanics$", "-test.count=1", "-test.v")
+			cmd.Env = append(os.Environ(), "S3TASK_ADVERSITY_PANIC_HOOK="+name)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				return
+			}
+			lines := strings.Split(string(out), "\n")
+			reason := ""
+			for _, want := range []func(string) bool{
+				func(l string) bool { return strings.HasPrefix(l, "panic:") },
+				func(l string) bool { return strings.Contains(l, "DATA RACE") },
+				func(l string) bool { return strings.HasPrefix(strings.TrimSpace(l), "adversity_test.go:") },
+			} {
+				for _, line := range lines {
+					if reason == "" && want(line) {
+						reason = strings.TrimSpace(line)
+					}
+				}
+			}
+			t.Errorf("a panic in %s: the worker process failed (%v): %s", name, err, reason)
+			if testing.Verbose() {
+				t.Logf("child output:\n%s", out)
+			}
+		})
+	}
+}
+
+func advPanicChild(t *testing.T, name string) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newAdvEnv(t)
+		boom := func() { panic("adversity: " + name + " hook panics") }
+		var hooks Hooks
+		var sopts StoreOptions
+		wopts := &WorkerOptions{ID: "w1", Hooks: hooks}
+		switch name {
+		case "OnClaim":
+			wopts.Hooks.OnClaim = func(*Task) { boom() }
+		case "OnComplete":
+			wopts.Hooks.OnComplete = func(*Task) { boom() }
+		case "OnFail":
+			wopts.Hooks.OnFail = func(*Task, error) { boom() }
+		case "OnLeaseLost":
+			wopts.Hooks.OnLeaseLost = func(string, *Task, error) { boom() }
+		case "OnRelease":
+			wopts.Hooks.OnRelease = func(*Task) { boom() }
+		case "OnPoll":
+			wopts.Hooks.OnPoll = func(PollStats) { boom() }
+		case "OnReconcile":
+			wopts.Hooks.OnReconcile = func(*ReconcileReport) { boom() }
+			wopts.ReconcileInterval = time.Minute
+		case "OnTerminal":
+			sopts.OnTerminal = func(context.Context, *Task) error { boom(); return nil }
+		default:
+			t.Fatalf("unknown hook %s", name)
+		}
+		first := e.submit(CreateParams{Name: "first"})
+		started := make(chan string, 4)
+		w := e.run(e.store(&sopts), func(ctx context.Context, job *Job) error {
+			started <- job.Task.ID
+			switch {
+			case job.Task.ID != first.ID:
+				return nil
+			case name == "OnFail":
+				return Permanent(errors.New("no"))
+			case name == "OnLeaseLost", name == "OnRelease":
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return nil
+		}, wopts)
+		defer w.stop()
+		if name != "OnClaim" {
+			advAwait(t, started, time.Minute, "the first task's start")
+		}
+		switch name {
+		case "OnLeaseLost":
+			if _, err := e.admin.Cancel(e.ctx, first.ID, "lose it"); err != nil {
+				t.Fatal(err)
+			}
+		case "OnRelease":
+			w.stop()
+			if got := e.record(first.ID); got.Status != StatusQueued {
+				t.Errorf("after shutdown the task is %s, want queued", got.Status)
+			}
+			return
+		case "OnReconcile":
+			time.Sleep(2 * time.Minute)
+		}
+		if !advWaitFor(5*time.Minute, time.Second, func() bool { return e.record(first.ID).Terminal() }) {
+			t.Fatalf("the first task is %s, want it finished", e.record(first.ID).Status)
+		}
+		// The worker is still alive and working.
+		second := e.submit(CreateParams{Name: "second"})
+		if !advWaitFor(5*time.Minute, time.Second, func() bool { return e.record(second.ID).Status == StatusCompleted }) {
+			t.Errorf("after a panicking %s the worker no longer runs tasks", name)
+		}
+	})
+}
+
+func TestAdversityWorkerStop(t *testing.T) {
+	t.Parallel()
+	t.Run("handlers honour their context", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			e := newAdvEnv(t)
+			task := e.submit(CreateParams{Name: "stop me"})
+			started := make(chan struct{})
+			w := e.run(e.store(nil), func(ctx context.Context, job *Job) error {
+				close(started)
+				<-ctx.Done()
+				return context.Cause(ctx)
+			}, &WorkerOptions{ID: "w1"})
+			defer w.stop()
+			advAwait(t, started, time.Minute, "the handler start")
+			ctx, cancel := context.WithTimeout(e.ctx, 5*time.Minute)
+			defer cancel()
+			if err := w.w.Stop(ctx); err != nil {
+				t.Errorf("Stop: %v, want nil", err)
+			}
+			select {
+			case err := <-w.done:
+				w.done <- err // for w.stop
+			case <-time.After(time.Second):
+				t.Errorf("Run had not returned a second after Stop did")
+			}
+			if got := e.record(task.ID); got.Status != StatusQueued {
+				t.Errorf("after Stop the task is %s, want queued (released)", got.Status)
+			}
+		})
+	})
+	t.Run("deadline", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			e := newAdvEnv(t)
+			e.submit(CreateParams{Name: "stubborn"})
+			started := make(chan struct{})
+			w := e.run(e.store(nil), func(ctx context.Context, job *Job) error {
+				close(started)
+				time.Sleep(time.Hour) // ignores its context
+				return nil
+			}, &WorkerOptions{ID: "w1"})
+			defer w.stop()
+			advAwait(t, started, time.Minute, "the handler start")
+			ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+			defer cancel()
+			begin := time.Now()
+			err := w.w.Stop(ctx)
+			if d := time.Since(begin); d > 5*time.Second {
+				t.Errorf("Stop returned %v after it was called, past its context's 5s deadline", d)
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Stop with a handler that ignores its context: %v, want an error wrapping context.DeadlineExceeded", err)
+			}
+		})
+	})
+}
+
+// TestAdversitySubmitMarkerAfterRecord: a Reconcile that listed an old
+// marker of a created task (a Submit that died before its record write)
+// deletes it just after a new Submit rewrote it, and checks the record
+// before that Submit's record write. The task must still have its marker.
+func TestAdversitySubmitMarkerAfterRecord(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := newAdvEnv(t)
+		task := e.create(CreateParams{Name: "resubmitted"})
+		e.putRaw(e.markerKey(task.ID), nil) // the dead Submit's marker
+		time.Sleep(15 * time.Minute)
+
+		atDelete, letDelete, reconciled := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		var rec *ReconcileReport
+		var recErr error
+		reconciler := e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+			if r.Method == http.MethodDelete && strings.HasSuffix(r.URL.Path, "/active/"+task.ID) {
+				close(atDelete)
+				<-letDelete
+			}
+			return next.RoundTrip(r)
+		}))
+		go func() {
+			defer close(reconciled)
+			rec, recErr = reconciler.Reconcile(e.ctx, ReconcileOptions{})
+		}()
+		select {
+		case <-atDelete:
+		case <-reconciled:
+			t.Fatalf("setup: Reconcile did not try to remove the old marker: %+v, %v", rec, recErr)
+		}
+
+		var once sync.Once
+		submitter := e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+			if advIsRecord(r, http.MethodPut, task.ID) {
+				once.Do(func() {
+					close(letDelete)
+					<-reconciled
+				})
+			}
+			return next.RoundTrip(r)
+		}))
+		got, err := submitter.Submit(e.ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-reconciled
+		if recErr != nil {
+			t.Fatal(recErr)
+		}
+		t.Logf("reconcile removed %v", rec.Removed)
+		if got.Status != StatusQueued {
+			t.Fatalf("Submit: task %s", got.Status)
+		}
+		if !e.has(e.markerKey(task.ID)) {
+			t.Errorf("a submitted (queued) task has no marker after a Reconcile deleted the one Submit wrote before its record")
+		}
+	})
+}
