@@ -117,3 +117,71 @@ func ExampleWorker() {
 	// rows processed: 1
 	// output: HELLO, WORLD
 }
+
+// Stopping a worker while it runs a task: the handler gets ShutdownTimeout
+// to finish, then its context ends with ErrWorkerStopping; the lease is kept
+// alive until it returns, and the task goes back to the queue without using
+// up an attempt. Stop's context bounds the whole wait.
+func ExampleWorker_Stop() {
+	srv, err := s3test.Start()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer srv.Close()
+	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store, err := s3task.NewStore(srv.Client(), srv.Bucket, &s3task.StoreOptions{Logger: quiet})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	started := make(chan struct{})
+	worker, err := s3task.NewWorker(store, s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		close(started)
+		<-ctx.Done() // a long job, interrupted
+		fmt.Println("handler stopped:", context.Cause(ctx))
+		return ctx.Err()
+	}), &s3task.WorkerOptions{
+		PollInterval:    10 * time.Millisecond,
+		ShutdownTimeout: 50 * time.Millisecond,
+		Logger:          quiet,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	go worker.Run(ctx)
+
+	task, err := store.Create(ctx, s3task.CreateParams{Name: "long job"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := store.UploadInput(ctx, task.ID, strings.NewReader("data")); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := store.Submit(ctx, task.ID); err != nil {
+		fmt.Println(err)
+		return
+	}
+	<-started
+
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := worker.Stop(stopCtx); err != nil {
+		fmt.Println("stop:", err)
+		return
+	}
+	got, err := store.Get(ctx, task.ID)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("%s; attempt %d, released %d, used %d of %d\n", got.Status, got.Attempt, got.ReleasedAttempts, got.AttemptsUsed(), got.MaxAttempts)
+	// Output:
+	// handler stopped: s3task: worker stopping
+	// queued; attempt 1, released 1, used 0 of 3
+}
