@@ -142,10 +142,10 @@ func (l *lease) heartbeats(ctx context.Context, stop <-chan struct{}, stopped ch
 }
 
 // renewIn returns how long to wait before the next renewal: interval, or
-// less when the lease is shorter than usual (a claim settled late), so that
-// two renewals still fit before the deadline.
+// less when less than two intervals are left before the deadline (a claim
+// settled late), so that a failed renewal can still be tried again.
 func (l *lease) renewIn(interval time.Duration) time.Duration {
-	return max(min(interval, time.Until(l.deadline)/3), 0)
+	return max(min(interval, time.Until(l.deadline)-interval), 0)
 }
 
 // finish writes the attempt's outcome: completed, failed, or back to the
