@@ -20,9 +20,11 @@ const (
 // the poll loop and the attempts, so a slow or failing hook delays no claim
 // and holds no slot. A notice that fails is tried again with backoff. While
 // a notice is held here, the worker's polls skip the task's marker instead
-// of reading its record every time. A worker without the hook holds the
-// notices it meets for notifyBackoffMax, leaving them to a worker that has
-// it.
+// of reading its record every time, unless the marker was written again
+// since the record was last seen finished (a Retry writes it): then the
+// poll reads the task as usual. A worker without
+// the hook holds the notices it meets for notifyBackoffMax, leaving them to
+// a worker that has it.
 type notifier struct {
 	w    *Worker
 	mu   sync.Mutex
@@ -32,10 +34,20 @@ type notifier struct {
 
 type notice struct {
 	t        *Task
-	etag     string // "" once it may be stale: read the record again
+	etag     string
+	seen     time.Time // server clock: when the record was last seen finished
+	added    time.Time // local clock
 	failures int
 	next     time.Time // local clock: not before then
 }
+
+// freshFor is how long a notice's record, as the worker wrote or read it,
+// is used without reading it again before the hook is called.
+const freshFor = time.Second
+
+// markerSkew absorbs the one-second resolution of a marker's LastModified
+// and the error of the server-clock estimate when comparing the two.
+const markerSkew = 2 * time.Second
 
 func newNotifier(w *Worker) *notifier {
 	return &notifier{w: w, held: map[string]*notice{}, kick: make(chan struct{}, 1)}
@@ -45,10 +57,11 @@ func newNotifier(w *Worker) *notifier {
 func (n *notifier) add(t *Task, etag string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if _, ok := n.held[t.ID]; ok {
-		return
+	if old, ok := n.held[t.ID]; ok && old.t.Status == t.Status && old.t.Attempt == t.Attempt {
+		return // the same result's notice
 	}
-	no := &notice{t: t.clone(), etag: etag, next: time.Now()}
+	now := time.Now()
+	no := &notice{t: t.clone(), etag: etag, seen: n.w.store.serverNow(), added: now, next: now}
 	if n.w.store.opts.OnTerminal == nil {
 		no.next = no.next.Add(notifyBackoffMax)
 	}
@@ -59,12 +72,13 @@ func (n *notifier) add(t *Task, etag string) {
 	}
 }
 
-// holds reports whether the notice of task id is held here.
-func (n *notifier) holds(id string) bool {
+// holds reports whether the notice of task id is held here and its marker,
+// last written at written (server clock), has not been written since.
+func (n *notifier) holds(id string, written time.Time) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	_, ok := n.held[id]
-	return ok
+	no, ok := n.held[id]
+	return ok && written.Before(no.seen.Add(-markerSkew))
 }
 
 // first returns the held notice due first, and how long until it is due.
@@ -110,21 +124,42 @@ func (n *notifier) run(ctx context.Context) {
 		}
 		var err error
 		if n.w.store.opts.OnTerminal != nil {
-			err = n.w.store.deliver(ctx, no.t, no.etag)
+			err = n.deliver(ctx, no)
 		}
 		if ctx.Err() != nil {
 			return
 		}
 		n.mu.Lock()
-		if err == nil || n.w.store.opts.OnTerminal == nil {
+		switch {
+		case n.held[no.t.ID] != no:
+			// replaced by a later result's notice while this one was out
+		case err == nil || n.w.store.opts.OnTerminal == nil:
 			delete(n.held, no.t.ID)
-		} else {
+		default:
 			no.failures++
-			no.etag = ""
 			no.next = time.Now().Add(min(notifyBackoffMin<<min(no.failures-1, 16), notifyBackoffMax))
 		}
 		n.mu.Unlock()
 	}
+}
+
+// deliver delivers one held notice. A record older than freshFor is read
+// again first: the task may have been retried, or its notice delivered by
+// another worker, since.
+func (n *notifier) deliver(ctx context.Context, no *notice) error {
+	s := n.w.store
+	t, etag := no.t, no.etag
+	if time.Since(no.added) > freshFor {
+		seen := s.serverNow()
+		var err error
+		if t, etag, err = s.read(ctx, t.ID); err != nil {
+			return err
+		}
+		n.mu.Lock()
+		no.seen = seen
+		n.mu.Unlock()
+	}
+	return s.deliver(ctx, t, etag)
 }
 
 // deliver runs OnTerminal for the finished task t (read first if etag is
@@ -142,10 +177,12 @@ func (s *Store) deliver(ctx context.Context, t *Task, etag string) error {
 			s.log.WarnContext(ctx, "s3task: OnTerminal failed; it will be called again", "task_id", t.ID, "status", t.Status, "err", err)
 			return err
 		}
-		got, _, err := s.apply(ctx, t, etag, event{kind: evNotified}, nil)
+		// The notice is for this result only: if the task was retried and
+		// finished again meanwhile, the new result still needs its own.
+		got, _, err := s.apply(ctx, t, etag, event{kind: evNotified, status: t.Status, attempt: t.Attempt}, nil)
 		if err != nil {
 			if errors.Is(err, ErrInvalidTransition) {
-				return nil // retried meanwhile: no longer finished
+				return nil // retried meanwhile: a later result has a notice of its own
 			}
 			s.log.WarnContext(ctx, "s3task: record notice", "task_id", t.ID, "err", err)
 			return err

@@ -194,7 +194,8 @@ type event struct {
 	kind eventKind
 
 	worker  string        // claim, heartbeat, complete, fail, release: the acting worker
-	attempt int           // heartbeat, complete, fail, release: the attempt it holds
+	attempt int           // heartbeat, complete, fail, release: the attempt it holds; notified: the result's
+	status  Status        // notified: the result whose notice went out (empty: any)
 	lease   time.Duration // claim, heartbeat: lease length from now
 
 	progress   *Progress     // heartbeat, complete, fail: counters to record
@@ -392,6 +393,9 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 	case evNotified:
 		if !t.Terminal() {
 			return deny("it is not finished")
+		}
+		if e.status != "" && (t.Status != e.status || t.Attempt != e.attempt) {
+			return deny("the notice was for an earlier result (%s at attempt %d)", e.status, e.attempt)
 		}
 		if !t.NotifyPending {
 			return t, false, nil

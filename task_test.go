@@ -1583,3 +1583,19 @@ func TestSucceedKeepsEightPriorRevisions(t *testing.T) {
 		t.Errorf("after 13 writes: writes %d, revision %s, prior %v; want 13, r12, %v", cur.Writes, cur.Revision, cur.PriorRevisions, want)
 	}
 }
+
+// A delivered notice is recorded only against the result it was for: once
+// the task was retried and finished again, the new result keeps its own
+// notice pending.
+func TestTransitionNotifiedIsForOneResult(t *testing.T) {
+	t.Parallel()
+
+	done := &Task{ID: knownGoodID, Status: StatusCompleted, Attempt: 2, MaxAttempts: 3, NotifyPending: true}
+	if _, _, err := transition(done, event{kind: evNotified, status: StatusFailed, attempt: 1}, transitionNow); !errors.Is(err, ErrInvalidTransition) {
+		t.Errorf("notice of failed/1 recorded on completed/2: err %v, want ErrInvalidTransition", err)
+	}
+	next, write, err := transition(done, event{kind: evNotified, status: StatusCompleted, attempt: 2}, transitionNow)
+	if err != nil || !write || next.NotifyPending {
+		t.Errorf("notice of completed/2 = (%+v, %v, %v), want it recorded", next, write, err)
+	}
+}

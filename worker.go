@@ -548,7 +548,7 @@ func (w *Worker) reconcile(ctx context.Context) {
 // need a worker (zero if none).
 func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time) {
 	start, started := time.Now(), 0
-	ids, _, stray, err := w.store.listMarkers(ctx)
+	ids, written, stray, err := w.store.listMarkers(ctx)
 	if err == nil {
 		defer func() {
 			w.hook("OnPoll", func(h *Hooks) {
@@ -572,7 +572,7 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 		if ctx.Err() != nil {
 			return false, due
 		}
-		if w.notices.holds(id) {
+		if w.notices.holds(id, written[id]) {
 			continue // a finished task whose notice is on its way
 		}
 		select {
