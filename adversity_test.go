@@ -476,7 +476,7 @@ func TestAdversityAmbiguousOverwritten(t *testing.T) {
 				task := o.setup(e)
 				gate := make(chan struct{})
 				var w *advWorker
-				between := func() {}
+				var between func()
 				if o.name == "Cancel" {
 					between = func() { advPurgeLockOnly(e, task.ID) }
 				} else {

@@ -1,0 +1,282 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/s3task/s3task/internal/faults"
+	"github.com/s3task/s3task/internal/s3test"
+)
+
+// Per-request fault probabilities at Config.Faults = 1: about 2% of the
+// requests fail in some way and 2% are delayed.
+const (
+	rateLost    = 0.005 // applied, then the answer is lost
+	rate500     = 0.003
+	rate503     = 0.003
+	rateReset   = 0.003 // connection reset before the request was sent
+	rate409     = 0.005 // of conditional PUTs: ConditionalRequestConflict
+	rateLatency = 0.02
+	maxLatency  = 3 * time.Second
+)
+
+// procKey is the context key of the name of the process a request is from.
+type procKey struct{}
+
+// procOf returns the name of the process that sent r, or "".
+func procOf(r *http.Request) string {
+	name, _ := r.Context().Value(procKey{}).(string)
+	return name
+}
+
+// tag is the transport wrapper that puts the process name into every
+// request's context, so the writes S3 applies can be attributed.
+func (p *proc) tag(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return next.RoundTrip(r.WithContext(context.WithValue(r.Context(), procKey{}, p.name)))
+	})
+}
+
+// link is the network of one process as the adversary shapes it.
+type link struct {
+	w    *World
+	name string
+	rng  *Rand
+
+	mu          sync.Mutex
+	pausedUntil time.Time
+	outageUntil time.Time
+	slowUntil   time.Time // every request is slowed down by seconds until then
+
+	// cutMu is held for reading by each request while S3 serves it, so a
+	// crash can wait for those in flight: nothing sent before it lands after.
+	cutMu   sync.RWMutex
+	cut     bool
+	crashed chan struct{}
+	once    sync.Once
+}
+
+func newLink(w *World, name string, rng *Rand) *link {
+	return &link{w: w, name: name, rng: rng, crashed: make(chan struct{})}
+}
+
+// crash cuts the process off for good.
+func (n *link) crash() {
+	n.once.Do(func() {
+		close(n.crashed)
+		n.cutMu.Lock()
+		n.cut = true
+		n.cutMu.Unlock()
+	})
+}
+
+// dead reports whether the process crashed.
+func (n *link) dead() bool {
+	select {
+	case <-n.crashed:
+		return true
+	default:
+		return false
+	}
+}
+
+// pause makes every request of the process hang for d from now.
+func (n *link) pause(d time.Duration) {
+	n.mu.Lock()
+	n.pausedUntil = time.Now().Add(d)
+	n.mu.Unlock()
+}
+
+// outage makes every request of the process fail for d from now.
+func (n *link) outage(d time.Duration) {
+	n.mu.Lock()
+	n.outageUntil = later(n.outageUntil, time.Now().Add(d))
+	n.mu.Unlock()
+	now := time.Now()
+	n.w.event(n.name, EventOutage, now, now.Add(d))
+}
+
+// slow makes every request of the process take seconds longer for d from
+// now, as a congested network would.
+func (n *link) slow(d time.Duration) {
+	n.mu.Lock()
+	n.slowUntil = later(n.slowUntil, time.Now().Add(d))
+	n.mu.Unlock()
+	now := time.Now()
+	n.w.event(n.name, EventSlow, now, now.Add(d))
+}
+
+// wait blocks for d, or until ctx ends, the process crashes or the world
+// ends; it returns the error the request then fails with.
+func (n *link) wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.crashed:
+		return s3test.ErrCut
+	case <-n.w.over:
+		return s3test.ErrCut
+	}
+}
+
+// fault is one drawn fault.
+type fault int
+
+const (
+	noFault fault = iota
+	faultLost
+	fault500
+	fault503
+	faultReset
+	fault409
+)
+
+var faultNames = map[fault]string{
+	faultLost: "lost-response", fault500: "500", fault503: "503",
+	faultReset: "reset", fault409: "409",
+}
+
+func (n *link) draw(r *http.Request) (fault, time.Duration) {
+	s := n.w.cfg.Faults
+	if s == 0 {
+		return noFault, 0
+	}
+	var delay time.Duration
+	if n.rng.Chance(rateLatency * s) {
+		delay = n.rng.Dur(0, maxLatency)
+	}
+	conditional := r.Method == http.MethodPut && (r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "")
+	u := n.rng.Float64()
+	for _, c := range []struct {
+		f fault
+		p float64
+	}{{faultLost, rateLost}, {fault500, rate500}, {fault503, rate503}, {faultReset, rateReset}, {fault409, rate409}} {
+		if c.f == fault409 && !conditional {
+			continue
+		}
+		if u < c.p*s {
+			return c.f, delay
+		}
+		u -= c.p * s
+	}
+	return noFault, delay
+}
+
+// wrap is the adversary's transport wrapper.
+func (n *link) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp, sent, err := n.roundTrip(next, r)
+		if !sent && r.Body != nil {
+			r.Body.Close()
+		}
+		return resp, err
+	})
+}
+
+// roundTrip serves r as the adversary decides; sent says whether it was
+// passed on (which then closed its body).
+func (n *link) roundTrip(next http.RoundTripper, r *http.Request) (_ *http.Response, sent bool, _ error) {
+	ctx := r.Context()
+	n.w.countRequest(r)
+	if n.dead() {
+		return nil, false, s3test.ErrCut
+	}
+	// A paused process: the request hangs until the pause ends.
+	for {
+		n.mu.Lock()
+		d := time.Until(n.pausedUntil)
+		n.mu.Unlock()
+		if d <= 0 {
+			break
+		}
+		if err := n.wait(ctx, d); err != nil {
+			return nil, false, err
+		}
+	}
+	f, delay := n.draw(r)
+	n.mu.Lock()
+	if time.Now().Before(n.slowUntil) {
+		delay += n.rng.Dur(time.Second, 8*time.Second)
+	}
+	n.mu.Unlock()
+	if delay > 0 {
+		n.w.count("latency")
+		if err := n.wait(ctx, delay); err != nil {
+			return nil, false, err
+		}
+	}
+	n.mu.Lock()
+	out := time.Now().Before(n.outageUntil)
+	n.mu.Unlock()
+	if out {
+		n.w.count("outage-refused")
+		return nil, false, &faults.Error{Kind: faults.ResetBefore}
+	}
+	if f != noFault {
+		n.w.count(faultNames[f])
+	}
+	switch f {
+	case fault500:
+		return errorResponse(r, http.StatusInternalServerError, "InternalError", "We encountered an internal error. (simulated)"), false, nil
+	case fault503:
+		return errorResponse(r, http.StatusServiceUnavailable, "SlowDown", "Please reduce your request rate. (simulated)"), false, nil
+	case fault409:
+		return errorResponse(r, http.StatusConflict, "ConditionalRequestConflict", "A conflicting conditional operation is in progress. (simulated)"), false, nil
+	case faultReset:
+		return nil, false, &faults.Error{Kind: faults.ResetBefore}
+	}
+	n.cutMu.RLock()
+	defer n.cutMu.RUnlock()
+	if n.cut {
+		return nil, false, s3test.ErrCut
+	}
+	resp, err := next.RoundTrip(r)
+	if err == nil && f == faultLost {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		// The connection that lost it is in trouble for a little while.
+		if n.rng.Chance(0.3) {
+			n.outage(n.rng.Dur(2*time.Second, 8*time.Second))
+		} else {
+			n.slow(5 * time.Second)
+		}
+		return nil, true, &faults.Error{Kind: faults.LostResponse}
+	}
+	return resp, true, err
+}
+
+// errorResponse builds an S3-style XML error answer.
+func errorResponse(r *http.Request, status int, code, msg string) *http.Response {
+	body := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" +
+		`<Error><Code>` + code + `</Code><Message>` + msg + `</Message><RequestId>sim</RequestId></Error>`
+	h := http.Header{}
+	h.Set("Content-Type", "application/xml")
+	h.Set("X-Amz-Request-Id", "sim")
+	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	return &http.Response{
+		Status:        fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		StatusCode:    status,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		Body:          io.NopCloser(strings.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Request:       r,
+	}
+}
+
+// roundTripFunc adapts a function to an http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+// RoundTrip calls f(r).
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -1,0 +1,171 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/s3task/s3task"
+)
+
+// checkMarkers: no pending task lacks its marker for longer than the
+// reconcile interval (plus ten minutes for the reconcile run itself), and
+// at the end no finished, notified task, and no task without a record, has
+// one.
+func checkMarkers(x *index) []Violation {
+	var vs []Violation
+	limit := x.p.ReconcileInterval + 10*time.Minute
+	since := map[string]time.Time{}
+	reported := map[string]bool{}
+	for _, s := range x.h.Snapshots {
+		for _, id := range sortedKeys(s.Tasks) {
+			st := s.Tasks[id]
+			if !st.Pending || s.Markers[id] {
+				delete(since, id)
+				continue
+			}
+			from, ok := since[id]
+			if !ok {
+				since[id] = s.Time
+				continue
+			}
+			if s.Time.Sub(from) > limit && !reported[id] {
+				reported[id] = true
+				vs = append(vs, Violation{Kind: KindMarker, Task: id, Time: s.Time, Msg: fmt.Sprintf(
+					"task %s has been %s without a marker since %s (over %s)", id, st.Status, x.at(from), limit)})
+			}
+		}
+		for id := range since {
+			if _, ok := s.Tasks[id]; !ok {
+				delete(since, id)
+			}
+		}
+	}
+	if len(x.h.Snapshots) == 0 {
+		return vs
+	}
+	final := x.h.Snapshots[len(x.h.Snapshots)-1]
+	for _, id := range sortedKeys(final.Markers) {
+		st, ok := final.Tasks[id]
+		switch {
+		case !ok:
+			vs = append(vs, Violation{Kind: KindMarker, Task: id, Time: final.Time, Msg: fmt.Sprintf(
+				"at the end, task %s has a marker but no record", id)})
+		case st.Terminal && !st.NotifyPending:
+			vs = append(vs, Violation{Kind: KindMarker, Task: id, Time: final.Time, Msg: fmt.Sprintf(
+				"at the end, task %s is %s and notified but still has its marker", id, st.Status)})
+		}
+	}
+	return vs
+}
+
+// checkNotices: when every store has the hook, every finished task was
+// notified after it finished.
+func checkNotices(x *index) []Violation {
+	if !x.h.Hooked {
+		return nil
+	}
+	delivered := map[string][]Notice{}
+	for _, n := range x.h.Notices {
+		delivered[n.TaskID] = append(delivered[n.TaskID], n)
+	}
+	var vs []Violation
+	for _, id := range x.tasks {
+		var (
+			finish *Write
+			prev   *s3task.Task
+			last   *s3task.Task
+		)
+		for _, w := range x.records[id] {
+			if w.Record == nil {
+				continue
+			}
+			if w.Record.Terminal() && (prev == nil || !prev.Terminal()) {
+				finish = w
+			}
+			prev, last = w.Record, w.Record
+		}
+		if last == nil || !last.Terminal() || finish == nil {
+			continue
+		}
+		calls, ok := 0, false
+		var earlier []string
+		for _, n := range delivered[id] {
+			switch {
+			case n.StartSeq > finish.Seq:
+				calls++
+				ok = ok || n.OK
+			case n.OK:
+				earlier = append(earlier, fmt.Sprintf("%s(attempt %d) by %s at %s", n.Status, n.Attempt, n.Proc, x.at(n.Start)))
+			}
+		}
+		if !ok {
+			why := fmt.Sprintf("%d failed calls since", calls)
+			if len(earlier) > 0 {
+				why += "; notices delivered before it finished: " + listSome(earlier, 3)
+			}
+			vs = append(vs, Violation{Kind: KindNotice, Task: id, Time: finish.Time, Msg: fmt.Sprintf(
+				"task %s finished (%s) at %s but its OnTerminal notice was never delivered (%s)",
+				id, describe(last), x.at(finish.Time), why)})
+		}
+	}
+	return vs
+}
+
+// checkStuck: at the end, every task a service knows of is finished.
+func checkStuck(x *index) []Violation {
+	if len(x.h.Snapshots) == 0 {
+		return nil
+	}
+	known := map[string]bool{}
+	for _, c := range x.h.Calls {
+		if isCreateCall(c.Kind) && c.Err == "" {
+			known[c.TaskID] = true
+		}
+	}
+	final := x.h.Snapshots[len(x.h.Snapshots)-1]
+	var vs []Violation
+	for _, id := range sortedKeys(final.Tasks) {
+		st := final.Tasks[id]
+		if st.Terminal || (st.Status == s3task.StatusCreated && !known[id]) {
+			continue
+		}
+		vs = append(vs, Violation{Kind: KindStuck, Task: id, Time: final.Time, Msg: fmt.Sprintf(
+			"task %s is still %s at the end of the run, %s after it began", id, describe(x.last(id)), final.Time.Sub(x.h.Start))})
+	}
+	return vs
+}
+
+// checkExpiry: a worker that is neither crashed, paused nor cut off keeps its lease
+// while it holds the task: no takeover of a lease that ran out while its
+// holder's handler still ran with its context alive.
+func checkExpiry(x *index) []Violation {
+	var vs []Violation
+	for _, id := range x.tasks {
+		ws := x.records[id]
+		for i := 1; i < len(ws); i++ {
+			p, n, w := ws[i-1].Record, ws[i].Record, ws[i]
+			if p == nil || n == nil || p.Status != s3task.StatusRunning || w.Proc == p.WorkerID {
+				continue
+			}
+			takeover := (n.ErrorCategory == "lease_expired" && n.Attempt == p.Attempt &&
+				(n.Status == s3task.StatusQueued || n.Status == s3task.StatusFailed)) ||
+				(n.Status == s3task.StatusRunning && n.Attempt == p.Attempt+1)
+			r := x.run[runKey{id, p.Attempt}]
+			if !takeover || r == nil || !r.End(x.h.End).After(p.LeaseExpiresAt) {
+				continue
+			}
+			holder, lease := p.WorkerID, p.LeaseExpiresAt
+			if _, ok := x.during(holder, lease.Add(-x.p.LeaseDuration), w.Time, EventPause, EventCrash, EventOutage); ok {
+				continue
+			}
+			stopping := ""
+			if e, ok := x.during(holder, x.h.Start, lease, EventStop); ok {
+				stopping = fmt.Sprintf(" (stopping gracefully since %s)", x.at(e.Start))
+			}
+			vs = append(vs, Violation{Kind: KindExpiry, Task: id, Time: lease, Msg: fmt.Sprintf(
+				"task %s: the lease of %s on attempt %d ran out at %s while its handler still held the task (%s, until %s)%s, and was neither crashed, paused nor cut off; %s took it over at %s -> %s",
+				id, holder, p.Attempt, x.at(lease), r.Plan, x.at(r.End(x.h.End)), stopping, w.Proc, x.at(w.Time), describe(n))})
+		}
+	}
+	return vs
+}

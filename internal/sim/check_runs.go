@@ -1,0 +1,148 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/s3task/s3task"
+)
+
+// checkOverlap: no two runs of one task at once.
+func checkOverlap(x *index) []Violation {
+	var vs []Violation
+	for _, id := range sortedKeys(x.runs) {
+		runs := slices.Clone(x.runs[id])
+		slices.SortFunc(runs, func(a, b *HandlerRun) int { return a.Start.Compare(b.Start) })
+		for i, a := range runs {
+			ea := a.End(x.h.End)
+			for _, b := range runs[i+1:] {
+				if !b.Start.Before(ea) {
+					break
+				}
+				eb := b.End(x.h.End)
+				d := earlier(ea, eb).Sub(b.Start)
+				if d <= 0 {
+					continue
+				}
+				// A handler already told to stop cannot be told again that the
+				// lease is gone: if its worker could not reach S3 to keep the
+				// lease, the overlap is the handler's, not the worker's.
+				if a.Cause == CauseStopping && a.CtxEnd.Before(b.Start) {
+					if _, ok := x.during(a.Worker, b.Start.Add(-x.p.LeaseDuration-x.p.ClockMargin), b.Start, EventPause, EventOutage); ok {
+						continue
+					}
+				}
+				vs = append(vs, Violation{Kind: KindOverlap, Task: id, Time: b.Start, Msg: fmt.Sprintf(
+					"task %s: attempt %d on %s (%s to %s, %s) and attempt %d on %s (from %s) ran at once for %s",
+					id, a.Attempt, a.Worker, x.at(a.Start), x.at(ea), runEnding(a), b.Attempt, b.Worker, x.at(b.Start), d)})
+			}
+		}
+	}
+	return vs
+}
+
+// runEnding says how a run ended, for messages.
+func runEnding(r *HandlerRun) string {
+	switch {
+	case r.Dead:
+		return "its worker crashed"
+	case r.Cause != CauseNone && r.Cause != CauseOther && (!r.Returned || r.CtxEnd.Before(r.Return)):
+		s := fmt.Sprintf("context ended (%s) at %s", r.Cause, r.CtxEnd.Format("15:04:05.0"))
+		if r.Returned {
+			s += ", returned " + r.Return.Format("15:04:05.0")
+		}
+		return s
+	case r.Returned:
+		return "returned"
+	}
+	return "never returned"
+}
+
+// checkCompletion: a completed task's final attempt succeeded and its
+// output is the one that attempt wrote.
+func checkCompletion(x *index) []Violation {
+	var vs []Violation
+	for _, id := range x.tasks {
+		var done *Write
+		for _, w := range x.records[id] {
+			if w.Record != nil {
+				done = w
+			}
+		}
+		if done == nil || done.Record.Status != s3task.StatusCompleted {
+			continue
+		}
+		t := done.Record
+		bad := func(format string, args ...any) {
+			vs = append(vs, Violation{Kind: KindCompletion, Task: id, Time: done.Time,
+				Msg: fmt.Sprintf("task %s completed by attempt %d: ", id, t.Attempt) + fmt.Sprintf(format, args...)})
+		}
+		r := x.run[runKey{id, t.Attempt}]
+		switch {
+		case r == nil:
+			bad("no handler of that attempt ran")
+			continue
+		case !r.OK:
+			bad("its handler on %s returned %q", r.Worker, r.Err)
+			continue
+		}
+		key := x.outputKey(id, t.Attempt)
+		puts := x.outputs[key]
+		switch {
+		case r.Wrote && t.OutputPath != key:
+			bad("the record's output is %q, not %q, which the attempt wrote", t.OutputPath, key)
+		case r.Wrote && len(puts) != 1:
+			bad("%s was written %d times", key, len(puts))
+		case r.Wrote && string(puts[0].Body) != r.Output:
+			bad("%s holds %q, not what the attempt wrote (%q)", key, puts[0].Body, r.Output)
+		case !r.Wrote && t.OutputPath != "":
+			bad("the record names output %q but the attempt wrote none", t.OutputPath)
+		}
+	}
+	return vs
+}
+
+// checkAttempts: every attempt that counts had a handler, or its worker
+// crashed, was paused or was stopped while it held the claim.
+func checkAttempts(x *index) []Violation {
+	var vs []Violation
+	for _, id := range x.tasks {
+		ws := x.records[id]
+		for i := 1; i < len(ws); i++ {
+			prev, next := ws[i-1].Record, ws[i].Record
+			if prev == nil || next == nil || next.Status != s3task.StatusRunning || next.Attempt != prev.Attempt+1 {
+				continue
+			}
+			a, holder, claimed := next.Attempt, next.WorkerID, ws[i].Time
+			end, released := x.h.End, false
+			var after *s3task.Task
+			for _, w := range ws[i+1:] {
+				if r := w.Record; r != nil && r.Status == s3task.StatusRunning && r.Attempt == a && r.WorkerID == holder {
+					continue
+				}
+				end, after = w.Time, w.Record
+				released = after != nil && after.Status == s3task.StatusQueued && after.ErrorCategory == "shutdown" && w.Proc == holder
+				break
+			}
+			// An attempt given back, or cancelled before its handler could
+			// start (the claim's answer was still being settled), uses
+			// nothing up: a released one is not counted, and an abandoned
+			// task has no attempts left to spend.
+			cancelled := after != nil && after.Status == s3task.StatusAbandoned
+			if released || cancelled || x.run[runKey{id, a}] != nil {
+				continue
+			}
+			if _, ok := x.during(holder, claimed.Add(-5*time.Second), end.Add(time.Second), EventCrash, EventStop); ok {
+				continue
+			}
+			if _, ok := x.during(holder, claimed.Add(-x.p.LeaseDuration), end, EventPause, EventOutage); ok {
+				continue
+			}
+			vs = append(vs, Violation{Kind: KindAttempts, Task: id, Time: claimed, Msg: fmt.Sprintf(
+				"task %s: attempt %d was claimed by %s at %s and counts against max_attempts, but no handler started and %s was not crashed, paused, cut off or stopped while it held the claim (until %s, then %s)",
+				id, a, holder, x.at(claimed), holder, x.at(end), describe(after))})
+		}
+	}
+	return vs
+}

@@ -1,0 +1,239 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/s3task/s3task"
+)
+
+// story builds small histories by hand, in time order.
+type story struct {
+	h   *History
+	seq int64
+}
+
+const (
+	storyTask  = "01TASK0000000000000000000A"
+	storyOther = "01TASK0000000000000000000B"
+)
+
+func newStory() *story {
+	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	return &story{h: &History{
+		Seed: 1, Params: DefaultParams(), Prefix: "p/", Start: start, End: start.Add(time.Hour),
+		Hooked: true, Stats: map[string]int{},
+	}}
+}
+
+func (s *story) at(d time.Duration) time.Time { return s.h.Start.Add(d) }
+
+func (s *story) next() int64 { s.seq++; return s.seq }
+
+// record appends a write of task id's record, derived from the last one.
+func (s *story) record(d time.Duration, proc, id string, change func(t *s3task.Task)) *Write {
+	t := &s3task.Task{SchemaVersion: 1, ID: id, Status: s3task.StatusCreated, MaxAttempts: 3}
+	for i := len(s.h.Writes) - 1; i >= 0; i-- {
+		if w := s.h.Writes[i]; w.Record != nil && w.Record.ID == id {
+			c := *w.Record
+			t = &c
+			break
+		}
+	}
+	change(t)
+	t.Revision = fmt.Sprintf("rev%d", s.seq+1)
+	s.h.Writes = append(s.h.Writes, Write{Seq: s.next(), Time: s.at(d), Proc: proc, Method: "PUT", Key: "p/" + id + "/status.json", Record: t})
+	return &s.h.Writes[len(s.h.Writes)-1]
+}
+
+func (s *story) object(d time.Duration, proc, method, key, body string) {
+	s.h.Writes = append(s.h.Writes, Write{Seq: s.next(), Time: s.at(d), Proc: proc, Method: method, Key: key, Body: []byte(body)})
+}
+
+func (s *story) event(proc string, kind EventKind, from, to time.Duration) {
+	s.h.Events = append(s.h.Events, ProcEvent{Proc: proc, Kind: kind, Start: s.at(from), End: s.at(to)})
+}
+
+func (s *story) snapshot(d time.Duration, tasks map[string]s3task.Task, markers ...string) {
+	snap := Snapshot{Time: s.at(d), Tasks: map[string]TaskState{}, Markers: map[string]bool{}}
+	for id, t := range tasks {
+		snap.Tasks[id] = stateOf(&t)
+	}
+	for _, id := range markers {
+		snap.Markers[id] = true
+	}
+	s.h.Snapshots = append(s.h.Snapshots, snap)
+}
+
+// The writes of clean, by index.
+const (
+	wCreated = iota
+	wMarked
+	wQueued
+	wClaim
+	wRenew
+	wOutput
+	wDone
+	wNotified
+	wUnmarked
+)
+
+// clean is one task's uneventful life: created by op1 at 0s, submitted at
+// 1s, claimed by w1 at 2s, renewed at 22s, completed with an output at 30s
+// and notified at 31s. It holds no violation.
+func clean() (*story, *HandlerRun) {
+	s := newStory()
+	s.h.Workers = []WorkerInfo{{Name: "w1", Concurrency: 1}}
+	s.event("w1", EventStart, 0, 0)
+	id := storyTask
+	call := func(kind CallKind, from int64, d time.Duration, t *s3task.Task) {
+		s.h.Calls = append(s.h.Calls, Call{Proc: "op1", Kind: kind, TaskID: id, Start: s.at(d), End: s.at(d), StartSeq: from, EndSeq: s.next(), Task: t})
+	}
+	from := s.next()
+	created := s.record(0, "op1", id, func(t *s3task.Task) {})
+	call(CallCreate, from, 0, created.Record)
+	from = s.next()
+	s.object(time.Second, "op1", "PUT", "p/active/"+id, "")
+	queued := s.record(time.Second, "op1", id, func(t *s3task.Task) { t.Status = s3task.StatusQueued })
+	call(CallSubmit, from, time.Second, queued.Record)
+	s.record(2*time.Second, "w1", id, func(t *s3task.Task) {
+		t.Status, t.Attempt, t.WorkerID, t.LeaseExpiresAt = s3task.StatusRunning, 1, "w1", s.at(62*time.Second)
+	})
+	run := &HandlerRun{Task: id, Attempt: 1, Worker: "w1", Start: s.at(2 * time.Second), StartSeq: s.next()}
+	s.h.Runs = append(s.h.Runs, run)
+	s.record(22*time.Second, "w1", id, func(t *s3task.Task) { t.LeaseExpiresAt = s.at(82 * time.Second) })
+	key := "p/" + id + "/output-attempt-1"
+	s.object(29*time.Second, "w1", "PUT", key, "out")
+	run.Output, run.Wrote = "out", true
+	run.Returned, run.Return, run.ReturnSeq, run.OK = true, s.at(30*time.Second), s.next(), true
+	s.record(30*time.Second, "w1", id, func(t *s3task.Task) {
+		t.Status, t.OutputPath, t.LeaseExpiresAt, t.NotifyPending = s3task.StatusCompleted, key, time.Time{}, true
+	})
+	run.CtxEnd, run.CtxEndSeq, run.Cause = s.at(30*time.Second), s.next(), CauseOther
+	s.h.Notices = append(s.h.Notices, Notice{Proc: "w1", TaskID: id, Status: s3task.StatusCompleted, Attempt: 1,
+		Start: s.at(30 * time.Second), End: s.at(31 * time.Second), StartSeq: s.next(), OK: true})
+	done := s.record(31*time.Second, "w1", id, func(t *s3task.Task) { t.NotifyPending = false })
+	s.object(31*time.Second, "w1", "DELETE", "p/active/"+id, "")
+	s.snapshot(time.Hour, map[string]s3task.Task{id: *done.Record})
+	return s, run
+}
+
+func kinds(vs []Violation) []Kind {
+	var ks []Kind
+	for _, v := range vs {
+		if !slices.Contains(ks, v.Kind) {
+			ks = append(ks, v.Kind)
+		}
+	}
+	return ks
+}
+
+func TestCheckClean(t *testing.T) {
+	t.Parallel()
+	s, _ := clean()
+	if vs := Check(s.h); len(vs) != 0 {
+		t.Errorf("a clean history has violations:\n%v", vs)
+	}
+}
+
+func TestCheckFindsEachKind(t *testing.T) {
+	t.Parallel()
+	id := storyTask
+	tests := []struct {
+		kind  Kind
+		why   string
+		spoil func(s *story, run *HandlerRun)
+	}{
+		{KindOverlap, "a second handler of the task starts while the first still runs", func(s *story, run *HandlerRun) {
+			s.h.Runs = append(s.h.Runs, &HandlerRun{Task: id, Attempt: 2, Worker: "w2", Start: s.at(10 * time.Second), StartSeq: s.next(),
+				Returned: true, Return: s.at(20 * time.Second), ReturnSeq: s.next()})
+		}},
+		{KindOverlap, "a handler whose context ended with ErrWorkerStopping still holds the task", func(s *story, run *HandlerRun) {
+			run.CtxEnd, run.Cause = s.at(5*time.Second), CauseStopping
+			s.h.Runs = append(s.h.Runs, &HandlerRun{Task: id, Attempt: 2, Worker: "w2", Start: s.at(10 * time.Second), StartSeq: s.next()})
+		}},
+		{KindCompletion, "the output holds other bytes than the completing attempt wrote", func(s *story, run *HandlerRun) {
+			run.Output = "something else"
+		}},
+		{KindCompletion, "the completing attempt's handler failed", func(s *story, run *HandlerRun) {
+			run.OK, run.Err = false, "boom"
+		}},
+		{KindAttempts, "a claim uses an attempt with no handler and no crash, pause or stop", func(s *story, run *HandlerRun) {
+			s.h.Writes[wDone].Record.Status = s3task.StatusFailed // failed, retry due at 40s
+			s.h.Writes[wDone].Record.RetryAt = s.at(40 * time.Second)
+			s.h.Writes = s.h.Writes[:wNotified]
+			s.record(50*time.Second, "w1", id, func(t *s3task.Task) {
+				t.Status, t.Attempt, t.WorkerID, t.LeaseExpiresAt, t.RetryAt = s3task.StatusRunning, 2, "w1", s.at(110*time.Second), time.Time{}
+			})
+		}},
+		{KindAPI, "a Cancel reports a failure although its abandon landed", func(s *story, run *HandlerRun) {
+			from := s.next()
+			s.record(40*time.Second, "op1", id, func(t *s3task.Task) { t.Status = s3task.StatusAbandoned })
+			s.h.Calls = append(s.h.Calls, Call{Proc: "op1", Kind: CallCancel, TaskID: id, Start: s.at(40 * time.Second), End: s.at(41 * time.Second),
+				StartSeq: from, EndSeq: s.next(), Err: "s3task: write p/x/status.json: 500"})
+		}},
+		{KindAPI, "a Submit reports success but the task is still created", func(s *story, run *HandlerRun) {
+			s.h.Calls[1].StartSeq, s.h.Calls[1].EndSeq = 0, 1 // before its own write
+		}},
+		{KindLateWrite, "the output lands after the handler's context ended", func(s *story, run *HandlerRun) {
+			run.CtxEnd, run.CtxEndSeq, run.Cause = s.at(25*time.Second), s.h.Writes[wOutput].Seq-1, CauseLeaseLost
+		}},
+		{KindLateWrite, "a renewal lands after the lease was lost", func(s *story, run *HandlerRun) {
+			run.CtxEnd, run.CtxEndSeq, run.Cause = s.at(21*time.Second), s.h.Writes[wRenew].Seq-1, CauseLeaseLost
+		}},
+		{KindMarker, "a finished, notified task keeps its marker at the end", func(s *story, run *HandlerRun) {
+			s.h.Snapshots[len(s.h.Snapshots)-1].Markers[id] = true
+		}},
+		{KindMarker, "a queued task goes without its marker for over the reconcile interval", func(s *story, run *HandlerRun) {
+			q := s3task.Task{ID: storyOther, Status: s3task.StatusQueued}
+			snaps := s.h.Snapshots
+			s.h.Snapshots = nil
+			for m := time.Duration(0); m <= 2*time.Hour; m += 10 * time.Minute {
+				s.snapshot(m, map[string]s3task.Task{storyOther: q})
+			}
+			s.h.Snapshots = append(s.h.Snapshots, snaps...)
+		}},
+		{KindNotice, "the finished task's notice never went out", func(s *story, run *HandlerRun) {
+			s.h.Notices[0].OK = false
+		}},
+		{KindClaimDelay, "a queued task waits minutes while its worker has a free slot", func(s *story, run *HandlerRun) {
+			s.h.Writes = s.h.Writes[:wClaim] // queued at 1s, marked, claimed only at 5m
+			s.h.Runs, s.h.Notices = nil, nil
+			s.record(5*time.Minute, "w1", id, func(t *s3task.Task) {
+				t.Status, t.Attempt, t.WorkerID, t.LeaseExpiresAt = s3task.StatusRunning, 1, "w1", s.at(6*time.Minute)
+			})
+		}},
+		{KindTransition, "a completed task runs again", func(s *story, run *HandlerRun) {
+			s.record(50*time.Second, "w1", id, func(t *s3task.Task) {
+				t.Status, t.Attempt, t.WorkerID, t.LeaseExpiresAt = s3task.StatusRunning, 2, "w1", s.at(110*time.Second)
+			})
+		}},
+		{KindTransition, "a release raises max_attempts", func(s *story, run *HandlerRun) {
+			w := s.h.Writes[wRenew].Record // the renewal becomes a release
+			w.Status, w.ErrorCategory, w.MaxAttempts, w.WorkerID, w.LeaseExpiresAt = s3task.StatusQueued, "shutdown", 4, "", time.Time{}
+		}},
+		{KindExpiry, "the lease runs out under a live handler and another worker takes over", func(s *story, run *HandlerRun) {
+			s.h.Writes = s.h.Writes[:wRenew] // w1's lease ends at 62s; w2 takes over at 70s
+			s.record(70*time.Second, "w2", id, func(t *s3task.Task) {
+				t.Attempt, t.WorkerID, t.LeaseExpiresAt, t.ErrorCategory = 2, "w2", s.at(130*time.Second), "lease_expired"
+			})
+			run.Return = s.at(100 * time.Second) // while w1's handler runs to 100s
+		}},
+		{KindStuck, "a task is still running at the end", func(s *story, run *HandlerRun) {
+			s.h.Snapshots[len(s.h.Snapshots)-1].Tasks[id] = TaskState{Status: s3task.StatusRunning, Pending: true}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.kind)+"/"+tc.why, func(t *testing.T) {
+			t.Parallel()
+			s, run := clean()
+			tc.spoil(s, run)
+			vs := Check(s.h)
+			if !slices.Contains(kinds(vs), tc.kind) {
+				t.Errorf("%s: no %s violation; got %v", tc.why, tc.kind, vs)
+			}
+		})
+	}
+}

@@ -1,0 +1,182 @@
+package sim
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/s3task/s3task"
+)
+
+// used returns the attempts a record counts against max_attempts.
+func used(w *Write) int {
+	if w.Record == nil {
+		return 0
+	}
+	return w.Record.Attempt - w.Released
+}
+
+// isCreateCall reports whether a call kind creates a task.
+func isCreateCall(k CallKind) bool { return k == CallCreate || k == CallCreateForUpload }
+
+// checkAPI: a call that failed (other than with ErrOutcomeUnknown) changed
+// nothing in the record, and a call that succeeded did what it promises.
+func checkAPI(x *index) []Violation {
+	var vs []Violation
+	for i := range x.h.Calls {
+		c := &x.h.Calls[i]
+		if c.Kind == CallPurge || c.Kind == CallPutInput || c.Kind == CallUploadInput {
+			continue
+		}
+		bad := func(format string, args ...any) {
+			vs = append(vs, Violation{Kind: KindAPI, Task: c.TaskID, Time: c.End, Msg: fmt.Sprintf(
+				"%s %s(%s) from %s to %s: ", c.Proc, c.Kind, c.TaskID, x.at(c.Start), x.at(c.End)) + fmt.Sprintf(format, args...)})
+		}
+		mine := x.callWrites(c)
+		if c.Err != "" {
+			if c.OutcomeUnknown || len(mine) == 0 {
+				continue
+			}
+			w := mine[0]
+			bad("returned %q (not ErrOutcomeUnknown), but its write %s -> %s of task %s landed at %s",
+				c.Err, describe(x.prevRecord(w)), describe(w.Record), w.TaskID(x.h.Prefix), x.at(w.Time))
+			continue
+		}
+		switch c.Kind {
+		case CallCreate, CallCreateForUpload:
+			found := false
+			for _, w := range mine {
+				found = found || (w.TaskID(x.h.Prefix) == c.TaskID && w.Record.Status == s3task.StatusCreated)
+			}
+			if !found {
+				bad("succeeded but wrote no created record for it")
+			}
+		case CallSubmit:
+			if t := x.lastPutBefore(c.TaskID, c.EndSeq); t == nil || t.Status == s3task.StatusCreated {
+				bad("succeeded but the record is %s", describe(t))
+			}
+		case CallCancel:
+			if t := x.lastPutBefore(c.TaskID, c.EndSeq); t == nil || t.Status != s3task.StatusAbandoned {
+				bad("succeeded but the record is %s", describe(t))
+			}
+		case CallRetry:
+			found := false
+			for _, w := range mine {
+				if p := x.prevRecord(w); p != nil && p.Status == s3task.StatusFailed && w.Record.Status == s3task.StatusQueued {
+					found = true
+				}
+			}
+			if !found {
+				bad("succeeded but wrote no failed -> queued change of its own; the record is %s", describe(x.lastPutBefore(c.TaskID, c.EndSeq)))
+			}
+		}
+	}
+	return vs
+}
+
+// callWrites returns the record PUTs the call's process made during the
+// call: to the call's task, or to any record for a Create, whose task is
+// not known when it fails.
+func (x *index) callWrites(c *Call) []*Write {
+	var out []*Write
+	mine := func(w *Write) bool {
+		return w.Proc == c.Proc && w.Record != nil && w.Seq > c.StartSeq && w.Seq < c.EndSeq
+	}
+	if isCreateCall(c.Kind) {
+		for i := range x.h.Writes {
+			if w := &x.h.Writes[i]; mine(w) {
+				out = append(out, w)
+			}
+		}
+		return out
+	}
+	for _, w := range x.records[c.TaskID] {
+		if mine(w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// prevRecord returns the record a record write replaced, nil for a create.
+func (x *index) prevRecord(w *Write) *s3task.Task {
+	var prev *s3task.Task
+	for _, o := range x.records[w.TaskID(x.h.Prefix)] {
+		if o == w {
+			return prev
+		}
+		prev = o.Record
+	}
+	return nil
+}
+
+// lastPutBefore returns the last record written before sequence number
+// seq, nil if none.
+func (x *index) lastPutBefore(id string, seq int64) *s3task.Task {
+	var t *s3task.Task
+	for _, w := range x.records[id] {
+		if w.Seq >= seq {
+			break
+		}
+		if w.Record != nil {
+			t = w.Record
+		}
+	}
+	return t
+}
+
+// outputAttempt returns the task and attempt of an output key.
+func outputAttempt(prefix, key string) (string, int) {
+	id := keyTask(prefix, key)
+	_, rest, _ := strings.Cut(key, "/output-attempt-")
+	end := 0
+	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+		end++
+	}
+	n, _ := strconv.Atoi(rest[:end])
+	return id, n
+}
+
+// checkLateWrites: nothing of an attempt lands after its handler's context
+// ended: no output at all, and no record write once the lease was lost or
+// the task cancelled.
+func checkLateWrites(x *index) []Violation {
+	var vs []Violation
+	for _, key := range sortedKeys(x.outputs) {
+		id, n := outputAttempt(x.h.Prefix, key)
+		r := x.run[runKey{id, n}]
+		if r == nil {
+			continue
+		}
+		for _, w := range x.outputs[key] {
+			// A write racing with the end, at the same instant, may be one
+			// sent before it; a late writer's write is late anyway.
+			if r.CtxEndSeq > 0 && w.Seq > r.CtxEndSeq && (w.Time.After(r.CtxEnd) || r.Late) {
+				vs = append(vs, Violation{Kind: KindLateWrite, Task: id, Time: w.Time, Msg: fmt.Sprintf(
+					"task %s: %s was written by %s at %s, after attempt %d's handler context ended (%s) at %s",
+					id, key, w.Proc, x.at(w.Time), n, r.Cause, x.at(r.CtxEnd))})
+			}
+		}
+	}
+	for _, id := range x.tasks {
+		ws := x.records[id]
+		for i := 1; i < len(ws); i++ {
+			prev, next, w := ws[i-1].Record, ws[i].Record, ws[i]
+			if prev == nil || next == nil || prev.Status != s3task.StatusRunning || w.Proc != prev.WorkerID || next.Attempt != prev.Attempt {
+				continue
+			}
+			ours := (next.Status == s3task.StatusRunning && next.WorkerID == prev.WorkerID) ||
+				next.Status == s3task.StatusCompleted ||
+				(next.Status == s3task.StatusFailed && next.ErrorCategory != "lease_expired") ||
+				(next.Status == s3task.StatusQueued && next.ErrorCategory == "shutdown")
+			r := x.run[runKey{id, prev.Attempt}]
+			if !ours || r == nil || !r.Cause.Ends() || w.Seq < r.CtxEndSeq || !w.Time.After(r.CtxEnd) {
+				continue
+			}
+			vs = append(vs, Violation{Kind: KindLateWrite, Task: id, Time: w.Time, Msg: fmt.Sprintf(
+				"task %s: %s wrote %s -> %s at %s, after attempt %d's handler context ended (%s) at %s",
+				id, w.Proc, describe(prev), describe(next), x.at(w.Time), prev.Attempt, r.Cause, x.at(r.CtxEnd))})
+		}
+	}
+	return vs
+}

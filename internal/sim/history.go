@@ -1,0 +1,285 @@
+package sim
+
+import (
+	"strings"
+	"time"
+
+	"github.com/s3task/s3task"
+)
+
+// History is what one simulated run recorded. [Check] reads nothing else.
+// Seq numbers order the events of one run; events with a larger Seq were
+// recorded later. Writes take their Seq in the order S3 applied them.
+type History struct {
+	Seed   uint64 // the seed of the world
+	Params Params // the settings and bounds to judge by
+	// Prefix is the key prefix of the tasks, e.g. "batch-tasks/".
+	Prefix string
+	// Start and End bound the run in virtual time. End is when the run
+	// stopped waiting for the tasks to finish; the fleet is stopped after it.
+	Start, End time.Time
+	// Capped says the run reached its time cap before every task was done.
+	Capped bool
+	// Hooked says every store of the fleet had an OnTerminal hook, so every
+	// finished task must be notified.
+	Hooked bool
+
+	Writes    []Write       // every write S3 applied, in order
+	Runs      []*HandlerRun // every handler call
+	Workers   []WorkerInfo  // every worker process, replacements included
+	Events    []ProcEvent   // starts, stops, crashes, pauses, outages, slow spells
+	Calls     []Call        // every operator call
+	Notices   []Notice      // every OnTerminal call
+	Snapshots []Snapshot    // the bucket every virtual minute, and at the end
+	// Stats counts the requests sent ("req:GET", ...) and the faults the
+	// adversary injected, by kind, for reports.
+	Stats map[string]int
+}
+
+// Params are the protocol settings and bounds the checker judges with.
+type Params struct {
+	// The workers' options (the library's defaults).
+	LeaseDuration     time.Duration
+	ClockMargin       time.Duration
+	MaxPollInterval   time.Duration
+	ReconcileInterval time.Duration
+
+	// ClaimBound is how long a task may stay claimable while some worker is
+	// up, unpaused and has a free slot. See KindClaimDelay.
+	ClaimBound time.Duration
+	// FinishGrace is how long after its handler returned a run may still
+	// hold its worker's slot (the final write and settling the task).
+	FinishGrace time.Duration
+	// ClockSlack absorbs the one-second resolution of Date headers when a
+	// record's time stamps are compared with the time a write was applied.
+	ClockSlack time.Duration
+	// CutOff is how long an outage must last to count as the worker being
+	// cut off from S3, which may legitimately cost it its lease and the
+	// attempt. Shorter blips must be ridden out.
+	CutOff time.Duration
+}
+
+// DefaultParams returns the bounds for the library's default options.
+func DefaultParams() Params {
+	return Params{
+		LeaseDuration:     s3task.DefaultLeaseDuration,
+		ClockMargin:       s3task.DefaultClockMargin,
+		MaxPollInterval:   s3task.DefaultMaxPollInterval,
+		ReconcileInterval: s3task.DefaultReconcileInterval,
+		ClaimBound:        s3task.DefaultMaxPollInterval*2 + 30*time.Second,
+		FinishGrace:       30 * time.Second,
+		ClockSlack:        2 * time.Second,
+		CutOff:            40 * time.Second,
+	}
+}
+
+// Write is one request that changed the bucket, as S3 applied it.
+type Write struct {
+	Seq    int64     // its place in the history's order
+	Time   time.Time // when S3 applied it (S3's clock)
+	Proc   string    // the process whose client sent it
+	Method string    // PUT, POST or DELETE
+	Key    string    // the object key, without the bucket
+	// Body is kept for outputs only.
+	Body []byte
+	// Record is the decoded status.json of a PUT of a record; nil otherwise
+	// (and for a record that does not decode).
+	Record *s3task.Task
+	// Released is the record's released_attempts: attempts given back on
+	// shutdown, which do not count against max_attempts. Decoded apart from
+	// Record, so the checker also reads records of code without the field.
+	Released int
+}
+
+// TaskID returns the task a key of a task's folder belongs to, or "".
+func (w *Write) TaskID(prefix string) string { return keyTask(prefix, w.Key) }
+
+// keyTask returns the task ID in "<prefix><id>/...", or "".
+func keyTask(prefix, key string) string {
+	rest, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return ""
+	}
+	id, _, ok := strings.Cut(rest, "/")
+	if !ok || id == "active" {
+		return ""
+	}
+	return id
+}
+
+// Cause is why a handler's context ended.
+type Cause string
+
+// The causes of a handler context's end.
+const (
+	CauseNone      Cause = ""         // not ended
+	CauseLeaseLost Cause = "lease"    // s3task.ErrLeaseLost
+	CauseCanceled  Cause = "canceled" // s3task.ErrTaskCanceled
+	CauseStopping  Cause = "stopping" // s3task.ErrWorkerStopping
+	CauseOther     Cause = "other"    // anything else, usually the end of the run
+)
+
+// Ends reports whether a run whose context ended with c counts as over at
+// that moment, whatever its handler still does: the worker no longer holds
+// the task.
+func (c Cause) Ends() bool { return c == CauseLeaseLost || c == CauseCanceled }
+
+// HandlerRun is one call of a worker's handler.
+type HandlerRun struct {
+	Task    string // the task's ID
+	Attempt int    // the attempt it ran
+	Worker  string // the worker that ran it
+	Plan    string // what the handler meant to do, for messages
+
+	// Start is when the handler was called.
+	Start    time.Time
+	StartSeq int64
+
+	// CtxEnd is when the handler's context ended, with its cause.
+	CtxEnd    time.Time
+	CtxEndSeq int64
+	Cause     Cause
+
+	// Returned says the handler returned, at Return.
+	Returned  bool
+	Return    time.Time
+	ReturnSeq int64
+	// OK says the handler returned nil; Err is what it returned otherwise
+	// ("panic" for a panic).
+	OK  bool
+	Err string
+	// Dead says the worker crashed while the handler ran: the run ended at
+	// the crash (Return).
+	Dead bool
+
+	// Output is what the run wrote as its output, and Wrote whether
+	// WriteOutput returned nil.
+	Output string
+	Wrote  bool
+	// Late says the handler tried a WriteOutput with a background context
+	// after its own had ended; LateErr is what it got.
+	Late    bool
+	LateErr string
+}
+
+// End returns when the run stopped holding its task: at the crash for a
+// dead run, when its context ended if it lost the lease or the task was
+// cancelled, else when its handler returned (or end if it never did).
+func (r *HandlerRun) End(end time.Time) time.Time {
+	e := end
+	if r.Returned {
+		e = r.Return
+	}
+	if r.Cause.Ends() && r.CtxEnd.Before(e) {
+		e = r.CtxEnd
+	}
+	return e
+}
+
+// WorkerInfo describes one worker process.
+type WorkerInfo struct {
+	Name        string // its process name, also its worker ID
+	Concurrency int    // its slots
+}
+
+// EventKind is a kind of process event.
+type EventKind string
+
+// The process events.
+const (
+	EventStart  EventKind = "start"  // a worker's Run began
+	EventStop   EventKind = "stop"   // a worker's Run context was cancelled (graceful stop)
+	EventCrash  EventKind = "crash"  // a process died: client cut, handlers dead
+	EventExit   EventKind = "exit"   // a worker's Run returned
+	EventPause  EventKind = "pause"  // a process's requests hung from Start to End
+	EventOutage EventKind = "outage" // a process's requests failed from Start to End
+	EventSlow   EventKind = "slow"   // a process's requests took seconds longer from Start to End
+)
+
+// ProcEvent is something that happened to a process. Start, stop, crash
+// and exit are instants (End == Start).
+type ProcEvent struct {
+	Proc       string    // the process
+	Kind       EventKind // what happened
+	Start, End time.Time // when
+}
+
+// CallKind names an operator call.
+type CallKind string
+
+// The operator calls.
+const (
+	CallCreate          CallKind = "Create"
+	CallCreateForUpload CallKind = "CreateForUpload"
+	CallUploadInput     CallKind = "UploadInput"
+	CallPutInput        CallKind = "PutObject(input)" // the upload a CreateForUpload caller makes
+	CallSubmit          CallKind = "Submit"
+	CallCancel          CallKind = "Cancel"
+	CallRetry           CallKind = "Retry"
+	CallPurge           CallKind = "Purge"
+)
+
+// Call is one operator call.
+type Call struct {
+	Proc   string   // the operator
+	Kind   CallKind // the call
+	TaskID string   // the task it was about; "" for a failed Create and for Purge
+	// Start and End bound the call; the events recorded between StartSeq
+	// and EndSeq happened during it.
+	Start    time.Time
+	End      time.Time
+	StartSeq int64
+	EndSeq   int64
+	Task     *s3task.Task // what it returned
+	Err      string       // "" on success
+	// OutcomeUnknown says the error wraps s3task.ErrOutcomeUnknown: the call
+	// does not know whether its write landed.
+	OutcomeUnknown bool
+	Note           string // what else it said, such as the tasks a Purge deleted
+}
+
+// Notice is one call of an OnTerminal hook.
+type Notice struct {
+	Proc     string        // the process whose store called the hook
+	TaskID   string        // the task
+	Status   s3task.Status // the status of the record the hook was given
+	Attempt  int           // the attempt of the record the hook was given
+	Start    time.Time     // when the hook was called
+	End      time.Time     // when it returned
+	StartSeq int64
+	OK       bool // the hook returned nil
+}
+
+// Snapshot is the state of the bucket at one moment, read without requests.
+type Snapshot struct {
+	Time    time.Time            // when it was taken
+	Tasks   map[string]TaskState // every record, by task ID
+	Markers map[string]bool      // the task IDs that have a marker
+}
+
+// TaskState is a task's record in a snapshot.
+type TaskState struct {
+	Status        s3task.Status
+	Pending       bool // queued, running, or failed with a retry scheduled
+	Terminal      bool // completed, abandoned, or failed for good
+	NotifyPending bool // its OnTerminal notice is still owed
+}
+
+// stateOf summarizes a record.
+func stateOf(t *s3task.Task) TaskState {
+	pending := t.Status == s3task.StatusQueued || t.Status == s3task.StatusRunning ||
+		(t.Status == s3task.StatusFailed && !t.RetryAt.IsZero())
+	return TaskState{Status: t.Status, Pending: pending, Terminal: t.Terminal(), NotifyPending: t.NotifyPending}
+}
+
+// TaskLives returns the number of tasks whose record was created.
+func (h *History) TaskLives() int {
+	seen := map[string]bool{}
+	for i := range h.Writes {
+		w := &h.Writes[i]
+		if w.Record != nil {
+			seen[w.Key] = true
+		}
+	}
+	return len(seen)
+}

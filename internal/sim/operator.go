@@ -1,0 +1,258 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/s3task/s3task"
+)
+
+// OutcomeUnknown reports whether err says a Store call does not know
+// whether its write landed ([s3task.ErrOutcomeUnknown]).
+func OutcomeUnknown(err error) bool { return errors.Is(err, s3task.ErrOutcomeUnknown) }
+
+// creation is a task life an operator starts at a given time.
+type creation struct {
+	at   time.Time
+	life int
+}
+
+// operate is the life of operator p: it starts its task lives when they
+// are due and meddles with random tasks until the turbulence ends, one call
+// at a time.
+func (w *World) operate(p *proc, creations []creation, until time.Time) {
+	nextMeddle := time.Now().Add(p.rng.Exp(50 * time.Second))
+	for len(creations) > 0 || nextMeddle.Before(until) {
+		create := len(creations) > 0 && (creations[0].at.Before(nextMeddle) || !nextMeddle.Before(until))
+		at := nextMeddle
+		if create {
+			at = creations[0].at
+		}
+		if d := time.Until(at); d > 0 && !w.sleep(d) {
+			return
+		}
+		if create {
+			c := creations[0]
+			creations = creations[1:]
+			p.create(c.life)
+		} else {
+			p.meddle()
+			nextMeddle = time.Now().Add(p.rng.Exp(50 * time.Second))
+		}
+	}
+}
+
+// call makes one recorded operator call, sometimes with a deadline.
+func (p *proc) call(kind CallKind, id string, f func(ctx context.Context) (*s3task.Task, error)) (*s3task.Task, error) {
+	return p.callNote(kind, id, f, nil)
+}
+
+// callNote is call with a note on the record, made by note after f.
+func (p *proc) callNote(kind CallKind, id string, f func(ctx context.Context) (*s3task.Task, error), note func() string) (*s3task.Task, error) {
+	w := p.w
+	ctx := context.Background()
+	if p.rng.Chance(0.15) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.rng.Dur(2*time.Second, 30*time.Second))
+		defer cancel()
+	}
+	start, startSeq := w.now()
+	t, err := f(ctx)
+	end, endSeq := w.now()
+	c := Call{Proc: p.name, Kind: kind, TaskID: id, Start: start, End: end, StartSeq: startSeq, EndSeq: endSeq}
+	if t != nil {
+		cp := *t
+		c.Task = &cp
+		if c.TaskID == "" {
+			c.TaskID = t.ID
+		}
+	}
+	if err != nil {
+		c.Err = err.Error()
+		c.OutcomeUnknown = OutcomeUnknown(err)
+	}
+	if note != nil {
+		c.Note = note()
+	}
+	w.mu.Lock()
+	w.h.Calls = append(w.h.Calls, c)
+	w.mu.Unlock()
+	return t, err
+}
+
+// create starts task life n: create, upload, submit, as a service would,
+// retrying what fails for a quarter of an hour; some lives are abandoned
+// before they are submitted.
+func (p *proc) create(n int) {
+	w := p.w
+	params := s3task.CreateParams{
+		Name:      fmt.Sprintf("t%d", n),
+		Type:      "sim",
+		Payload:   json.RawMessage(fmt.Sprintf(`{"life":%d}`, n)),
+		CreatedBy: p.name,
+	}
+	params.MaxAttempts = []int{0, 1, 2, 4}[p.rng.Pick(60, 10, 15, 15)]
+	forUpload := p.rng.Chance(0.4)
+	var t *s3task.Task
+	for try := 0; try < 30 && t == nil; try++ {
+		if try > 0 && !w.sleep(p.backoff(try)) {
+			return
+		}
+		if forUpload {
+			t, _ = p.call(CallCreateForUpload, "", func(ctx context.Context) (*s3task.Task, error) {
+				t, _, err := p.store.CreateForUpload(ctx, params, 15*time.Minute)
+				return t, err
+			})
+		} else {
+			t, _ = p.call(CallCreate, "", func(ctx context.Context) (*s3task.Task, error) {
+				return p.store.Create(ctx, params)
+			})
+		}
+	}
+	if t == nil {
+		return
+	}
+	id := t.ID
+	w.mu.Lock()
+	w.index[id] = n
+	w.ids = append(w.ids, id)
+	w.mu.Unlock()
+
+	input := fmt.Sprintf("input of life %d", n)
+	uploaded := false
+	for try := 0; try < 30 && !uploaded; try++ {
+		if try > 0 && !w.sleep(p.backoff(try)) {
+			return
+		}
+		var err error
+		if forUpload {
+			// What a client with the presigned PUT does, through this client.
+			_, err = p.call(CallPutInput, id, func(ctx context.Context) (*s3task.Task, error) {
+				key, _ := p.store.InputKey(id)
+				_, err := p.client.PutObject(ctx, &s3.PutObjectInput{
+					Bucket: aws.String(w.mem.Bucket), Key: &key, Body: strings.NewReader(input),
+				})
+				return nil, err
+			})
+		} else {
+			_, err = p.call(CallUploadInput, id, func(ctx context.Context) (*s3task.Task, error) {
+				return nil, p.store.UploadInput(ctx, id, strings.NewReader(input))
+			})
+		}
+		switch {
+		case err == nil:
+			uploaded = true
+		case errors.Is(err, s3task.ErrInvalidTransition):
+			return // cancelled meanwhile
+		}
+	}
+	if !uploaded || p.rng.Chance(0.03) {
+		if uploaded && !w.sleep(p.rng.Dur(0, 2*time.Minute)) {
+			return
+		}
+		p.cancelUntilDone(id)
+		return
+	}
+	if p.rng.Chance(0.05) && !w.sleep(p.rng.Dur(0, 3*time.Minute)) {
+		return
+	}
+	for try := 0; try < 30; try++ {
+		if try > 0 && !w.sleep(p.backoff(try)) {
+			return
+		}
+		_, err := p.call(CallSubmit, id, func(ctx context.Context) (*s3task.Task, error) {
+			return p.store.Submit(ctx, id)
+		})
+		if err == nil || errors.Is(err, s3task.ErrInvalidTransition) || errors.Is(err, s3task.ErrNotFound) {
+			return
+		}
+	}
+	p.cancelUntilDone(id)
+}
+
+// backoff returns the wait before try number try (from 1) of a call that
+// failed: from a second or two up to half a minute, so an operator rides
+// out a process cut off for minutes.
+func (p *proc) backoff(try int) time.Duration {
+	d := time.Second << min(try, 5)
+	return p.rng.Dur(d/2, min(d, 30*time.Second))
+}
+
+// cancelUntilDone cancels a task, retrying until the call succeeds or the
+// task is beyond cancelling.
+func (p *proc) cancelUntilDone(id string) {
+	for try := 0; try < 30; try++ {
+		if try > 0 && !p.w.sleep(p.backoff(try)) {
+			return
+		}
+		_, err := p.call(CallCancel, id, func(ctx context.Context) (*s3task.Task, error) {
+			return p.store.Cancel(ctx, id, "sim: given up")
+		})
+		if err == nil || errors.Is(err, s3task.ErrInvalidTransition) || errors.Is(err, s3task.ErrNotFound) {
+			return
+		}
+	}
+}
+
+// meddle races a Cancel, a Retry or a Purge with whatever is going on.
+func (p *proc) meddle() {
+	w := p.w
+	w.mu.Lock()
+	ids := append([]string(nil), w.ids...)
+	w.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	switch p.rng.Pick(20, 60, 12) {
+	case 0:
+		id := ids[p.rng.IntN(len(ids))]
+		_, _ = p.call(CallCancel, id, func(ctx context.Context) (*s3task.Task, error) {
+			return p.store.Cancel(ctx, id, "sim: operator cancel")
+		})
+	case 1:
+		id := ids[p.rng.IntN(len(ids))]
+		if failed := w.failedTasks(ids); len(failed) > 0 && p.rng.Chance(0.8) {
+			id = failed[p.rng.IntN(len(failed))]
+		}
+		_, _ = p.call(CallRetry, id, func(ctx context.Context) (*s3task.Task, error) {
+			return p.store.Retry(ctx, id)
+		})
+	case 2:
+		cutoff := time.Now().Add(-p.rng.Dur(0, 5*time.Minute))
+		limit := 1 + p.rng.IntN(4)
+		var purged []string
+		_, _ = p.callNote(CallPurge, "", func(ctx context.Context) (*s3task.Task, error) {
+			r, err := p.store.Purge(ctx, cutoff, s3task.PurgeOptions{Limit: limit})
+			if r != nil {
+				purged = r.Purged
+			}
+			return nil, err
+		}, func() string { return "purged " + strings.Join(purged, ",") })
+	}
+}
+
+// failedTasks returns the tasks among ids whose record is failed now, read
+// without requests.
+func (w *World) failedTasks(ids []string) []string {
+	var failed []string
+	for _, id := range ids {
+		body, ok := w.mem.Object(w.prefix + id + "/status.json")
+		if !ok {
+			continue
+		}
+		var t struct {
+			Status s3task.Status `json:"status"`
+		}
+		if json.Unmarshal(body, &t) == nil && t.Status == s3task.StatusFailed {
+			failed = append(failed, id)
+		}
+	}
+	return failed
+}

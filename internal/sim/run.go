@@ -1,0 +1,98 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Run plays the world of cfg and returns its history; pass it to [Check].
+// It must run inside a testing/synctest bubble: it sleeps through hours of
+// virtual time. It returns once every task is finished, notified and
+// unmarked, or the time cap is reached, and the fleet has stopped.
+func Run(cfg Config) (*History, error) {
+	w, err := newWorld(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = w.cfg
+	start := time.Now()
+	for range cfg.Workers {
+		if err := w.startWorker(0); err != nil {
+			return nil, err
+		}
+	}
+	ops := make([]*proc, cfg.Operators)
+	for i := range ops {
+		if ops[i], err = w.newProc(fmt.Sprintf("op%d", i+1)); err != nil {
+			return nil, err
+		}
+	}
+	plans := make([][]creation, len(ops))
+	for life := range cfg.Tasks {
+		o := w.rng.IntN(len(ops))
+		plans[o] = append(plans[o], creation{at: start.Add(w.rng.Dur(0, cfg.Arrivals)), life: life})
+	}
+	calm := start.Add(cfg.Arrivals + cfg.Turbulence)
+	var operators sync.WaitGroup
+	for i, p := range ops {
+		slices.SortFunc(plans[i], func(a, b creation) int { return a.at.Compare(b.at) })
+		operators.Go(func() { w.operate(p, plans[i], calm) })
+	}
+	opsDone := make(chan struct{})
+	go func() {
+		operators.Wait()
+		close(opsDone)
+	}()
+	if !cfg.NoChaos {
+		w.wg.Go(func() { w.chaos(ops) })
+	}
+
+	deadline := calm.Add(cfg.Cap)
+	finished := func() bool {
+		select {
+		case <-opsDone:
+			return true
+		default:
+			return false
+		}
+	}
+	var lastSnap time.Time
+	capped := false
+	for {
+		now := time.Now()
+		if !now.Before(calm) {
+			w.calm()
+		}
+		if now.Sub(lastSnap) >= time.Minute {
+			w.snapshot()
+			lastSnap = now
+		}
+		if finished() && !now.Before(calm) && w.settled() {
+			break
+		}
+		if !now.Before(deadline) {
+			capped = true
+			break
+		}
+		time.Sleep(10 * time.Second)
+	}
+	w.calm()
+	w.snapshot()
+	w.mu.Lock()
+	w.h.End, w.h.Capped = time.Now(), capped
+	w.mu.Unlock()
+	w.shutdown()
+	<-opsDone
+	return w.history(), nil
+}
+
+// calm ends the turbulence: no more crashes, stops, pauses or outages.
+func (w *World) calm() {
+	select {
+	case <-w.quiet:
+	default:
+		close(w.quiet)
+	}
+}

@@ -1,0 +1,284 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/internal/s3test"
+)
+
+// World is one simulated run: the bucket, the processes sharing it, and
+// the history being recorded.
+type World struct {
+	cfg    Config
+	rng    *Rand // the world's own decisions: chaos, arrivals
+	mem    *s3test.Memory
+	prefix string
+	hooked bool
+	log    *slog.Logger
+	over   chan struct{} // closed when the run is over: hung requests and hooks give up
+	quiet  chan struct{} // closed when the turbulence ends
+	seq    atomic.Int64
+	reqs   [6]atomic.Int64 // requests sent, by opIndex
+	wg     sync.WaitGroup  // every goroutine the world started
+
+	mu       sync.Mutex
+	h        History
+	workers  []*proc // the live fleet
+	nameN    int     // worker names handed out
+	ids      []string
+	index    map[string]int // task ID -> index of its task life, for tasks a Create returned
+	stubborn map[string]time.Time
+}
+
+// proc is one simulated process: a worker or an operator, with its own
+// client, store, clock skew and random stream.
+type proc struct {
+	w      *World
+	name   string
+	rng    *Rand
+	link   *link
+	client *s3.Client
+	store  *s3task.Store
+
+	// Workers only.
+	conc   int
+	worker *s3task.Worker
+	cancel context.CancelFunc
+	exited chan struct{}
+}
+
+func newWorld(cfg Config) (*World, error) {
+	rng := NewRand(cfg.Seed, "world")
+	cfg = cfg.withDefaults(rng)
+	mem, err := s3test.NewMemory()
+	if err != nil {
+		return nil, err
+	}
+	w := &World{
+		cfg:      cfg,
+		rng:      rng,
+		mem:      mem,
+		prefix:   s3task.DefaultPrefix,
+		hooked:   rng.Chance(0.85),
+		log:      slog.New(slog.DiscardHandler),
+		over:     make(chan struct{}),
+		quiet:    make(chan struct{}),
+		index:    map[string]int{},
+		stubborn: map[string]time.Time{},
+	}
+	w.h = History{
+		Seed:   cfg.Seed,
+		Params: DefaultParams(),
+		Prefix: w.prefix,
+		Start:  time.Now(),
+		Hooked: w.hooked,
+		Stats:  map[string]int{},
+	}
+	mem.OnApply(w.applied)
+	return w, nil
+}
+
+// next returns the next sequence number.
+func (w *World) next() int64 { return w.seq.Add(1) }
+
+// now returns the virtual time and the next sequence number.
+func (w *World) now() (time.Time, int64) { return time.Now(), w.next() }
+
+// count adds one to a statistic.
+func (w *World) count(kind string) {
+	w.mu.Lock()
+	w.h.Stats[kind]++
+	w.mu.Unlock()
+}
+
+// event records a process event.
+func (w *World) event(name string, kind EventKind, start, end time.Time) {
+	w.mu.Lock()
+	w.h.Events = append(w.h.Events, ProcEvent{Proc: name, Kind: kind, Start: start, End: end})
+	w.mu.Unlock()
+}
+
+// newProc makes a process with its own client and store.
+func (w *World) newProc(name string) (*proc, error) {
+	p := &proc{w: w, name: name, rng: NewRand(w.cfg.Seed, "proc/"+name)}
+	p.link = newLink(w, name, NewRand(w.cfg.Seed, "net/"+name))
+	p.client = w.mem.Client(p.link.wrap, p.tag)
+	skew := p.rng.Dur(-2*time.Minute, 2*time.Minute)
+	opts := &s3task.StoreOptions{
+		Clock:  func() time.Time { return time.Now().Add(skew) },
+		Logger: w.log,
+	}
+	if w.hooked {
+		opts.OnTerminal = p.onTerminal
+	}
+	st, err := s3task.NewStore(p.client, w.mem.Bucket, opts)
+	if err != nil {
+		return nil, err
+	}
+	p.store = st
+	return p, nil
+}
+
+// applied records a write S3 applied. It runs while S3 serves nothing else.
+func (w *World) applied(a s3test.Applied) {
+	wr := Write{Seq: w.next(), Time: a.Time, Proc: procOf(a.Request), Method: a.Method, Key: a.Key}
+	switch {
+	case strings.HasSuffix(a.Key, "/status.json") && a.Method == http.MethodPut:
+		// released_attempts is read apart from the Task, so records of code
+		// without the field decode too.
+		var rec struct {
+			s3task.Task
+			Released int `json:"released_attempts"`
+		}
+		if json.Unmarshal(a.Body, &rec) == nil {
+			wr.Record, wr.Released = &rec.Task, rec.Released
+		}
+	case strings.Contains(a.Key, "/output-attempt-"):
+		wr.Body = append([]byte(nil), a.Body...)
+	}
+	w.mu.Lock()
+	w.h.Writes = append(w.h.Writes, wr)
+	w.mu.Unlock()
+}
+
+// summary is what the world reads of a record outside the history.
+type summary struct {
+	Status        s3task.Status `json:"status"`
+	RetryAt       time.Time     `json:"retry_at"`
+	NotifyPending bool          `json:"notify_pending"`
+}
+
+// state returns the summary as a TaskState.
+func (s *summary) state() TaskState {
+	return stateOf(&s3task.Task{Status: s.Status, RetryAt: s.RetryAt, NotifyPending: s.NotifyPending})
+}
+
+// records reads every task record in the bucket, without requests.
+func (w *World) records() (map[string]*summary, map[string]bool) {
+	tasks, markers := map[string]*summary{}, map[string]bool{}
+	active := w.prefix + "active/"
+	for _, key := range w.mem.Keys(w.prefix) {
+		if id, ok := strings.CutPrefix(key, active); ok {
+			markers[id] = true
+			continue
+		}
+		if !strings.HasSuffix(key, "/status.json") {
+			continue
+		}
+		body, ok := w.mem.Object(key)
+		if !ok {
+			continue
+		}
+		var t summary
+		if json.Unmarshal(body, &t) == nil {
+			tasks[keyTask(w.prefix, key)] = &t
+		}
+	}
+	return tasks, markers
+}
+
+// snapshot records the state of the bucket.
+func (w *World) snapshot() {
+	tasks, markers := w.records()
+	s := Snapshot{Time: time.Now(), Tasks: make(map[string]TaskState, len(tasks)), Markers: markers}
+	for id, t := range tasks {
+		s.Tasks[id] = t.state()
+	}
+	w.mu.Lock()
+	w.h.Snapshots = append(w.h.Snapshots, s)
+	w.mu.Unlock()
+}
+
+// settled reports whether every task is finished, notified and unmarked.
+// A created task no operator knows of (its Create reported an error) is
+// left out: nobody will submit it.
+func (w *World) settled() bool {
+	keys := w.mem.Keys(w.prefix)
+	active := w.prefix + "active/"
+	for _, key := range keys {
+		if strings.HasPrefix(key, active) {
+			return false // markers are the cheap tell: look no further
+		}
+	}
+	for _, key := range keys {
+		if !strings.HasSuffix(key, "/status.json") {
+			continue
+		}
+		body, ok := w.mem.Object(key)
+		if !ok {
+			continue
+		}
+		var t summary
+		if json.Unmarshal(body, &t) != nil {
+			return false
+		}
+		w.mu.Lock()
+		_, known := w.index[keyTask(w.prefix, key)]
+		w.mu.Unlock()
+		switch t.Status {
+		case s3task.StatusCreated:
+			if known {
+				return false
+			}
+		case s3task.StatusCompleted, s3task.StatusAbandoned:
+		case s3task.StatusFailed:
+			if !t.RetryAt.IsZero() {
+				return false
+			}
+		default:
+			return false
+		}
+		if t.NotifyPending {
+			return false
+		}
+	}
+	return true
+}
+
+// sleep waits for d of virtual time, or until the world is over; it
+// reports whether the full time passed.
+func (w *World) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-w.over:
+		return false
+	}
+}
+
+// opNames names the kinds of request counted in World.reqs.
+var opNames = [6]string{"GET", "LIST", "HEAD", "PUT", "POST", "DELETE"}
+
+// countRequest counts a request sent by a process, by its kind.
+func (w *World) countRequest(r *http.Request) {
+	op := s3test.Op(r)
+	for i, name := range opNames {
+		if name == op {
+			w.reqs[i].Add(1)
+		}
+	}
+}
+
+// history returns the recorded history. Call it once every goroutine has
+// stopped.
+func (w *World) history() *History {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := w.h
+	for i, name := range opNames {
+		h.Stats["req:"+name] = int(w.reqs[i].Load())
+	}
+	return &h
+}
