@@ -82,6 +82,12 @@ type StoreOptions struct {
 	OnTerminal func(ctx context.Context, t *Task) error
 }
 
+// validExt reports whether ext may end an input or output object's name:
+// letters, digits, '.', '-' and '_', at most 32.
+func validExt(ext string) bool {
+	return len(ext) <= 32 && strings.Trim(ext, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") == ""
+}
+
 // withDefaults returns a validated copy with every default filled in.
 func (o *StoreOptions) withDefaults() (StoreOptions, error) {
 	var c StoreOptions
@@ -98,7 +104,7 @@ func (o *StoreOptions) withDefaults() (StoreOptions, error) {
 		return bad("Prefix", "%q must end in '/' and not start with it or contain '//'", c.Prefix)
 	}
 	for name, ext := range map[string]string{"InputExt": c.InputExt, "OutputExt": c.OutputExt} {
-		if strings.Trim(ext, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") != "" || len(ext) > 32 {
+		if !validExt(ext) {
 			return bad(name, "%q may hold only letters, digits, '.', '-' and '_' (at most 32)", ext)
 		}
 	}

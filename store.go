@@ -630,16 +630,7 @@ func (s *Store) Submit(ctx context.Context, id string) (*Task, error) {
 	}
 	e := event{kind: evSubmit}
 	if t.Status == StatusCreated {
-		if e.inputETag, e.inputSize, err = s.checkInput(ctx, id); err != nil {
-			if errors.Is(err, ErrInputMissing) {
-				// A Purge deletes the input after locking the record: if
-				// that is why, say so.
-				if now, _, rerr := s.read(ctx, id); rerr != nil {
-					return nil, rerr
-				} else if _, _, terr := transition(now, e, s.serverNow()); terr != nil {
-					return nil, terr
-				}
-			}
+		if e.inputETag, e.inputSize, err = s.checkInput(ctx, s.inputKey(id)); err != nil {
 			return nil, err
 		}
 	}
@@ -672,10 +663,9 @@ func (s *Store) remark(ctx context.Context, id string, mark func(context.Context
 	}
 }
 
-// checkInput verifies that the task's input is there and within
+// checkInput verifies that the input at key is there and within
 // MaxInputSize, and returns its ETag and size. Requests: one HEAD.
-func (s *Store) checkInput(ctx context.Context, id string) (string, int64, error) {
-	key := s.inputKey(id)
+func (s *Store) checkInput(ctx context.Context, key string) (string, int64, error) {
 	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
 	if err != nil {
 		if s3x.NotFound(err) {
@@ -688,6 +678,18 @@ func (s *Store) checkInput(ctx context.Context, id string) (string, int64, error
 		return "", 0, &InputSizeError{Key: key, Size: size, Limit: s.opts.MaxInputSize}
 	}
 	return aws.ToString(head.ETag), size, nil
+}
+
+// submittedInput returns the key of a submitted task's input: the one its
+// record names, which a Store with other extensions (an operator's tool)
+// cannot derive, as long as it is an input in the task's own folder;
+// otherwise the one this Store's options give.
+func (s *Store) submittedInput(t *Task) string {
+	ext, ok := strings.CutPrefix(t.InputPath, s.taskDir(t.ID)+"input")
+	if !ok || !validExt(ext) {
+		return s.inputKey(t.ID)
+	}
+	return t.InputPath
 }
 
 // Retry puts a failed task back in the queue at once, whether its failure was
@@ -718,7 +720,7 @@ func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
 		// Verify the input again: the attempt may have failed because it
 		// was replaced after Submit, and retrying those same checks forever
 		// would help nobody.
-		if e.inputETag, e.inputSize, err = s.checkInput(ctx, id); err != nil {
+		if e.inputETag, e.inputSize, err = s.checkInput(ctx, s.submittedInput(t)); err != nil {
 			if errors.Is(err, ErrInputMissing) {
 				// A Purge deletes the input after locking the record: if
 				// that is why, say so.

@@ -988,6 +988,38 @@ func TestRetryVerifiesTheInputAgain(t *testing.T) {
 			t.Errorf("after Retry: status %s, input %s (%d bytes); want queued, %s (12 bytes)", got.Status, got.InputETag, got.InputSize, etag)
 		}
 	})
+	t.Run("a store with other extensions finds the recorded input", func(t *testing.T) {
+		// An operator's tool need not know the service's InputExt: the
+		// record names the input, within the task's own folder.
+		task := e.task(t, "failed")
+		other := e.newStore(t, &s3task.StoreOptions{InputExt: ".csv"})
+		got, err := other.Retry(e.ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if etag, _ := e.head(t, e.inputKey(t, task.ID)); got.InputETag != etag {
+			t.Errorf("input ETag %s after Retry, want %s", got.InputETag, etag)
+		}
+	})
+	t.Run("a record naming an input outside its folder is not followed", func(t *testing.T) {
+		task := e.task(t, "failed")
+		victim := e.task(t, "failed")
+		raw, _ := e.object(t, e.recordKey(task.ID))
+		var rec map[string]any
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			t.Fatal(err)
+		}
+		rec["input_object_path"] = e.inputKey(t, victim.ID)
+		body, _ := json.Marshal(rec)
+		e.put(t, e.recordKey(task.ID), body)
+		got, err := st.Retry(e.ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if etag, _ := e.head(t, e.inputKey(t, task.ID)); got.InputETag != etag {
+			t.Errorf("Retry verified %s, want the task's own input %s", got.InputETag, etag)
+		}
+	})
 	t.Run("missing input refuses and changes nothing", func(t *testing.T) {
 		task := e.task(t, "failed")
 		key := e.inputKey(t, task.ID)
