@@ -177,3 +177,37 @@ func TestPurgeAndPendingNotices(t *testing.T) {
 		t.Errorf("after the purge: Get = %v, marker %v; want ErrNotFound and no marker", err, e.hasMarker(t, task.ID))
 	}
 }
+
+// TestNoticeOfTaskCancelledBeforeSubmit: a created task has no marker, so
+// when the Store that cancels it cannot deliver the notice, it writes one,
+// and a worker with a working hook delivers the notice at its next listing
+// instead of waiting for a reconcile.
+func TestNoticeOfTaskCancelledBeforeSubmit(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	broken := newNotices(true)
+	st := e.newStore(t, &s3task.StoreOptions{OnTerminal: broken.hook})
+	task, err := st.Create(e.ctx, s3task.CreateParams{Name: "never submitted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Cancel(e.ctx, task.ID, "changed my mind"); err != nil {
+		t.Fatal(err)
+	}
+	if got := broken.of(task.ID); len(got) != 1 || !e.get(t, task.ID).NotifyPending || !e.hasMarker(t, task.ID) {
+		t.Fatalf("after a failed notice: calls %v, notify_pending %v, marker %v; want one call, pending, a marker",
+			got, e.get(t, task.ID).NotifyPending, e.hasMarker(t, task.ID))
+	}
+
+	good := newNotices(false)
+	opts := workerOptions("good-hook", s3task.Hooks{})
+	opts.MaxPollInterval = 20 * time.Millisecond
+	opts.ReconcileInterval = -1 // the marker, not a reconcile, must bring the worker
+	startWorker(t, e.newStore(t, &s3task.StoreOptions{OnTerminal: good.hook}), s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), opts)
+	if id := awaitSignal(t, good.ch, "the notice from the worker"); id != task.ID {
+		t.Fatalf("notice for %s, want %s", id, task.ID)
+	}
+	waitForCondition(t, "the notice recorded and the marker removed", func() bool {
+		return !e.get(t, task.ID).NotifyPending && !e.hasMarker(t, task.ID)
+	})
+}

@@ -483,13 +483,16 @@ func (s *Store) change(ctx context.Context, id string, e event, prepare func(con
 // settle finishes the bookkeeping of a task that a Store call made
 // terminal: it delivers the task's pending OnTerminal notice if this store
 // has the hook, then removes the marker. A notice that cannot be delivered
-// here keeps the marker, so a worker comes back to it. An empty etag means
-// "read it".
+// here keeps the marker (or gets one), so a worker comes back to it. An
+// empty etag means "read it".
 func (s *Store) settle(ctx context.Context, t *Task, etag string) {
-	if t.NotifyPending && s.opts.OnTerminal == nil {
-		return // a store with the hook will deliver it
+	if t.NotifyPending && s.opts.OnTerminal == nil || s.deliver(ctx, t, etag) != nil {
+		// A worker with the hook delivers it when it lists the marker. A
+		// task cancelled before it was submitted never had one: write it.
+		if err := s.putMarker(ctx, t.ID); err != nil {
+			s.log.WarnContext(ctx, "s3task: write marker for a pending notice", "task_id", t.ID, "err", err)
+		}
 	}
-	_ = s.deliver(ctx, t, etag)
 }
 
 // listMarkers returns the task IDs under the marker folder, all pages, with
