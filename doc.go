@@ -231,7 +231,8 @@
 //
 // Create: 1 PUT. Get: 1 GET. Submit: GET, HEAD, then PUTs of the marker, the
 // record, the marker again and the wake object. Cancel: GET, PUT, DELETE
-// marker. Retry: GET, HEAD, then PUTs of the marker, the record, the marker
+// marker (plus a PUT of a marker first for a task never submitted, when the
+// Store has an OnTerminal hook). Retry: GET, HEAD, then PUTs of the marker, the record, the marker
 // again and the wake object.
 // List: 1 LIST plus one GET per task in the page, whatever the bucket holds.
 // PresignUpload, PresignUploadForm, PresignDownload: 1 GET (signing is

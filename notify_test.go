@@ -179,9 +179,9 @@ func TestPurgeAndPendingNotices(t *testing.T) {
 }
 
 // TestNoticeOfTaskCancelledBeforeSubmit: a created task has no marker, so
-// when the Store that cancels it cannot deliver the notice, it writes one,
-// and a worker with a working hook delivers the notice at its next listing
-// instead of waiting for a reconcile.
+// a Store with the hook writes one before cancelling it; when its own
+// delivery fails, a worker with a working hook delivers the notice at its
+// next listing instead of waiting for a reconcile.
 func TestNoticeOfTaskCancelledBeforeSubmit(t *testing.T) {
 	t.Parallel()
 	e := setupWorker(t)

@@ -483,16 +483,13 @@ func (s *Store) change(ctx context.Context, id string, e event, prepare func(con
 // settle finishes the bookkeeping of a task that a Store call made
 // terminal: it delivers the task's pending OnTerminal notice if this store
 // has the hook, then removes the marker. A notice that cannot be delivered
-// here keeps the marker (or gets one), so a worker comes back to it. An
-// empty etag means "read it".
+// here keeps the marker, so a worker comes back to it. An empty etag means
+// "read it".
 func (s *Store) settle(ctx context.Context, t *Task, etag string) {
-	if t.NotifyPending && s.opts.OnTerminal == nil || s.deliver(ctx, t, etag) != nil {
-		// A worker with the hook delivers it when it lists the marker. A
-		// task cancelled before it was submitted never had one: write it.
-		if err := s.putMarker(ctx, t.ID); err != nil {
-			s.log.WarnContext(ctx, "s3task: write marker for a pending notice", "task_id", t.ID, "err", err)
-		}
+	if t.NotifyPending && s.opts.OnTerminal == nil {
+		return // a store with the hook will deliver it
 	}
+	_ = s.deliver(ctx, t, etag)
 }
 
 // listMarkers returns the task IDs under the marker folder, all pages, with
@@ -759,7 +756,9 @@ func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
 // in the record (at most 1024 bytes). A running task's worker sees the change
 // at its next heartbeat, cancels its handler's context with [ErrTaskCanceled]
 // and writes nothing more. Cancelling an abandoned task changes nothing.
-// Requests: GET, PUT record, DELETE marker.
+// Requests: GET, PUT record, DELETE marker; with an OnTerminal hook, a task
+// never submitted also gets a marker first (one PUT), so that its notice is
+// delivered by a worker if this call cannot.
 //
 // Errors: [ErrInvalidID]; [ErrInvalidArgument] for a long reason;
 // [ErrNotFound]; a *[TransitionError] for a completed task; [ErrConflict];
@@ -769,8 +768,29 @@ func (s *Store) Cancel(ctx context.Context, id, reason string) (*Task, error) {
 	if len(reason) > 1024 || !utf8.ValidString(reason) {
 		return nil, invalidArg("cancel reason must be at most 1024 bytes of UTF-8")
 	}
-	got, changed, err := s.change(ctx, id, event{kind: evCancel, reason: reason, notify: s.opts.OnTerminal != nil}, nil)
+	if err := ParseID(id); err != nil {
+		return nil, err
+	}
+	t, etag, err := s.read(ctx, id)
 	if err != nil {
+		return nil, err
+	}
+	var mark func(context.Context) error
+	marked := false
+	if t.Status == StatusCreated && s.opts.OnTerminal != nil {
+		// A task never submitted has no marker, and its notice must be
+		// findable by a worker if this Store cannot deliver it (its hook
+		// fails, or the call is cut short): write one before the record.
+		mark = func(ctx context.Context) error {
+			marked = true
+			return s.putMarker(ctx, id)
+		}
+	}
+	got, changed, err := s.apply(ctx, t, etag, event{kind: evCancel, reason: reason, notify: s.opts.OnTerminal != nil}, mark)
+	if err != nil {
+		if marked && !errors.Is(err, ErrOutcomeUnknown) {
+			_ = s.dropMarker(ctx, id, true) // unless the task needs it after all
+		}
 		return nil, err
 	}
 	if changed {
