@@ -209,11 +209,11 @@ func (in *Injector) Wrap(next http.RoundTripper) http.RoundTripper {
 		case InternalError:
 			in.counts[InternalError].Add(1)
 			closeBody(req)
-			return errorResponse(req, http.StatusInternalServerError, "InternalError", "We encountered an internal error. Please try again. (injected)"), nil
+			return ErrorResponse(req, http.StatusInternalServerError, "InternalError", "We encountered an internal error. Please try again. (injected)"), nil
 		case SlowDown:
 			in.counts[SlowDown].Add(1)
 			closeBody(req)
-			return errorResponse(req, http.StatusServiceUnavailable, "SlowDown", "Please reduce your request rate. (injected)"), nil
+			return ErrorResponse(req, http.StatusServiceUnavailable, "SlowDown", "Please reduce your request rate. (injected)"), nil
 		case ResetBefore:
 			in.counts[ResetBefore].Add(1)
 			closeBody(req)
@@ -252,7 +252,9 @@ func closeBody(req *http.Request) {
 }
 
 // errorResponse builds an S3-style XML error answer.
-func errorResponse(req *http.Request, status int, code, msg string) *http.Response {
+// ErrorResponse makes up an S3-style XML error answer to req, as a server
+// would send it, without sending anything.
+func ErrorResponse(req *http.Request, status int, code, msg string) *http.Response {
 	body := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" +
 		`<Error><Code>` + code + `</Code><Message>` + msg + `</Message><RequestId>injected</RequestId></Error>`
 	h := http.Header{}

@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -91,19 +89,7 @@ func (m *Memory) Transport() http.RoundTripper { return roundTripFunc(m.roundTri
 // Client returns an S3 client for the in-process server, like
 // [Server.Client]: each wrap wraps the transport, innermost first.
 func (m *Memory) Client(wrap ...func(http.RoundTripper) http.RoundTripper) *s3.Client {
-	rt := m.Transport()
-	for _, w := range wrap {
-		rt = w(rt)
-	}
-	return s3.New(s3.Options{
-		Region:                     "us-east-1",
-		BaseEndpoint:               aws.String(memoryEndpoint),
-		UsePathStyle:               true,
-		Credentials:                credentials.NewStaticCredentialsProvider("test", "testsecret", ""),
-		HTTPClient:                 &http.Client{Transport: rt},
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
-		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
-	})
+	return newClient(memoryEndpoint, "test", "testsecret", m.Transport(), wrap)
 }
 
 // Object returns the bytes of an object, read directly from the backend

@@ -84,6 +84,12 @@ func NewClientWithKeys(endpoint, access, secret string, wrap ...func(http.RoundT
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     30 * time.Second,
 	}
+	return newClient(endpoint, access, secret, rt, wrap)
+}
+
+// newClient returns an S3 client for endpoint over rt, each wrap wrapping
+// it, innermost first.
+func newClient(endpoint, access, secret string, rt http.RoundTripper, wrap []func(http.RoundTripper) http.RoundTripper) *s3.Client {
 	for _, w := range wrap {
 		rt = w(rt)
 	}

@@ -2,10 +2,8 @@ package sim
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -254,25 +252,12 @@ func (n *link) roundTrip(next http.RoundTripper, r *http.Request) (_ *http.Respo
 	return resp, true, err
 }
 
-// errorResponse builds an S3-style XML error answer.
+// errorResponse makes up an S3 error answer, dated by the virtual clock as
+// the in-process S3's own answers are.
 func errorResponse(r *http.Request, status int, code, msg string) *http.Response {
-	body := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" +
-		`<Error><Code>` + code + `</Code><Message>` + msg + `</Message><RequestId>sim</RequestId></Error>`
-	h := http.Header{}
-	h.Set("Content-Type", "application/xml")
-	h.Set("X-Amz-Request-Id", "sim")
-	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
-	return &http.Response{
-		Status:        fmt.Sprintf("%d %s", status, http.StatusText(status)),
-		StatusCode:    status,
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        h,
-		Body:          io.NopCloser(strings.NewReader(body)),
-		ContentLength: int64(len(body)),
-		Request:       r,
-	}
+	resp := faults.ErrorResponse(r, status, code, msg)
+	resp.Header.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	return resp
 }
 
 // roundTripFunc adapts a function to an http.RoundTripper.
