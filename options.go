@@ -74,7 +74,10 @@ type StoreOptions struct {
 	// its write (a worker, or the Store whose Cancel it was); if that process
 	// dies first, or the hook returns an error, a worker that has the hook
 	// calls it when it next lists the task's marker, which stays until a
-	// call succeeds. A task retried before its notice went out is not
+	// call succeeds. A worker calls the hook on a goroutine of its own, one
+	// notice at a time, retrying a failed one after 5 seconds, doubling up
+	// to 10 minutes, so a slow or failing hook delays no claim; a panic in
+	// it counts as a failure. A task retried before its notice went out is not
 	// notified for the failure. Duplicates are possible: key the receiver on
 	// the task ID and status. Set the same hook on every Store sharing the
 	// bucket; a worker without it leaves pending notices to one with it. The
@@ -229,7 +232,8 @@ type WorkerOptions struct {
 
 // Hooks are optional callbacks that observe a worker, e.g. to feed metrics.
 // They run synchronously on the worker's goroutines, possibly several at
-// once: keep them fast and safe for concurrent use. The *Task they get is a
+// once: keep them fast and safe for concurrent use. A panic in a hook is
+// recovered and logged. The *Task they get is a
 // copy of the record as written.
 type Hooks struct {
 	// OnClaim runs after the worker claimed a task, before its handler starts.
