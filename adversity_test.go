@@ -97,7 +97,9 @@ func (e *advEnv) submit(p CreateParams) *Task {
 }
 
 func (e *advEnv) recordKey(id string) string { return DefaultPrefix + id + "/status.json" }
-func (e *advEnv) markerKey(id string) string { return DefaultPrefix + "active/" + id }
+func (e *advEnv) markerKey(id string) string {
+	return s3test.Marker(e.ctx, e.raw, e.mem.Bucket, DefaultPrefix, id)
+}
 func (e *advEnv) outputKey(id string, n int) string {
 	return fmt.Sprintf("%s%s/output-attempt-%d", DefaultPrefix, id, n)
 }

@@ -123,7 +123,7 @@ func (l *lease) heartbeats(ctx context.Context, stop <-chan struct{}, stopped ch
 		// A renewal must land before the deadline or not at all: one that
 		// landed later would extend a lease nobody uses any more.
 		hctx, cancel := context.WithDeadline(wctx, l.deadline)
-		err := l.write(hctx, event{kind: evHeartbeat, progress: &progress})
+		err := l.write(hctx, event{kind: evHeartbeat, progress: &progress, move: l.markerDueWithin(interval)})
 		cancel()
 		var lost *lostLeaseError
 		switch {
@@ -139,6 +139,13 @@ func (l *lease) heartbeats(ctx context.Context, stop <-chan struct{}, stopped ch
 			wait = min(time.Second<<min(failures-1, 6), interval)
 		}
 	}
+}
+
+// markerDueWithin reports whether the task's marker falls due within one
+// more interval and the margin: then this renewal moves it to the end of
+// the new lease, once a lease, so that polls never meet a live task.
+func (l *lease) markerDueWithin(interval time.Duration) bool {
+	return l.task.DueAt.Sub(l.w.store.serverClock()) < interval+l.w.opts.ClockMargin
 }
 
 // renewIn returns how long to wait before the next renewal: interval, or
@@ -191,7 +198,7 @@ func (l *lease) finish(ctx context.Context, handlerErr error) {
 	switch e.kind {
 	case evComplete:
 		l.log.Info("s3task: task completed")
-		l.w.settle(t, etag)
+		l.w.notifyIfPending(t, etag)
 		l.w.hook("OnComplete", func(h *Hooks) {
 			if h.OnComplete != nil {
 				h.OnComplete(t)
@@ -208,7 +215,7 @@ func (l *lease) finish(ctx context.Context, handlerErr error) {
 	case evFail:
 		l.log.Info("s3task: attempt failed", "err", handlerErr, "final", t.Terminal())
 		if t.Terminal() {
-			l.w.settle(t, etag)
+			l.w.notifyIfPending(t, etag)
 		} else {
 			l.w.noteDue(t.RetryAt)
 		}
@@ -229,21 +236,22 @@ func (l *lease) write(ctx context.Context, e event) error {
 	if l.ended {
 		return &lostLeaseError{cause: ErrLeaseLost}
 	}
-	e.worker, e.attempt, e.lease = l.w.opts.ID, l.task.Attempt, l.w.opts.LeaseDuration
+	e.worker, e.attempt = l.w.opts.ID, l.task.Attempt
+	e.lease, e.margin = l.w.opts.LeaseDuration, l.w.opts.ClockMargin
 	e.notify = l.w.store.opts.OnTerminal != nil
 	s := l.w.store
 	next, _, err := transition(l.task, e, s.serverNow())
 	if err != nil {
 		return err // cannot happen for our own record
 	}
-	got, etag, err := s.commit(ctx, l.task, l.etag, next)
+	got, etag, err := s.commitMarked(ctx, l.task, l.etag, next)
 	if errors.Is(err, errLost) && got.Status == StatusRunning && got.WorkerID == e.worker && got.Attempt == e.attempt {
 		// Still ours: an earlier write of this attempt landed although its
 		// answer was lost, so our ETag was stale. Decide again from it.
 		if next, _, err = transition(got, e, s.serverNow()); err != nil {
 			return err
 		}
-		got, etag, err = s.commit(ctx, got, etag, next)
+		got, etag, err = s.commitMarked(ctx, got, etag, next)
 	}
 	switch {
 	case err == nil:

@@ -163,7 +163,7 @@ func (n *notifier) deliver(ctx context.Context, no *notice) error {
 }
 
 // deliver runs OnTerminal for the finished task t (read first if etag is
-// ""), records that its notice went out, and removes its marker. It returns
+// ""), records that its notice went out, and so removes its marker. It returns
 // the hook's error, after which the notice stays pending.
 func (s *Store) deliver(ctx context.Context, t *Task, etag string) error {
 	if etag == "" && t.NotifyPending {
@@ -179,7 +179,7 @@ func (s *Store) deliver(ctx context.Context, t *Task, etag string) error {
 		}
 		// The notice is for this result only: if the task was retried and
 		// finished again meanwhile, the new result still needs its own.
-		got, _, err := s.apply(ctx, t, etag, event{kind: evNotified, status: t.Status, attempt: t.Attempt}, nil)
+		_, _, err := s.apply(ctx, t, etag, event{kind: evNotified, status: t.Status, attempt: t.Attempt})
 		if err != nil {
 			if errors.Is(err, ErrInvalidTransition) {
 				return nil // retried meanwhile: a later result has a notice of its own
@@ -187,10 +187,6 @@ func (s *Store) deliver(ctx context.Context, t *Task, etag string) error {
 			s.log.WarnContext(ctx, "s3task: record notice", "task_id", t.ID, "err", err)
 			return err
 		}
-		t = got
-	}
-	if t.Terminal() {
-		_ = s.dropMarker(ctx, t.ID, t.Status == StatusFailed)
 	}
 	return nil
 }

@@ -163,7 +163,9 @@ func (e *opsEnv) get(t *testing.T, id string) *s3task.Task {
 }
 
 func (e *opsEnv) recordKey(id string) string { return e.store.Prefix() + id + "/status.json" }
-func (e *opsEnv) markerKey(id string) string { return e.store.Prefix() + "active/" + id }
+func (e *opsEnv) markerKey(id string) string {
+	return s3test.Marker(e.ctx, e.raw, e.srv.Bucket, e.store.Prefix(), id)
+}
 func (e *opsEnv) folder(id string) string    { return e.store.Prefix() + id + "/" }
 
 func (e *opsEnv) inputKey(t *testing.T, id string) string {

@@ -49,6 +49,7 @@ type Store struct {
 	// as last seen in a response's Date header.
 	skew      atomic.Int64
 	lastStamp atomic.Int64 // the latest time stamp returned, in Unix milliseconds
+	local     localWorkers // workers of this process, woken by Submit and Retry
 }
 
 // NewStore returns a Store for the tasks under opts.Prefix in bucket. The
@@ -84,8 +85,6 @@ func (s *Store) Prefix() string { return s.opts.Prefix }
 
 func (s *Store) taskDir(id string) string   { return s.opts.Prefix + id + "/" }
 func (s *Store) recordKey(id string) string { return s.taskDir(id) + "status.json" }
-func (s *Store) markerDir() string          { return s.opts.Prefix + "active/" }
-func (s *Store) markerKey(id string) string { return s.markerDir() + id }
 func (s *Store) wakeKey() string            { return s.opts.Prefix + "_wake" }
 
 // InputKey returns the object key of a task's input. It returns an error
@@ -206,6 +205,10 @@ type CreateParams struct {
 	// MaxAttempts caps the attempts, from 1 to 1000; zero means
 	// StoreOptions.MaxAttempts.
 	MaxAttempts int
+	// RunAt, if set, is the earliest time the task may start, by the S3
+	// server's clock: once submitted it waits, scheduled, until then. A
+	// time past when it is submitted means at once. See [Store.Schedule].
+	RunAt time.Time
 }
 
 func (p *CreateParams) validate(maxPayload int) error {
@@ -250,6 +253,7 @@ func (s *Store) Create(ctx context.Context, p CreateParams) (*Task, error) {
 		InputPath:     s.inputKey(id),
 		CreatedAt:     now,
 		CreatedBy:     p.CreatedBy,
+		RunAt:         p.RunAt.UTC(),
 	}
 	if len(p.Payload) > 0 {
 		var buf bytes.Buffer
@@ -428,13 +432,13 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// apply decides event e against the record (t, etag) and writes the result,
-// calling prepare once before the first write (to put a marker, say). After a
+// apply decides event e against the record (t, etag) and writes the result
+// with the marker index in step (see commitMarked). After a
 // lost compare-and-set it waits a moment (with jitter, so that contending
 // callers drift apart) and decides again against the fresh record, up to
 // ConflictRetries times, then returns ErrConflict. It returns the record as
 // stored afterwards and whether this call changed it.
-func (s *Store) apply(ctx context.Context, t *Task, etag string, e event, prepare func(context.Context) error) (*Task, bool, error) {
+func (s *Store) apply(ctx context.Context, t *Task, etag string, e event) (*Task, bool, error) {
 	for try := 0; ; try++ {
 		next, write, err := transition(t, e, s.serverNow())
 		if err != nil {
@@ -449,13 +453,7 @@ func (s *Store) apply(ctx context.Context, t *Task, etag string, e event, prepar
 		if try > 0 && !sleepCtx(ctx, backoff(try-1, 20*time.Millisecond, time.Second)) {
 			return nil, false, ctx.Err()
 		}
-		if prepare != nil {
-			if err := prepare(ctx); err != nil {
-				return nil, false, err
-			}
-			prepare = nil
-		}
-		got, gotETag, err := s.commit(ctx, t, etag, next)
+		got, gotETag, err := s.commitMarked(ctx, t, etag, next)
 		switch {
 		case err == nil, errors.Is(err, errOvertaken):
 			return got, true, nil
@@ -469,7 +467,7 @@ func (s *Store) apply(ctx context.Context, t *Task, etag string, e event, prepar
 }
 
 // change reads task id and applies e; see apply.
-func (s *Store) change(ctx context.Context, id string, e event, prepare func(context.Context) error) (*Task, bool, error) {
+func (s *Store) change(ctx context.Context, id string, e event) (*Task, bool, error) {
 	if err := ParseID(id); err != nil {
 		return nil, false, err
 	}
@@ -477,7 +475,7 @@ func (s *Store) change(ctx context.Context, id string, e event, prepare func(con
 	if err != nil {
 		return nil, false, err
 	}
-	return s.apply(ctx, t, etag, e, prepare)
+	return s.apply(ctx, t, etag, e)
 }
 
 // settle finishes the bookkeeping of a task that a Store call made
@@ -490,119 +488,6 @@ func (s *Store) settle(ctx context.Context, t *Task, etag string) {
 		return // a store with the hook will deliver it
 	}
 	_ = s.deliver(ctx, t, etag)
-}
-
-// listMarkers returns the task IDs under the marker folder, all pages, with
-// when each marker was last written (by the server's clock), and the keys
-// there that are not task IDs.
-func (s *Store) listMarkers(ctx context.Context) (ids []string, written map[string]time.Time, stray []string, err error) {
-	dir := s.markerDir()
-	written = map[string]time.Time{}
-	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &dir}
-	for {
-		out, err := s.client.ListObjectsV2(ctx, in)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("s3task: list %s: %w", dir, err)
-		}
-		s.observe(out.ResultMetadata)
-		for _, obj := range out.Contents {
-			key := aws.ToString(obj.Key)
-			if id := strings.TrimPrefix(key, dir); ParseID(id) == nil {
-				ids = append(ids, id)
-				written[id] = aws.ToTime(obj.LastModified)
-			} else {
-				stray = append(stray, key)
-			}
-		}
-		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
-			return ids, written, stray, nil
-		}
-		in.ContinuationToken = out.NextContinuationToken
-	}
-}
-
-// putMarker writes the task's active marker, an empty object that tells
-// workers to look at the task.
-func (s *Store) putMarker(ctx context.Context, id string) error {
-	key := s.markerKey(id)
-	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(nil), ContentLength: aws.Int64(0)})
-	if err != nil {
-		return fmt.Errorf("s3task: write marker %s: %w", key, err)
-	}
-	return nil
-}
-
-// dropMarker deletes the task's active marker once its record is terminal.
-// If the status may still change back to pending (a failed task an operator
-// can retry), recheck re-reads the record after the delete and puts the marker
-// back if the task is pending again: a Retry that wrote its marker just before
-// our delete must not lose it. Markers are only an index, so callers may
-// ignore the error, which is also logged: a stale marker is removed by the
-// next worker that visits it, a missing one restored by Reconcile.
-func (s *Store) dropMarker(ctx context.Context, id string, recheck bool) error {
-	key := s.markerKey(id)
-	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
-		if ctx.Err() == nil {
-			s.log.WarnContext(ctx, "s3task: delete marker", "task_id", id, "err", err)
-		}
-		return fmt.Errorf("s3task: delete marker %s: %w", key, err)
-	}
-	if !recheck {
-		return nil
-	}
-	t, _, err := s.read(ctx, id)
-	if err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return nil
-		}
-		if ctx.Err() == nil {
-			s.log.WarnContext(ctx, "s3task: recheck after marker delete", "task_id", id, "err", err)
-		}
-		return err
-	}
-	if t.needsMarker() {
-		if err := s.putMarker(ctx, id); err != nil {
-			s.log.WarnContext(ctx, "s3task: restore marker", "task_id", id, "err", err)
-			return err
-		}
-	}
-	return nil
-}
-
-// wake tells idle workers that there is new work by giving the wake object a
-// new ETag. It is only a hint that saves them a LIST: a failure is logged,
-// and workers still list the markers every MaxPollInterval.
-func (s *Store) wake(ctx context.Context) {
-	key, body := s.wakeKey(), newRevision()
-	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: strings.NewReader(body), ContentLength: aws.Int64(int64(len(body)))})
-	if err != nil {
-		s.log.WarnContext(ctx, "s3task: write wake object", "err", err)
-	}
-}
-
-// checkWake reports whether the wake object's ETag differs from etag, and
-// returns its current ETag. A missing object has the ETag "". It costs one
-// GET, with If-None-Match so an unchanged object sends no body.
-func (s *Store) checkWake(ctx context.Context, etag string) (string, bool, error) {
-	key := s.wakeKey()
-	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key}
-	if etag != "" {
-		in.IfNoneMatch = aws.String(etag)
-	}
-	out, err := s.client.GetObject(ctx, in)
-	switch {
-	case err == nil:
-		out.Body.Close()
-		s.observe(out.ResultMetadata)
-		now := aws.ToString(out.ETag)
-		return now, now != etag, nil
-	case s3x.NotModified(err):
-		s.observeErr(err) // an idle worker's only sight of the server's clock
-		return etag, false, nil
-	case s3x.NotFound(err):
-		return "", etag != "", nil
-	}
-	return etag, false, fmt.Errorf("s3task: check %s: %w", key, err)
 }
 
 // Submit moves a created task to queued once its input is in place, and
@@ -634,33 +519,11 @@ func (s *Store) Submit(ctx context.Context, id string) (*Task, error) {
 			return nil, err
 		}
 	}
-	marked := false
-	mark := func(ctx context.Context) error {
-		marked = true
-		return s.putMarker(ctx, id)
-	}
-	got, changed, err := s.apply(ctx, t, etag, e, mark)
-	switch {
-	case err != nil && marked && !errors.Is(err, ErrOutcomeUnknown):
-		// The change lost to another (a Cancel, say): take back the
-		// marker unless the task needs it after all.
-		_ = s.dropMarker(ctx, id, true)
-	case changed:
-		s.remark(ctx, id, mark)
+	got, changed, err := s.apply(ctx, t, etag, e)
+	if changed {
 		s.wake(ctx)
 	}
 	return got, err
-}
-
-// remark writes a task's marker once more after the record change that
-// made the task pending. A worker or a Reconcile run that judged the task
-// by the record as it was before may have deleted the marker written
-// before the change, and re-checked the record before the change landed;
-// writing the marker again closes that window.
-func (s *Store) remark(ctx context.Context, id string, mark func(context.Context) error) {
-	if err := mark(ctx); err != nil {
-		s.log.WarnContext(ctx, "s3task: rewrite marker", "task_id", id, "err", err)
-	}
 }
 
 // checkInput verifies that the input at key is there and within
@@ -733,21 +596,10 @@ func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
 			return nil, err
 		}
 	}
-	marked := false
-	mark := func(ctx context.Context) error {
-		marked = true
-		return s.putMarker(ctx, id)
-	}
-	got, changed, err := s.apply(ctx, t, etag, e, mark)
-	if err != nil && marked && !errors.Is(err, ErrOutcomeUnknown) {
-		// The change lost to another (a Purge, a Cancel): take back the
-		// marker unless the task needs it after all.
-		_ = s.dropMarker(ctx, id, true)
-	}
+	got, changed, err := s.apply(ctx, t, etag, e)
 	if err != nil || !changed {
 		return got, err
 	}
-	s.remark(ctx, id, mark)
 	s.wake(ctx)
 	return got, nil
 }
@@ -775,26 +627,34 @@ func (s *Store) Cancel(ctx context.Context, id, reason string) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	var mark func(context.Context) error
-	marked := false
-	if t.Status == StatusCreated && s.opts.OnTerminal != nil {
-		// A task never submitted has no marker, and its notice must be
-		// findable by a worker if this Store cannot deliver it (its hook
-		// fails, or the call is cut short): write one before the record.
-		mark = func(ctx context.Context) error {
-			marked = true
-			return s.putMarker(ctx, id)
-		}
-	}
-	got, changed, err := s.apply(ctx, t, etag, event{kind: evCancel, reason: reason, notify: s.opts.OnTerminal != nil}, mark)
+	got, changed, err := s.apply(ctx, t, etag, event{kind: evCancel, reason: reason, notify: s.opts.OnTerminal != nil})
 	if err != nil {
-		if marked && !errors.Is(err, ErrOutcomeUnknown) {
-			_ = s.dropMarker(ctx, id, true) // unless the task needs it after all
-		}
 		return nil, err
 	}
-	if changed {
+	if changed && got.NotifyPending {
 		s.settle(ctx, got, "")
+	}
+	return got, nil
+}
+
+// Schedule sets the earliest time a created or queued task may start (by
+// the S3 server's clock), and returns it. A queued task's marker moves to
+// that time, so no worker looks at it before, and one starts it within
+// PollInterval after, without listing in between; zero (or a time past)
+// makes a scheduled task run now. Requests: GET, PUT marker, PUT record,
+// DELETE old marker, and PUT wake when the task is due now; a created task
+// only gets its record written.
+//
+// Errors: [ErrInvalidID]; [ErrNotFound]; a *[TransitionError] unless the
+// task is created or queued; [ErrConflict]; [ErrOutcomeUnknown]; S3 errors
+// otherwise. On every error but ErrOutcomeUnknown the record is unchanged.
+func (s *Store) Schedule(ctx context.Context, id string, at time.Time) (*Task, error) {
+	got, changed, err := s.change(ctx, id, event{kind: evSchedule, at: at.UTC()})
+	if err != nil {
+		return nil, err
+	}
+	if changed && got.Status == StatusQueued && !got.Scheduled(s.serverNow()) {
+		s.wake(ctx)
 	}
 	return got, nil
 }
@@ -1046,9 +906,9 @@ func (r *ReconcileReport) Clean() bool {
 	return len(r.Restored) == 0 && len(r.Removed) == 0 && len(r.Broken) == 0
 }
 
-// staleSubmitAge is how long a created task may keep a marker before
-// Reconcile takes the Submit that wrote it for dead. Submit writes the marker
-// a moment before the record.
+// staleSubmitAge is how long a marker written for a change that never
+// landed (a Submit that died between its marker and its record, say) is
+// kept before Reconcile takes the change for dead.
 const staleSubmitAge = 10 * time.Minute
 
 // Reconcile repairs the marker index against the records, the only truth:
@@ -1067,20 +927,15 @@ const staleSubmitAge = 10 * time.Minute
 // repair failed, the report with the first such error (the next run retries
 // it). Unreadable records are reported, not returned.
 func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*ReconcileReport, error) {
-	markers, written, stray, err := s.listMarkers(ctx)
+	markers, stray, err := s.allMarkers(ctx)
 	if err != nil {
 		return nil, err
 	}
-	marked := make(map[string]bool, len(markers))
-	for _, id := range markers {
-		marked[id] = true
+	byID := map[string][]marker{}
+	for _, m := range markers {
+		byID[m.id] = append(byID[m.id], m)
 	}
-	// Submit writes the marker a moment before the record. A created task's
-	// marker is stale only once the marker itself is old: the Submit that
-	// wrote it is dead.
-	abandonedSubmit := func(t *Task) bool {
-		return t.Status == StatusCreated && s.serverNow().Sub(written[t.ID]) > staleSubmitAge
-	}
+	now := s.serverNow()
 	r := &ReconcileReport{}
 	var firstErr error
 	note := func(err error) {
@@ -1088,20 +943,28 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 			firstErr = err
 		}
 	}
+	drop := func(key string) {
+		r.Removed = append(r.Removed, key)
+		if !opts.DryRun {
+			note(s.dropMarker(ctx, key))
+		}
+	}
 	_, err = s.walk(ctx, time.Time{}, opts.Since, 0, func(t *Task) bool {
 		r.Tasks++
-		has := marked[t.ID]
-		delete(marked, t.ID)
-		switch {
-		case t.needsMarker() && !has:
+		want, has := s.markerOf(t), false
+		for _, m := range byID[t.ID] {
+			switch {
+			case m.key == want:
+				has = true
+			case staleMarker(m, t, now):
+				drop(m.key)
+			}
+		}
+		delete(byID, t.ID)
+		if want != "" && !has {
 			r.Restored = append(r.Restored, t.ID)
 			if !opts.DryRun {
-				note(s.putMarker(ctx, t.ID))
-			}
-		case has && !t.needsMarker() && (t.Terminal() || abandonedSubmit(t)):
-			r.Removed = append(r.Removed, s.markerKey(t.ID))
-			if !opts.DryRun {
-				note(s.dropMarker(ctx, t.ID, t.Status != StatusCompleted && t.Status != StatusAbandoned))
+				note(s.putMarker(ctx, want))
 			}
 		}
 		return true
@@ -1111,16 +974,15 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 	}
 	// Markers whose task the walk did not meet: in range, the task has no
 	// record (a folder without status.json was reported as broken).
-	for id := range marked {
+	for id, ms := range byID {
 		if at, _ := IDTime(id); at.Before(opts.Since) || brokenID(r.Broken, s.recordKey(id)) {
 			continue
 		}
 		if _, _, err := s.read(ctx, id); !errors.Is(err, ErrNotFound) {
 			continue // created since the walk passed it, or unreadable now
 		}
-		r.Removed = append(r.Removed, s.markerKey(id))
-		if !opts.DryRun {
-			note(s.dropMarker(ctx, id, false))
+		for _, m := range ms {
+			drop(m.key)
 		}
 	}
 	for _, key := range stray {
@@ -1137,6 +999,16 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 		s.wake(ctx) // the restored tasks are new to idle workers
 	}
 	return r, firstErr
+}
+
+// staleMarker reports whether m, a marker of task t other than the one its
+// record calls for, can go: it was written before the record's last change,
+// so it belongs to a phase that is over, or it is newer than the record but
+// so old that the change it was written for evidently never landed (a
+// Submit that died, say). A marker newer than the record may belong to a
+// change under way, which writes its marker first.
+func staleMarker(m marker, t *Task, now time.Time) bool {
+	return m.written.Before(t.UpdatedAt.Add(-markerSkew)) || now.Sub(m.written) > staleSubmitAge
 }
 
 func brokenID(broken []*RecordError, key string) bool {
@@ -1337,7 +1209,8 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOption
 // folder, marker and record, in that order. It returns the number of objects
 // deleted.
 func (s *Store) purgeTask(ctx context.Context, id string, force bool) (int, error) {
-	if _, _, err := s.change(ctx, id, event{kind: evPurge, force: force}, nil); err != nil {
+	t, _, err := s.change(ctx, id, event{kind: evPurge, force: force})
+	if err != nil {
 		return 0, err
 	}
 	dir, record := s.taskDir(id), s.recordKey(id)
@@ -1370,8 +1243,7 @@ func (s *Store) purgeTask(ctx context.Context, id string, force bool) (int, erro
 		}
 		in.ContinuationToken = out.NextContinuationToken
 	}
-	marker := s.markerKey(id)
-	for _, key := range []string{marker, record} {
+	for _, key := range []string{s.markerKey(t), record} {
 		if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
 			return deleted, fmt.Errorf("s3task: delete %s: %w", key, err)
 		}

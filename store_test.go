@@ -60,7 +60,9 @@ func (e *env) newStore(t *testing.T, opts *s3task.StoreOptions, wrap ...func(htt
 }
 
 func (e *env) recordKey(id string) string { return e.admin.Prefix() + id + "/status.json" }
-func (e *env) markerKey(id string) string { return e.admin.Prefix() + "active/" + id }
+func (e *env) markerKey(id string) string {
+	return s3test.Marker(e.ctx, e.raw, e.srv.Bucket, e.admin.Prefix(), id)
+}
 
 func (e *env) inputKey(t *testing.T, id string) string {
 	t.Helper()

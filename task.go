@@ -76,7 +76,15 @@ type Task struct {
 	// "permanent", "transient", "panic", "lease_expired", "shutdown".
 	ErrorCategory string    `json:"error_category,omitempty"`
 	RetryAt       time.Time `json:"retry_at,omitzero"` // set on a failed task that will be retried, not before this time
-	CancelReason  string    `json:"cancel_reason,omitempty"`
+	// RunAt, if set, is the earliest time (by the S3 server's clock) the
+	// task may start: see [CreateParams.RunAt] and [Store.Schedule]. A
+	// queued task waiting for it is scheduled ([Task.Scheduled]).
+	RunAt time.Time `json:"run_at,omitzero"`
+	// DueAt is when the task next needs a worker, by the server's clock: a
+	// queued task's start, a failed task's retry, a running task's lease
+	// check. Its active marker is named after it.
+	DueAt        time.Time `json:"due_at,omitzero"`
+	CancelReason string    `json:"cancel_reason,omitempty"`
 	// Purging is set on a finished task that Store.Purge is deleting. No
 	// change is allowed after it, so a Retry racing with the purge cannot
 	// bring the task back while its files go.
@@ -109,6 +117,12 @@ type Task struct {
 	// whether its write landed, even when others wrote after it.
 	Writes         int64    `json:"writes,omitempty"`
 	PriorRevisions []string `json:"prior_revisions,omitempty"`
+}
+
+// Scheduled reports whether the task is queued to start no earlier than
+// RunAt, a time still to come at now (the server's clock).
+func (t *Task) Scheduled(now time.Time) bool {
+	return t.Status == StatusQueued && t.RunAt.After(now)
 }
 
 // AttemptsUsed returns the number of attempts that count against
@@ -177,6 +191,7 @@ const (
 	evCancel                            // anything unfinished -> abandoned
 	evPurge                             // finished -> locked for deletion
 	evNotified                          // finished: its notice was delivered
+	evSchedule                          // created or queued: start no earlier than a time
 )
 
 var eventNames = map[eventKind]string{
@@ -184,7 +199,7 @@ var eventNames = map[eventKind]string{
 	evHeartbeat: "heartbeat", evComplete: "complete", evFail: "fail",
 	evLeaseExpired: "expire lease", evRelease: "release",
 	evRetry: "retry", evCancel: "cancel", evPurge: "purge",
-	evNotified: "record the notice of",
+	evNotified: "record the notice of", evSchedule: "schedule",
 }
 
 func (k eventKind) String() string { return eventNames[k] }
@@ -197,6 +212,9 @@ type event struct {
 	attempt int           // heartbeat, complete, fail, release: the attempt it holds; notified: the result's
 	status  Status        // notified: the result whose notice went out (empty: any)
 	lease   time.Duration // claim, heartbeat: lease length from now
+	margin  time.Duration // claim, heartbeat: how long after the lease's end others may take the task
+	move    bool          // heartbeat: move the marker to the new lease's end
+	at      time.Time     // schedule: the earliest start (zero: now)
 
 	progress   *Progress     // heartbeat, complete, fail: counters to record
 	output     string        // complete: the attempt's output key
@@ -262,12 +280,15 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		case StatusCreated:
 			n.Status = StatusQueued
 			n.InputETag, n.InputSize = e.inputETag, e.inputSize
+			n.DueAt = later(now, t.RunAt)
 			return n, true, nil
 		}
 		return deny("only a created task can be submitted")
 
 	case evClaim:
 		switch {
+		case t.Status == StatusQueued && now.Before(t.RunAt):
+			return deny("it is scheduled to start at %s", t.RunAt.Format(time.RFC3339))
 		case t.Status == StatusQueued:
 		case t.Status == StatusFailed && t.RetryAt.IsZero():
 			return deny("its failure is final")
@@ -284,6 +305,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		n.Attempt++
 		n.WorkerID = e.worker
 		n.LeaseExpiresAt = now.Add(e.lease)
+		n.DueAt = n.LeaseExpiresAt.Add(e.margin)
 		n.RetryAt = time.Time{}
 		n.Progress = Progress{}
 		return n, true, nil
@@ -293,6 +315,9 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 			return deny("%s", why)
 		}
 		n.LeaseExpiresAt = now.Add(e.lease)
+		if e.move {
+			n.DueAt = n.LeaseExpiresAt.Add(e.margin)
+		}
 		if e.progress != nil {
 			n.Progress = *e.progress
 		}
@@ -324,6 +349,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		n.RetryAt = time.Time{}
 		if !e.permanent && t.attemptsLeft() {
 			n.RetryAt = now.Add(max(e.retryDelay, 0))
+			n.DueAt = n.RetryAt
 		}
 		return n, true, nil
 
@@ -338,6 +364,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		n.ErrorCategory = "lease_expired"
 		n.WorkerID, n.LeaseExpiresAt = "", time.Time{}
 		n.Status = StatusQueued
+		n.DueAt = now
 		if !t.attemptsLeft() {
 			n.Status = StatusFailed
 		}
@@ -352,6 +379,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		n.LastError = fmt.Sprintf("attempt %d: interrupted by worker shutdown", t.Attempt)
 		n.ErrorCategory = "shutdown"
 		n.WorkerID, n.LeaseExpiresAt = "", time.Time{}
+		n.DueAt = now
 		return n, true, nil
 
 	case evRetry:
@@ -362,6 +390,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		n.RetryAt = time.Time{}
 		n.NotifyPending = false // it is not finished after all
 		n.MaxAttempts = max(t.MaxAttempts, t.AttemptsUsed()+1)
+		n.DueAt = now
 		if e.inputETag != "" { // the input as it is now, verified again
 			n.InputETag, n.InputSize = e.inputETag, e.inputSize
 		}
@@ -377,6 +406,9 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		n.Status = StatusAbandoned
 		n.CancelReason = e.reason
 		n.RetryAt, n.LeaseExpiresAt = time.Time{}, time.Time{}
+		if t.Status == StatusCreated && e.notify {
+			n.DueAt = now // its notice is due now, and needs a marker
+		}
 		return n, true, nil
 
 	case evPurge:
@@ -388,6 +420,20 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		}
 		n.Purging = true
 		n.NotifyPending = false // delivered, or given up by the caller
+		return n, true, nil
+
+	case evSchedule:
+		switch t.Status {
+		case StatusCreated:
+		case StatusQueued:
+			n.DueAt = later(now, e.at)
+		default:
+			return deny("only a created or queued task can be scheduled")
+		}
+		n.RunAt = e.at
+		if n.RunAt.Equal(t.RunAt) && n.DueAt.Equal(t.DueAt) {
+			return t, false, nil
+		}
 		return n, true, nil
 
 	case evNotified:
@@ -404,6 +450,14 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		return n, true, nil
 	}
 	return deny("unknown event")
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // maxRecordSize bounds how much of a status.json is read. Real records are a

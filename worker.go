@@ -294,6 +294,12 @@ type Worker struct {
 	freed chan struct{} // pinged when a slot frees
 	wg    sync.WaitGroup
 
+	skip map[string]time.Time // poll loop only: markers not to visit before a time (server clock)
+
+	kickMu   sync.Mutex
+	kickETag string        // the wake object's ETag as the latest local Submit left it
+	kicked   chan struct{} // pinged by Wake and by local Submits
+
 	stopMu sync.Mutex
 	run    *runState // the current Run, nil when not running
 }
@@ -321,12 +327,14 @@ func NewWorker(store *Store, h Handler, opts *WorkerOptions) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{
-		store: store,
-		h:     h,
-		opts:  o,
-		log:   o.Logger.With("worker_id", o.ID),
-		slots: make(chan struct{}, o.Concurrency),
-		freed: make(chan struct{}, 1),
+		store:  store,
+		h:      h,
+		opts:   o,
+		log:    o.Logger.With("worker_id", o.ID),
+		slots:  make(chan struct{}, o.Concurrency),
+		freed:  make(chan struct{}, 1),
+		skip:   map[string]time.Time{},
+		kicked: make(chan struct{}, 1),
 	}
 	w.notices = newNotifier(w)
 	return w, nil
@@ -334,6 +342,40 @@ func NewWorker(store *Store, h Handler, opts *WorkerOptions) (*Worker, error) {
 
 // ID returns the worker's ID, as written in worker_id.
 func (w *Worker) ID() string { return w.opts.ID }
+
+// Wake makes a running worker look for work now instead of at its next
+// check of the wake object, as if that had changed. Hosts that learn of new
+// tasks by their own means (S3 event notifications through a queue they
+// already run, a message from the producer) call it to start them within
+// a round trip; Submit and Retry through the worker's own Store do so by
+// themselves. It costs the worker one LIST when it has a free slot, and
+// nothing when called on a worker that is not running or while one is
+// pending.
+func (w *Worker) Wake() { w.kick("") }
+
+// kick wakes the poll loop; etag, if not "", is the wake object's new ETag,
+// written by a Submit of this process, so that the loop need not list
+// again when it sees it.
+func (w *Worker) kick(etag string) {
+	if etag != "" {
+		w.kickMu.Lock()
+		w.kickETag = etag
+		w.kickMu.Unlock()
+	}
+	select {
+	case w.kicked <- struct{}{}:
+	default:
+	}
+}
+
+// takeKick returns the ETag left by the latest local kick, if any.
+func (w *Worker) takeKick() string {
+	w.kickMu.Lock()
+	defer w.kickMu.Unlock()
+	etag := w.kickETag
+	w.kickETag = ""
+	return etag
+}
 
 // errAlreadyRunning is returned by a second concurrent Run.
 var errAlreadyRunning = errors.New("s3task: worker is already running")
@@ -423,40 +465,38 @@ func (w *Worker) Stop(ctx context.Context) error {
 // reason to:
 //   - the wake object changed (Submit, Retry and a released task write it),
 //     which it checks with one conditional GET every PollInterval;
-//   - a deadline it saw in the last listing has come: a retry falling due,
-//     or another worker's lease running out;
+//   - a Submit or Retry through its own Store, or [Worker.Wake], kicked it;
+//   - the first marker not yet due in its last listing fell due: a
+//     scheduled start, a retry, another worker's lease running out;
 //   - it had more work than free slots and a slot freed;
 //   - MaxPollInterval passed since the last listing, as a safety net.
 func (w *Worker) loop(ctx, base context.Context) {
 	s := w.store
+	s.local.add(w)
+	defer s.local.remove(w)
 	var (
 		wakeETag string
 		listNow  = true
 		lastList time.Time // local clock
 		due      time.Time // server clock; zero means none
 	)
-	var nextReconcile time.Time
-	if w.opts.ReconcileInterval > 0 {
-		nextReconcile = time.Now().Add(jitter(w.opts.ReconcileInterval))
-	}
-	var reconciling sync.WaitGroup
-	var busy atomic.Bool // a reconcile run is under way
-	defer reconciling.Wait()
-	for ctx.Err() == nil {
-		if !nextReconcile.IsZero() && !time.Now().Before(nextReconcile) {
-			nextReconcile = time.Now().Add(w.opts.ReconcileInterval)
-			if busy.CompareAndSwap(false, true) {
-				reconciling.Go(func() {
-					defer busy.Store(false)
-					w.reconcile(ctx)
-				})
-			}
+	rec := w.newReconciler()
+	defer rec.wait()
+	kicked := func() {
+		listNow = true
+		if etag := w.takeKick(); etag != "" {
+			wakeETag = etag
 		}
+	}
+	for ctx.Err() == nil {
+		rec.maybeRun(ctx)
 		if len(w.slots) == cap(w.slots) {
 			// Every slot is busy: nothing to poll for until one frees.
 			select {
 			case <-ctx.Done():
 			case <-w.freed:
+			case <-w.kicked:
+				kicked()
 			}
 			continue
 		}
@@ -486,10 +526,16 @@ func (w *Worker) loop(ctx, base context.Context) {
 			}
 		}
 		// Jitter only shortens the wait, so pickup stays within PollInterval.
-		timer := time.NewTimer(w.opts.PollInterval*3/4 + jitter(w.opts.PollInterval/4))
+		wait := w.opts.PollInterval*3/4 + jitter(w.opts.PollInterval/4)
+		if !due.IsZero() {
+			wait = max(min(wait, due.Sub(s.serverClock())), 0)
+		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 		case <-timer.C:
+		case <-w.kicked:
+			kicked()
 		}
 		timer.Stop()
 	}
@@ -522,89 +568,107 @@ func (w *Worker) takeDue() time.Time {
 	return t
 }
 
-// reconcile runs the worker's periodic Store.Reconcile.
-func (w *Worker) reconcile(ctx context.Context) {
-	r, err := w.store.Reconcile(ctx, ReconcileOptions{Since: w.store.serverNow().Add(-w.opts.ReconcileWindow)})
-	switch {
-	case ctx.Err() != nil:
-		return // stopped: not worth a report
-	case err != nil:
-		w.log.Warn("s3task: reconcile", "err", err)
-	case r != nil && !r.Clean():
-		w.log.Info("s3task: reconcile repaired markers", "tasks", r.Tasks, "restored", len(r.Restored), "removed", len(r.Removed), "broken", len(r.Broken))
-	}
-	if r != nil {
-		w.hook("OnReconcile", func(h *Hooks) {
-			if h.OnReconcile != nil {
-				h.OnReconcile(r)
-			}
-		})
-	}
-}
-
-// poll lists the active markers and visits them in random order while a slot
-// is free. It reports whether it ran out of slots with markers left to visit,
-// and the earliest time, by the server's clock, at which a task it saw will
-// need a worker (zero if none).
+// poll reads the marker index from its head, where the markers due first
+// are, and visits those due while a slot is free: the first pickSpread in
+// random order, so that workers polling at once spread over the oldest
+// tasks, then the rest in order. It reads one page, and the next only if a
+// page held nothing to visit (markers of notices this worker holds, or of
+// tasks it knows not to be due). It reports whether it ran out of slots
+// with markers left to visit, and the earliest time, by the server's clock,
+// at which a task it saw will need a worker (zero if none).
 func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time) {
-	start, started := time.Now(), 0
-	ids, written, stray, err := w.store.listMarkers(ctx)
-	if err == nil {
-		defer func() {
-			w.hook("OnPoll", func(h *Hooks) {
-				if h.OnPoll != nil {
-					h.OnPoll(PollStats{Markers: len(ids), Started: started, Took: time.Since(start)})
-				}
-			})
-		}()
-	}
-	for _, key := range stray {
-		w.log.Warn("s3task: ignoring an object in the marker folder that is not a task ID", "key", key)
-	}
-	if err != nil {
-		if ctx.Err() == nil {
-			w.log.Warn("s3task: poll", "err", err)
+	s := w.store
+	start, started, seen := time.Now(), 0, 0
+	soonest := func(t time.Time) {
+		if !t.IsZero() && (due.IsZero() || t.Before(due)) {
+			due = t
 		}
-		return false, time.Time{}
 	}
-	mrand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
-	for _, id := range ids {
-		if ctx.Err() != nil {
+	now := s.serverNow()
+	for at, until := range w.skip {
+		if !now.Before(until) {
+			delete(w.skip, at)
+		}
+	}
+	after := ""
+	for {
+		ms, stray, more, err := s.listMarkers(ctx, after, markerPageSize)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Warn("s3task: poll", "err", err)
+			}
 			return false, due
 		}
-		if w.notices.holds(id, written[id]) {
-			continue // a finished task whose notice is on its way
+		for _, key := range stray {
+			w.log.Warn("s3task: ignoring an object in the marker folder that is not a marker", "key", key)
 		}
-		select {
-		case w.slots <- struct{}{}:
-		default:
-			return true, due
+		seen += len(ms)
+		var todo []marker
+		ahead := false // the page reached markers not yet due
+		for _, m := range ms {
+			if m.due.After(now) {
+				soonest(m.due)
+				ahead = true
+				break
+			}
+			if w.notices.holds(m.id, m.written) {
+				continue // a finished task whose notice is on its way
+			}
+			if until, ok := w.skip[m.key]; ok {
+				soonest(until)
+				continue
+			}
+			todo = append(todo, m)
 		}
-		ok, when := w.visit(ctx, base, id)
-		if ok {
-			started++
-		} else {
+		head := min(len(todo), pickSpread)
+		mrand.Shuffle(head, func(i, j int) { todo[i], todo[j] = todo[j], todo[i] })
+		for _, m := range todo {
+			if ctx.Err() != nil {
+				return false, due
+			}
+			select {
+			case w.slots <- struct{}{}:
+			default:
+				return true, due
+			}
+			ok, when := w.visit(ctx, base, m)
+			if ok {
+				started++
+				continue
+			}
 			<-w.slots
+			if !when.IsZero() {
+				w.skip[m.key] = when
+				soonest(when)
+			}
 		}
-		if !when.IsZero() && (due.IsZero() || when.Before(due)) {
-			due = when
+		if ahead || !more || len(todo) > 0 {
+			break
 		}
+		after = max(lastKey(ms), lastString(stray))
 	}
+	w.hook("OnPoll", func(h *Hooks) {
+		if h.OnPoll != nil {
+			h.OnPoll(PollStats{Markers: seen, Started: started, Took: time.Since(start)})
+		}
+	})
 	return false, due
 }
 
-// visit reads the task behind a marker and does what it needs: claim it,
+// visit reads the task behind marker m and does what it needs: claim it,
 // recover it from an expired lease, or settle a finished one. It reports
-// whether it started running the task, and otherwise when the task will next
-// need a worker (a retry falling due, a lease running out), if it knows.
-func (w *Worker) visit(ctx, base context.Context, id string) (started bool, due time.Time) {
+// whether it started running the task, and otherwise when the task will
+// next need a worker (a retry falling due, a lease running out), if it
+// knows. A marker of a phase that is over goes once the record is read; so
+// does one of a task that no longer exists.
+func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due time.Time) {
 	s := w.store
-	log := w.log.With("task_id", id)
-	t, etag, err := s.read(ctx, id)
+	log := w.log.With("task_id", m.id)
+	t, etag, err := s.read(ctx, m.id)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		log.Warn("s3task: marker without a task record; removing it")
-		s.dropMarker(ctx, id, false)
+		log.Warn("s3task: marker without a task record; removing it", "key", m.key)
+		s.dropMarker(ctx, m.key)
 		return false, due
 	case err != nil:
 		if ctx.Err() == nil {
@@ -612,25 +676,39 @@ func (w *Worker) visit(ctx, base context.Context, id string) (started bool, due 
 		}
 		return false, due
 	}
+	var stale []string
+	if m.key != s.markerKey(t) && m.written.Before(t.UpdatedAt.Add(-markerSkew)) {
+		stale = append(stale, m.key)
+	}
+	drop := func() {
+		for _, key := range stale {
+			s.dropMarker(ctx, key)
+		}
+	}
 	now := s.serverNow()
 	switch {
 	case t.Terminal():
-		w.settle(t, etag)
+		w.settle(t, etag, stale...)
 		return false, due
 	case t.Status == StatusFailed && now.Before(t.RetryAt):
+		drop()
 		return false, t.RetryAt
+	case t.Status == StatusQueued && now.Before(t.RunAt):
+		drop()
+		return false, t.DueAt
 	case t.Status == StatusRunning:
 		// The lease counts as expired only ClockMargin after its end by the
 		// server's clock, so a live holder is never overtaken.
 		expired, _, err := transition(t, event{kind: evLeaseExpired, notify: s.opts.OnTerminal != nil}, now.Add(-w.opts.ClockMargin))
 		if err != nil {
+			drop()
 			return false, t.LeaseExpiresAt.Add(w.opts.ClockMargin)
 		}
 		log.Info("s3task: recovering task from an expired lease", "attempt", t.Attempt, "holder", t.WorkerID)
 		if expired.Status == StatusFailed { // no attempts left
-			got, gotETag, err := s.commit(ctx, t, etag, expired)
+			got, gotETag, err := s.commitMarked(ctx, t, etag, expired, stale...)
 			if err == nil {
-				w.settle(got, gotETag)
+				w.notifyIfPending(got, gotETag)
 				w.hookFail(got, errors.New(got.LastError))
 			}
 			return false, due
@@ -639,21 +717,24 @@ func (w *Worker) visit(ctx, base context.Context, id string) (started bool, due 
 		if err != nil {
 			return false, due
 		}
-		return w.claim(ctx, base, t, etag, next), due
+		return w.claim(ctx, base, t, etag, next, stale), due
 	}
 	next, _, err := transition(t, w.claimEvent(), now)
 	if err != nil {
+		drop()
 		return false, due // created: Submit's wake will bring us back
 	}
-	return w.claim(ctx, base, t, etag, next), due
+	return w.claim(ctx, base, t, etag, next, stale), due
 }
 
 func (w *Worker) claimEvent() event {
-	return event{kind: evClaim, worker: w.opts.ID, lease: w.opts.LeaseDuration}
+	return event{kind: evClaim, worker: w.opts.ID, lease: w.opts.LeaseDuration, margin: w.opts.ClockMargin}
 }
 
-// claim writes the claim and, if it won, starts the handler.
-func (w *Worker) claim(ctx, base context.Context, t *Task, etag string, next *Task) bool {
+// claim writes the claim, which moves the task's marker to the end of the
+// lease, and, if it won, starts the handler. stale are markers of the task
+// to delete as well.
+func (w *Worker) claim(ctx, base context.Context, t *Task, etag string, next *Task, stale []string) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -662,7 +743,7 @@ func (w *Worker) claim(ctx, base context.Context, t *Task, etag string, next *Ta
 	// answer is settled by re-reading, with backoff, while the lease lasts.
 	cctx, cancel := context.WithTimeout(base, w.opts.LeaseDuration-w.opts.ClockMargin)
 	defer cancel()
-	got, gotETag, err := w.store.commit(cctx, t, etag, next)
+	got, gotETag, err := w.store.commitMarked(cctx, t, etag, next, stale...)
 	if err != nil {
 		if !errors.Is(err, errLost) && !errors.Is(err, errOvertaken) {
 			w.log.Warn("s3task: claim", "task_id", t.ID, "err", err)
@@ -673,17 +754,29 @@ func (w *Worker) claim(ctx, base context.Context, t *Task, etag string, next *Ta
 	return true
 }
 
-// settle finishes the bookkeeping of a task found or made terminal: its
-// marker goes, unless an OnTerminal notice is pending, which the notifier
-// delivers first, off the poll loop.
-func (w *Worker) settle(t *Task, etag string) {
+// settle finishes the bookkeeping of a finished task found by a poll: its
+// marker goes, with the stale ones listed, unless an OnTerminal notice is
+// pending, which the notifier delivers first, off the poll loop.
+func (w *Worker) settle(t *Task, etag string, stale ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.opts.LeaseDuration)
+	defer cancel()
+	for _, key := range stale {
+		_ = w.store.dropMarker(ctx, key)
+	}
 	if t.NotifyPending {
 		w.notices.add(t, etag)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), w.opts.LeaseDuration)
-	defer cancel()
-	_ = w.store.dropMarker(ctx, t.ID, t.Status == StatusFailed)
+	_ = w.store.dropMarker(ctx, w.store.markerKey(t))
+}
+
+// notifyIfPending hands the task, just made terminal by this worker (its
+// marker already gone unless a notice is due), to the notifier if its
+// OnTerminal notice is pending.
+func (w *Worker) notifyIfPending(t *Task, etag string) {
+	if t.NotifyPending {
+		w.notices.add(t, etag)
+	}
 }
 
 func (w *Worker) hookFail(t *Task, err error) {

@@ -111,7 +111,9 @@ func (e *workerEnv) get(t *testing.T, id string) *s3task.Task {
 	return task
 }
 
-func (e *workerEnv) markerKey(id string) string { return e.store.Prefix() + "active/" + id }
+func (e *workerEnv) markerKey(id string) string {
+	return s3test.Marker(e.ctx, e.raw, e.srv.Bucket, e.store.Prefix(), id)
+}
 func (e *workerEnv) recordKey(id string) string { return e.store.Prefix() + id + "/status.json" }
 
 func (e *workerEnv) outputKey(t *testing.T, id string, n int) string {

@@ -272,7 +272,9 @@ func (f *fixture) put(key string, body []byte) {
 	}
 }
 
-func (f *fixture) markerKey(id string) string { return f.store.Prefix() + "active/" + id }
+func (f *fixture) markerKey(id string) string {
+	return s3test.Marker(f.ctx, f.raw, f.srv.Bucket, f.store.Prefix(), id)
+}
 
 func (f *fixture) delMarker(id string) {
 	f.t.Helper()

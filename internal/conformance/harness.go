@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/internal/s3test"
 	"github.com/s3task/s3task/internal/s3x"
 )
 
@@ -89,7 +90,9 @@ func (h *harness) get(id string) *s3task.Task {
 	return task
 }
 
-func (h *harness) markerKey(id string) string { return h.store.Prefix() + "active/" + id }
+func (h *harness) markerKey(id string) string {
+	return s3test.Marker(h.ctx, h.raw, h.tg.Bucket, h.store.Prefix(), id)
+}
 func (h *harness) recordKey(id string) string { return h.store.Prefix() + id + "/status.json" }
 
 func (h *harness) outputKey(id string, n int) string {

@@ -22,9 +22,13 @@ import (
 // gofakes3 checks no signatures: anyone who can reach addr can read and
 // write every object. Keep addr on a loopback interface.
 func StartOn(addr string, backend gofakes3.Backend, opts ...gofakes3.Option) (*Server, error) {
-	s := &Server{Bucket: Bucket}
+	return startOn(addr, backend, &offsetClock{}, opts...)
+}
+
+func startOn(addr string, backend gofakes3.Backend, clock *offsetClock, opts ...gofakes3.Option) (*Server, error) {
+	s := &Server{Bucket: Bucket, clock: clock}
 	all := append([]gofakes3.Option{
-		gofakes3.WithTimeSource(clock{s}),
+		gofakes3.WithTimeSource(clock),
 		gofakes3.WithTimeSkewLimit(0),
 		gofakes3.WithLogger(gofakes3.DiscardLog()),
 	}, opts...)

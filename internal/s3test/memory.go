@@ -56,7 +56,8 @@ type Applied struct {
 
 // NewMemory returns an empty in-process S3 with one bucket, [Bucket].
 func NewMemory() (*Memory, error) {
-	m := &Memory{Bucket: Bucket, backend: s3mem.New()}
+	m := &Memory{Bucket: Bucket}
+	m.backend = s3mem.New(s3mem.WithTimeSource(memClock{m})) // objects' LastModified follows Advance too
 	m.h = gofakes3.New(m.backend,
 		gofakes3.WithTimeSource(memClock{m}),
 		gofakes3.WithTimeSkewLimit(0),

@@ -8,8 +8,10 @@
 package s3test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,13 +31,15 @@ type Server struct {
 	URL    string
 	Bucket string
 
-	http   *httptest.Server
-	offset atomic.Int64 // added to the real clock, in nanoseconds
+	http  *httptest.Server
+	clock *offsetClock
 }
 
 // Start starts a server with an empty in-memory backend and one bucket.
+// Objects' LastModified follows [Server.Advance] as the Date header does.
 func Start() (*Server, error) {
-	return StartBackend(s3mem.New())
+	c := &offsetClock{}
+	return startOn("127.0.0.1:0", s3mem.New(s3mem.WithTimeSource(c)), c)
 }
 
 // StartBackend starts a server on a free loopback port over the given
@@ -59,10 +63,10 @@ func New(t testing.TB) *Server {
 func (s *Server) Close() { s.http.Close() }
 
 // Now returns the server's clock.
-func (s *Server) Now() time.Time { return time.Now().Add(time.Duration(s.offset.Load())) }
+func (s *Server) Now() time.Time { return s.clock.Now() }
 
 // Advance moves the server's clock forward by d.
-func (s *Server) Advance(d time.Duration) { s.offset.Add(int64(d)) }
+func (s *Server) Advance(d time.Duration) { s.clock.offset.Add(int64(d)) }
 
 // Client returns a new S3 client for the server with its own HTTP
 // transport. Each wrap, if any, wraps the transport (innermost first), e.g. to
@@ -105,7 +109,36 @@ func newClient(endpoint, access, secret string, rt http.RoundTripper, wrap []fun
 }
 
 // clock is the gofakes3 time source that follows Server.Now.
-type clock struct{ s *Server }
+// offsetClock is the real clock plus an offset.
+type offsetClock struct {
+	offset atomic.Int64 // nanoseconds
+}
 
-func (c clock) Now() time.Time                  { return c.s.Now() }
-func (c clock) Since(t time.Time) time.Duration { return c.s.Now().Sub(t) }
+func (c *offsetClock) Now() time.Time                  { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *offsetClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// Marker returns the key of the active marker of task id under prefix:
+// the one found by listing the marker folder (the newest, by key, if there
+// are several), or, when there is none, the plain key active/<id> that
+// earlier versions of s3task wrote and the library still reads, so that a
+// test can plant one there.
+func Marker(ctx context.Context, client *s3.Client, bucket, prefix, id string) string {
+	dir := prefix + "active/"
+	found := dir + id
+	in := &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &dir}
+	for {
+		out, err := client.ListObjectsV2(ctx, in)
+		if err != nil {
+			return found
+		}
+		for _, obj := range out.Contents {
+			if key := aws.ToString(obj.Key); strings.HasSuffix(key, "_"+id) || key == dir+id {
+				found = key
+			}
+		}
+		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
+			return found
+		}
+		in.ContinuationToken = out.NextContinuationToken
+	}
+}

@@ -1,0 +1,283 @@
+package s3task
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/s3task/s3task/internal/s3x"
+)
+
+// The marker index. Every task a worker may have to look at has an empty
+// object in the marker folder named after the time from which it needs a
+// worker (Task.DueAt, by the server's clock) and its ID:
+//
+//	batch-tasks/active/20261130T144702.123Z_7ZZZX5Q2M4Y7D6N2J3K8H9G0FA
+//
+// The time is fixed-width UTC, so S3's ascending listing shows the markers
+// due first at the head: the oldest queued task, the retry that fell due,
+// the lease that ran out. A worker reads one page and finds its work at the
+// top, however long the queue; the first marker not yet due tells it when
+// to look again. A claimed task's marker moves to the end of its lease, and
+// its holder moves it on while it renews the lease, so running tasks stay
+// out of the way of the queue.
+//
+// A change of phase writes the marker of the new phase before the record
+// and deletes the old one after it, so a task that needs a worker always has
+// a marker (see commitMarked). Every phase has its own key, so deleting the
+// marker of a phase that is over can never delete the marker of the next.
+
+// markerTimeLayout formats a marker's due time: fixed width, so that keys
+// sort by time.
+const markerTimeLayout = "20060102T150405.000Z"
+
+// pickSpread is how many of the markers due first a worker chooses among at
+// random, so that workers polling at the same moment do not all go for the
+// same task. Pickup stays oldest first within that many places.
+const pickSpread = 16
+
+// markerPageSize is how many markers one LIST returns.
+const markerPageSize = 1000
+
+// marker is one listed marker.
+type marker struct {
+	key     string
+	id      string
+	due     time.Time // zero for a key without a time, written by an earlier version
+	written time.Time // server clock
+}
+
+func (s *Store) markerDir() string { return s.opts.Prefix + "active/" }
+
+// markerKey returns the key of the marker t's record calls for. A record
+// without DueAt (written by an earlier version) calls for the plain
+// active/<id> of that version.
+func (s *Store) markerKey(t *Task) string {
+	if t.DueAt.IsZero() {
+		return s.markerDir() + t.ID
+	}
+	return s.markerDir() + t.DueAt.UTC().Format(markerTimeLayout) + "_" + t.ID
+}
+
+// parseMarker reads a key in the marker folder; ok is false for anything
+// that is not a marker.
+func (s *Store) parseMarker(key string) (m marker, ok bool) {
+	name, ok := strings.CutPrefix(key, s.markerDir())
+	if !ok {
+		return marker{}, false
+	}
+	if ParseID(name) == nil {
+		return marker{key: key, id: name}, true
+	}
+	at, id, ok := strings.Cut(name, "_")
+	if !ok || ParseID(id) != nil {
+		return marker{}, false
+	}
+	due, err := time.Parse(markerTimeLayout, at)
+	if err != nil {
+		return marker{}, false
+	}
+	return marker{key: key, id: id, due: due}, true
+}
+
+// listMarkers returns one page of markers, due first, starting after the
+// key after; more says whether the folder holds more. Keys in the folder
+// that are not markers go to stray.
+func (s *Store) listMarkers(ctx context.Context, after string, limit int) (ms []marker, stray []string, more bool, err error) {
+	dir := s.markerDir()
+	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &dir, MaxKeys: aws.Int32(int32(limit))}
+	if after != "" {
+		in.StartAfter = &after
+	}
+	out, err := s.client.ListObjectsV2(ctx, in)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("s3task: list %s: %w", dir, err)
+	}
+	s.observe(out.ResultMetadata)
+	for _, obj := range out.Contents {
+		key := aws.ToString(obj.Key)
+		if m, ok := s.parseMarker(key); ok {
+			m.written = aws.ToTime(obj.LastModified)
+			ms = append(ms, m)
+		} else {
+			stray = append(stray, key)
+		}
+	}
+	return ms, stray, aws.ToBool(out.IsTruncated) && len(out.Contents) > 0, nil
+}
+
+// allMarkers lists the whole marker folder.
+func (s *Store) allMarkers(ctx context.Context) (ms []marker, stray []string, err error) {
+	after := ""
+	for {
+		page, st, more, err := s.listMarkers(ctx, after, markerPageSize)
+		if err != nil {
+			return nil, nil, err
+		}
+		ms, stray = append(ms, page...), append(stray, st...)
+		if !more {
+			return ms, stray, nil
+		}
+		after = max(after, lastKey(page), lastString(st))
+	}
+}
+
+func lastKey(ms []marker) string {
+	if len(ms) == 0 {
+		return ""
+	}
+	return ms[len(ms)-1].key
+}
+
+func lastString(ss []string) string {
+	if len(ss) == 0 {
+		return ""
+	}
+	return ss[len(ss)-1]
+}
+
+// putMarker writes the marker at key, an empty object.
+func (s *Store) putMarker(ctx context.Context, key string) error {
+	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(nil), ContentLength: aws.Int64(0)})
+	if err != nil {
+		return fmt.Errorf("s3task: write marker %s: %w", key, err)
+	}
+	return nil
+}
+
+// dropMarker deletes the marker at key. Markers are only an index, so
+// callers may ignore the error, which is also logged: a stale marker is
+// removed by the next worker that visits it, a missing one restored by
+// Reconcile.
+func (s *Store) dropMarker(ctx context.Context, key string) error {
+	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
+		if ctx.Err() == nil {
+			s.log.WarnContext(ctx, "s3task: delete marker", "key", key, "err", err)
+		}
+		return fmt.Errorf("s3task: delete marker %s: %w", key, err)
+	}
+	return nil
+}
+
+// markerOf returns the key of the marker t calls for, or "" if it needs
+// none.
+func (s *Store) markerOf(t *Task) string {
+	if t == nil || !t.needsMarker() {
+		return ""
+	}
+	return s.markerKey(t)
+}
+
+// commitMarked is commit with the marker index kept in step: when next
+// calls for a marker cur did not, that marker is written first, so a task
+// that needs a worker is never without one; after the write, the marker cur
+// called for, and the keys in stale (a marker the caller listed), are
+// deleted unless next still calls for them. After a lost compare-and-set the
+// marker written for next is taken back unless the record as it is now
+// calls for it. On an unknown outcome both stay: a stale marker costs a
+// visit, a missing one a wait.
+func (s *Store) commitMarked(ctx context.Context, cur *Task, etag string, next *Task, stale ...string) (*Task, string, error) {
+	old, want := s.markerOf(cur), s.markerOf(next)
+	wrote := false
+	if want != "" && want != old {
+		if err := s.putMarker(ctx, want); err != nil {
+			return nil, "", err
+		}
+		wrote = true
+	}
+	got, gotETag, err := s.commit(ctx, cur, etag, next)
+	switch {
+	case err == nil, errors.Is(err, errOvertaken):
+		done := map[string]bool{"": true, s.markerOf(got): true}
+		for _, key := range append([]string{old, want}, stale...) {
+			if !done[key] {
+				done[key] = true
+				_ = s.dropMarker(ctx, key)
+			}
+		}
+	case errors.Is(err, errLost) && wrote && s.markerOf(got) != want:
+		_ = s.dropMarker(ctx, want)
+	}
+	return got, gotETag, err
+}
+
+// wake tells idle workers that there is new work by giving the wake object a
+// new ETag, and tells the workers running in this process at once. It is
+// only a hint that saves them a LIST: a failure is logged, and workers still
+// list the markers every MaxPollInterval.
+func (s *Store) wake(ctx context.Context) {
+	key, body := s.wakeKey(), newRevision()
+	out, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: strings.NewReader(body), ContentLength: aws.Int64(int64(len(body)))})
+	etag := ""
+	if err != nil {
+		s.log.WarnContext(ctx, "s3task: write wake object", "err", err)
+	} else {
+		etag = aws.ToString(out.ETag)
+	}
+	s.local.wake(etag)
+}
+
+// checkWake reports whether the wake object's ETag differs from etag, and
+// returns its current ETag. A missing object has the ETag "". It costs one
+// GET, with If-None-Match so an unchanged object sends no body.
+func (s *Store) checkWake(ctx context.Context, etag string) (string, bool, error) {
+	key := s.wakeKey()
+	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key}
+	if etag != "" {
+		in.IfNoneMatch = aws.String(etag)
+	}
+	out, err := s.client.GetObject(ctx, in)
+	switch {
+	case err == nil:
+		out.Body.Close()
+		s.observe(out.ResultMetadata)
+		now := aws.ToString(out.ETag)
+		return now, now != etag, nil
+	case s3x.NotModified(err):
+		s.observeErr(err) // an idle worker's only sight of the server's clock
+		return etag, false, nil
+	case s3x.NotFound(err):
+		return "", etag != "", nil
+	}
+	return etag, false, fmt.Errorf("s3task: check %s: %w", key, err)
+}
+
+// localWorkers are the workers running in this process on a Store: a Submit
+// or Retry through the same Store starts them at once, without waiting for
+// their next look at the wake object.
+type localWorkers struct {
+	mu      sync.Mutex
+	workers map[*Worker]struct{}
+}
+
+func (l *localWorkers) add(w *Worker) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.workers == nil {
+		l.workers = map[*Worker]struct{}{}
+	}
+	l.workers[w] = struct{}{}
+}
+
+func (l *localWorkers) remove(w *Worker) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.workers, w)
+}
+
+// wake kicks every local worker; etag is the wake object's new ETag, if
+// known, so that their next check of it does not make them list again.
+func (l *localWorkers) wake(etag string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for w := range l.workers {
+		w.kick(etag)
+	}
+}

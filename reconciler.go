@@ -1,0 +1,159 @@
+package s3task
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/s3task/s3task/internal/s3x"
+)
+
+// The fleet's reconciler. Every ReconcileInterval each worker asks for the
+// reconciler lease, a small object (<prefix>_reconciler) naming a worker
+// and when its claim runs out. Only its holder reconciles; the others pay
+// one GET. The holder renews the lease at each of its turns; if it stops
+// renewing (it died, or left), the lease runs out after two intervals and
+// the next worker to ask takes it over with a compare-and-set.
+//
+// To keep the holder's bill flat, a turn walks the tasks created in the
+// last two intervals, where lost markers come from in practice, and every
+// fullReconcileEvery turns (and at a holder's first turn) the whole
+// ReconcileWindow.
+
+// fullReconcileEvery is how many turns of the holder pass between walks of
+// the whole ReconcileWindow.
+const fullReconcileEvery = 24
+
+// reconcileLease is the body of the reconciler lease object.
+type reconcileLease struct {
+	Holder    string    `json:"holder"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+func (s *Store) reconcileKey() string { return s.opts.Prefix + "_reconciler" }
+
+// takeReconcileLease reports whether holder holds the reconciler lease now,
+// taking it or renewing it for ttl if it is free, its own, or run out.
+// Requests: one GET; and one PUT when it is taken or renewed.
+func (s *Store) takeReconcileLease(ctx context.Context, holder string, ttl time.Duration) (bool, error) {
+	key := s.reconcileKey()
+	var cur reconcileLease
+	etag := ""
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
+	switch {
+	case err == nil:
+		s.observe(out.ResultMetadata)
+		data, rerr := io.ReadAll(io.LimitReader(out.Body, 4096))
+		out.Body.Close()
+		if rerr != nil {
+			return false, fmt.Errorf("s3task: read %s: %w", key, rerr)
+		}
+		etag = aws.ToString(out.ETag)
+		_ = json.Unmarshal(data, &cur) // a corrupt lease is a free one
+	case s3x.NotFound(err):
+	default:
+		return false, fmt.Errorf("s3task: read %s: %w", key, err)
+	}
+	now := s.serverNow()
+	if etag != "" && cur.Holder != holder && now.Before(cur.ExpiresAt) {
+		return false, nil
+	}
+	body, _ := json.Marshal(reconcileLease{Holder: holder, ExpiresAt: now.Add(ttl)})
+	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(body),
+		ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json")}
+	if etag == "" {
+		in.IfNoneMatch = aws.String("*")
+	} else {
+		in.IfMatch = aws.String(etag)
+	}
+	if _, err := s.client.PutObject(ctx, in); err != nil {
+		if s3x.Lost(err) {
+			return false, nil // another worker took it first
+		}
+		return false, fmt.Errorf("s3task: write %s: %w", key, err)
+	}
+	return true, nil
+}
+
+// reconciler runs a worker's turns at the reconciler lease, one at a time,
+// apart from the poll loop.
+type reconciler struct {
+	w     *Worker
+	next  time.Time // local clock; zero: never
+	turns int       // turns held in a row
+	busy  atomic.Bool
+	wg    sync.WaitGroup
+}
+
+func (w *Worker) newReconciler() *reconciler {
+	r := &reconciler{w: w}
+	if w.opts.ReconcileInterval > 0 {
+		r.next = time.Now().Add(jitter(w.opts.ReconcileInterval))
+	}
+	return r
+}
+
+// maybeRun starts a turn if one is due and none is under way.
+func (r *reconciler) maybeRun(ctx context.Context) {
+	if r.next.IsZero() || time.Now().Before(r.next) {
+		return
+	}
+	r.next = time.Now().Add(r.w.opts.ReconcileInterval)
+	if r.busy.CompareAndSwap(false, true) {
+		r.wg.Go(func() {
+			defer r.busy.Store(false)
+			r.turn(ctx)
+		})
+	}
+}
+
+// wait waits for a turn under way; a cancelled turn ends at its next
+// request.
+func (r *reconciler) wait() { r.wg.Wait() }
+
+// turn takes or renews the lease and, if this worker holds it, reconciles.
+func (r *reconciler) turn(ctx context.Context) {
+	w, s := r.w, r.w.store
+	interval := w.opts.ReconcileInterval
+	mine, err := s.takeReconcileLease(ctx, w.opts.ID, 2*interval)
+	if ctx.Err() != nil {
+		return // stopped: not worth a report
+	}
+	if err != nil {
+		w.log.Warn("s3task: reconciler lease", "err", err)
+	}
+	if !mine {
+		r.turns = 0
+		return
+	}
+	now := s.serverNow()
+	since := now.Add(-w.opts.ReconcileWindow)
+	if r.turns%fullReconcileEvery != 0 {
+		since = later(since, now.Add(-2*interval))
+	}
+	r.turns++
+	rep, err := s.Reconcile(ctx, ReconcileOptions{Since: since})
+	switch {
+	case ctx.Err() != nil:
+		return
+	case err != nil:
+		w.log.Warn("s3task: reconcile", "err", err)
+	case rep != nil && !rep.Clean():
+		w.log.Info("s3task: reconcile repaired markers", "tasks", rep.Tasks, "restored", len(rep.Restored), "removed", len(rep.Removed), "broken", len(rep.Broken))
+	}
+	if rep != nil {
+		w.hook("OnReconcile", func(h *Hooks) {
+			if h.OnReconcile != nil {
+				h.OnReconcile(rep)
+			}
+		})
+	}
+}
