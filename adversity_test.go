@@ -65,7 +65,7 @@ func (e *advEnv) store(opts *StoreOptions, wrap ...func(http.RoundTripper) http.
 	if o.Logger == nil {
 		o.Logger = advQuiet
 	}
-	st, err := NewStore(e.mem.Client(wrap...), e.mem.Bucket, &o)
+	st, err := NewStore(e.mem.Client(append([]func(http.RoundTripper) http.RoundTripper{advSpinGuard(e.t)}, wrap...)...), e.mem.Bucket, &o)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -212,6 +212,45 @@ func (e *advEnv) run(st *Store, h HandlerFunc, opts *WorkerOptions) *advWorker {
 	aw := &advWorker{t: e.t, w: w, cancel: cancel, done: make(chan error, 1)}
 	go func() { aw.done <- w.Run(ctx) }()
 	return aw
+}
+
+// advSpinLimit is how many requests one client may send without the
+// bubble's clock moving before advSpinGuard calls it a busy loop. Setting
+// up a test sends a few hundred at most.
+const advSpinLimit = 10000
+
+// advSpinGuard catches a busy loop: in the bubble, time stands still while
+// a goroutine runs, so a worker that sends requests again and again without
+// waiting (as it would, in real time, for the millisecond until a deadline
+// it computed) would hang the test for good. Past advSpinLimit requests at
+// one instant, it fails the test, naming the request, and then lets each
+// further request at that instant wait a millisecond, as real time would
+// pass, so the test can go on.
+func advSpinGuard(t *testing.T) func(http.RoundTripper) http.RoundTripper {
+	var (
+		mu    sync.Mutex
+		at    time.Time
+		n     int
+		fired bool
+	)
+	return advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+		mu.Lock()
+		if now := time.Now(); !now.Equal(at) {
+			at, n = now, 0
+		}
+		n++
+		spinning := n > advSpinLimit
+		if spinning && !fired {
+			fired = true
+			t.Errorf("a client sent %d requests at %s without waiting, the last %s %s: a busy loop (the bubble's clock stands still while it runs)",
+				n, at.UTC().Format(time.RFC3339Nano), s3test.Op(r), r.URL.Path)
+		}
+		mu.Unlock()
+		if spinning {
+			time.Sleep(time.Millisecond)
+		}
+		return next.RoundTrip(r)
+	})
 }
 
 // stop cancels Run's context and waits (virtual time) for Run to return.
@@ -1082,8 +1121,10 @@ func TestAdversityWorkerStop(t *testing.T) {
 
 // TestAdversitySubmitMarkerAfterRecord: a Reconcile that listed an old
 // marker of a created task (a Submit that died before its record write)
-// deletes it just after a new Submit rewrote it, and checks the record
-// before that Submit's record write. The task must still have its marker.
+// deletes it just after a new Submit wrote its own marker, and judged the
+// record before that Submit's record write. The new marker has a key of its
+// own (the task's due time), so the delete cannot hit it: the task must
+// still have its marker, the one its record calls for.
 func TestAdversitySubmitMarkerAfterRecord(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -1134,8 +1175,121 @@ func TestAdversitySubmitMarkerAfterRecord(t *testing.T) {
 		if got.Status != StatusQueued {
 			t.Fatalf("Submit: task %s", got.Status)
 		}
-		if !e.has(e.markerKey(task.ID)) {
-			t.Errorf("a submitted (queued) task has no marker after a Reconcile deleted the one Submit wrote before its record")
+		if want := e.admin.MarkerKey(got); !e.has(want) {
+			t.Errorf("a submitted (queued) task has no marker %s after a Reconcile deleted the old one, %v", want, rec.Removed)
+		}
+		if old := DefaultPrefix + "active/" + task.ID; e.has(old) {
+			t.Errorf("the dead Submit's marker %s is still there", old)
+		}
+	})
+}
+
+// TestAdversityScheduledStart: a task scheduled with RunAt starts at RunAt,
+// not before, and within a PollInterval after, by an idle worker that lists
+// the markers once when the Submit's wake object tells it to, then waits for
+// the marker's time without listing in between or sending requests in a
+// loop. RunAt may be any time, to the nanosecond, not only a whole
+// millisecond like the server's clock as a worker reads it.
+func TestAdversityScheduledStart(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		ahead time.Duration
+	}{
+		{"whole millisecond", 90 * time.Second},
+		{"within a millisecond", 90*time.Second + 300*time.Microsecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				e := newAdvEnv(t)
+				var lists atomic.Int32
+				counted := advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+					if s3test.Op(r) == "LIST" {
+						lists.Add(1)
+					}
+					return next.RoundTrip(r)
+				})
+				started := make(chan time.Time, 1)
+				const poll = 2 * time.Second
+				w := e.run(e.store(nil, counted), func(ctx context.Context, job *Job) error {
+					started <- time.Now()
+					return nil
+				}, &WorkerOptions{ID: "w", PollInterval: poll, MaxPollInterval: time.Hour, ReconcileInterval: -1}) // no reconcile LISTs
+				defer w.stop()
+				time.Sleep(2 * poll) // the worker's first listing is behind it
+				lists.Store(0)
+
+				runAt := time.Now().Add(tc.ahead)
+				task := e.create(CreateParams{Name: "later", RunAt: runAt})
+				got, err := e.admin.Submit(e.ctx, task.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// RunAt is kept rounded up to the millisecond, the resolution
+				// of marker names, and the task falls due then.
+				want := runAt.Truncate(time.Millisecond)
+				if !want.Equal(runAt) {
+					want = want.Add(time.Millisecond)
+				}
+				if !got.RunAt.Equal(want) || !got.DueAt.Equal(want) || !e.has(e.admin.MarkerKey(got)) {
+					t.Fatalf("submitted: run_at %s, due_at %s, marker %v; want %s and its marker", got.RunAt, got.DueAt, e.has(e.admin.MarkerKey(got)), want)
+				}
+				at := advAwait(t, started, 10*time.Minute, "the scheduled start")
+				if at.Before(runAt) {
+					t.Errorf("started %s before run_at", runAt.Sub(at))
+				}
+				if late := at.Sub(runAt); late > poll {
+					t.Errorf("started %s after run_at, want within PollInterval %s", late, poll)
+				}
+				if n := lists.Load(); n > 2 {
+					t.Errorf("%d LISTs from Submit to the start, want at most 2 (for the wake object, and once the marker fell due)", n)
+				}
+			})
+		})
+	}
+}
+
+// TestAdversityLeftoverMarkerOfFinishedTask: a claim that lost its race
+// takes back the marker it wrote first; if that DELETE fails (a fault, a
+// cut), the marker stays, named after the lease the claim would have
+// taken. Here it was written a moment before the task completed. No change
+// of a completed task can come after (only a failed one can be retried),
+// so the marker is stale, and the package promises that a stale marker is
+// removed by the next worker that visits it: workers must not leave it to
+// a reconcile (an hour apart by default) and visit it at every listing
+// until then.
+func TestAdversityLeftoverMarkerOfFinishedTask(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e := newAdvEnv(t)
+		task := e.submit(CreateParams{Name: "raced"})
+		var leftover string
+		done := make(chan struct{})
+		w := e.run(e.store(nil), func(ctx context.Context, job *Job) error {
+			// The losing claim's marker, written while this attempt runs:
+			// that claim came a little later than the winning one.
+			time.Sleep(300 * time.Millisecond)
+			due := time.Now().Add(DefaultLeaseDuration + DefaultClockMargin).UTC()
+			leftover = DefaultPrefix + "active/" + due.Format("20060102T150405.000Z") + "_" + task.ID
+			e.putRaw(leftover, nil)
+			time.Sleep(700 * time.Millisecond)
+			close(done)
+			return nil
+		}, &WorkerOptions{ID: "w"})
+		defer w.stop()
+		advAwait(t, done, time.Minute, "the handler")
+		time.Sleep(DefaultLeaseDuration + DefaultClockMargin + 3*DefaultMaxPollInterval)
+		got := e.record(task.ID)
+		if got.Status != StatusCompleted {
+			t.Fatalf("task %s, want completed", got.Status)
+		}
+		if e.has(leftover) {
+			t.Errorf("marker %s of the completed task (written %s before its last write) is still there %s after it fell due",
+				strings.TrimPrefix(leftover, DefaultPrefix), 700*time.Millisecond, 3*DefaultMaxPollInterval)
+		}
+		if e.has(e.admin.MarkerKey(got)) {
+			t.Errorf("the completed task still has the marker of its claim")
 		}
 	})
 }

@@ -57,9 +57,11 @@ import (
 //
 // Markers are an index that faults can leave out of step, and the library
 // repairs them lazily, so the marker check is made only when it is sound:
-// after the faults stop and every task has ended, workers keep polling, and
-// each poll visits every marker and drops those of ended tasks. A marker
-// still there after a bounded wait is a violation. A pending task without a
+// after the faults stop and every task has ended, the server's clock moves
+// past every lease (or real time passes, where it cannot move), so every
+// marker left is due, and workers keep polling: each poll visits the due
+// markers and drops those of ended tasks. A marker still there after a
+// bounded wait is a violation. A pending task without a
 // marker would stall the drain; the drain looks for such tasks, reports them
 // and restores their markers with Store.Reconcile, as the workers' periodic
 // reconcile would (an hour apart by default).
@@ -490,8 +492,8 @@ func runChaos(t *testing.T, b conformance.Backend, cfg chaosConfig) {
 	// the clock moved past the leases of attempts that lost track of their
 	// task (where it can move; elsewhere real leases run out).
 	advances, restored := r.drain(cfg.drain)
-	// Then until workers have looked at every marker again and dropped
-	// those of ended tasks.
+	// Then until workers have looked at every marker, due by then, and
+	// dropped those of ended tasks.
 	r.awaitMarkers(10 * time.Second)
 	for _, w := range workers {
 		w.stop(t)
@@ -841,12 +843,43 @@ func (r *chaosRun) markers() []string {
 	return ids
 }
 
+// describeMarker says what is known of a marker left over (name is its key
+// in the marker folder): when it was written, and what its task's record
+// says, so that a violation tells which phase left it.
+func (r *chaosRun) describeMarker(name string, all map[string]*s3task.Task) string {
+	key := r.admin.Prefix() + "active/" + name
+	id := name
+	if _, after, ok := strings.Cut(name, "_"); ok {
+		id = after
+	}
+	written := "?"
+	if out, err := r.raw.HeadObject(r.t.Context(), &s3.HeadObjectInput{Bucket: aws.String(r.tg.Bucket), Key: &key}); err == nil {
+		written = aws.ToTime(out.LastModified).UTC().Format(time.TimeOnly)
+	}
+	task, ok := all[id]
+	if !ok {
+		return fmt.Sprintf("%s (written %s; no record)", name, written)
+	}
+	return fmt.Sprintf("%s (written %s; task %s attempt %d, notify_pending %v, updated %s, due_at %s; its record calls for %s)",
+		name, written, task.Status, task.Attempt, task.NotifyPending, task.UpdatedAt.Format("15:04:05.000"),
+		task.DueAt.Format("15:04:05.000"), strings.TrimPrefix(r.admin.MarkerKey(task), r.admin.Prefix()+"active/"))
+}
+
 // awaitMarkers waits until no marker is left: every task has ended, so a
-// marker left is stale, and the next poll of any worker drops it (a
-// marker is an index; one a worker failed to delete under faults stays until
-// a worker looks again). One left after the limit is a violation, reported
-// by check.
+// marker left is stale, and the next poll of any worker that finds it due
+// drops it (a marker is an index; one a worker failed to delete under
+// faults stays until a worker looks again). A marker is named after the time
+// its task next needs a worker, which for a task that ended while running is
+// the end of its lease plus the margin: the clock moves past the leases
+// first where it can (no lease is live any more), and the wait is longer by
+// PastLease where it cannot. One left after the limit is a violation,
+// reported by check.
 func (r *chaosRun) awaitMarkers(limit time.Duration) {
+	if r.tg.Caps.Advance {
+		r.tg.Advance(r.tg.Timing.PastLease)
+	} else {
+		limit += r.tg.Timing.PastLease
+	}
 	deadline := time.Now().Add(limit)
 	for tick := time.NewTicker(100 * time.Millisecond); ; <-tick.C {
 		if len(r.markers()) == 0 || time.Now().After(deadline) {
@@ -914,7 +947,11 @@ func (r *chaosRun) check() (violations, figures []string) {
 
 	// Markers: none left once every task has ended.
 	if left := r.markers(); len(left) > 0 {
-		bad("%d markers left after every task ended and workers looked again: %v", len(left), left)
+		why := make([]string, len(left))
+		for i, name := range left {
+			why[i] = r.describeMarker(name, all)
+		}
+		bad("%d markers left after every task ended and workers looked again: %s", len(left), strings.Join(why, "; "))
 	}
 
 	figures = append(figures, fmt.Sprintf("tasks %d: %s", len(all), chaosFormatStatuses(statuses)))
@@ -942,7 +979,10 @@ func (r *chaosRun) analyze(all map[string]*s3task.Task, bad func(string, ...any)
 			bad("task/attempt %s ran %d times", k, n)
 		}
 	}
-	outcome := map[string]string{} // "task/attempt" -> complete, fail or release
+	// "task/attempt" -> complete, fail or release, and the worker whose hook
+	// said so: the attempt's own, or one that recovered it from an expired
+	// lease with no attempts left.
+	outcome := map[string]chaosHook{}
 	claims := map[string]int{}
 	completions := map[string][]int{}
 	lostHooks := 0
@@ -956,9 +996,9 @@ func (r *chaosRun) analyze(all map[string]*s3task.Task, bad func(string, ...any)
 			fallthrough
 		case "fail", "release":
 			if prev, dup := outcome[k]; dup {
-				bad("task/attempt %s recorded two outcomes: %s and %s", k, prev, h.kind)
+				bad("task/attempt %s recorded two outcomes: %s (%s) and %s (%s)", k, prev.kind, prev.worker, h.kind, h.worker)
 			}
-			outcome[k] = h.kind
+			outcome[k] = h
 		case "lost":
 			lostHooks++
 		}
@@ -1009,9 +1049,13 @@ func (r *chaosRun) analyze(all map[string]*s3task.Task, bad func(string, ...any)
 				if a.canceled && (errors.Is(a.cause, s3task.ErrLeaseLost) || errors.Is(a.cause, s3task.ErrTaskCanceled)) {
 					overlapCanceled++
 				}
-				if o, ok := outcome[fmt.Sprintf("%s/%d", id, a.attempt)]; ok {
-					bad("task %s: attempt %d (%s) was still running %s after attempt %d (%s) started, yet recorded %s",
-						id, a.attempt, a.worker, a.end.Sub(b.start).Round(time.Millisecond), b.attempt, b.worker, o)
+				// An outcome the attempt's own worker recorded; another
+				// worker's OnFail for it is its recovery from the expired
+				// lease (no attempts left), which the overtaken handler
+				// did not achieve.
+				if o, ok := outcome[fmt.Sprintf("%s/%d", id, a.attempt)]; ok && o.worker == a.worker {
+					bad("task %s: attempt %d (%s) was still running %s after attempt %d (%s) started, yet recorded %s (hook of %s)",
+						id, a.attempt, a.worker, a.end.Sub(b.start).Round(time.Millisecond), b.attempt, b.worker, o.kind, o.worker)
 				}
 			}
 		}

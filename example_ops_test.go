@@ -36,11 +36,12 @@ func ExampleStore_Reconcile() {
 		if err := store.UploadInput(ctx, t.ID, strings.NewReader("x\n")); err != nil {
 			log.Fatal(err)
 		}
-		if _, err := store.Submit(ctx, t.ID); err != nil {
+		queued, err := store.Submit(ctx, t.ID)
+		if err != nil {
 			log.Fatal(err)
 		}
 		if name == "second" { // lose its marker, as a hand-made mistake would
-			key := store.Prefix() + "active/" + t.ID
+			key := store.MarkerKey(queued)
 			if _, err := srv.Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(srv.Bucket), Key: &key}); err != nil {
 				log.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"log"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/s3task/s3task"
 	"github.com/s3task/s3task/internal/s3test"
@@ -77,6 +78,55 @@ func ExampleStore_Submit() {
 	// submitted: queued with 17 bytes of input
 	// input object: input.csv
 	// again: queued <nil> true
+}
+
+// A task can wait for a time before any worker starts it: created with
+// RunAt, or moved with Schedule while it is queued. Its marker is named
+// after that time, so workers do not look at it before.
+func ExampleStore_Schedule() {
+	srv, err := s3test.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	ctx := context.Background()
+
+	store, err := s3task.NewStore(srv.Client(), srv.Bucket, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	tonight := time.Now().Add(6 * time.Hour)
+	task, err := store.Create(ctx, s3task.CreateParams{Name: "nightly export", RunAt: tonight})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := store.UploadInput(ctx, task.ID, strings.NewReader("x\n")); err != nil {
+		log.Fatal(err)
+	}
+	task, err = store.Submit(ctx, task.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(task.Status, "and scheduled:", task.Scheduled(time.Now()), "due at RunAt:", task.DueAt.Equal(task.RunAt))
+
+	// The operator wants it now after all.
+	task, err = store.Schedule(ctx, task.ID, time.Time{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(task.Status, "and scheduled:", task.Scheduled(time.Now()))
+
+	// Only a task not started yet can be scheduled.
+	task, err = store.Cancel(ctx, task.ID, "not needed")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = store.Schedule(ctx, task.ID, tonight)
+	fmt.Println("schedule an abandoned task:", errors.Is(err, s3task.ErrInvalidTransition))
+	// Output:
+	// queued and scheduled: true due at RunAt: true
+	// queued and scheduled: false
+	// schedule an abandoned task: true
 }
 
 // List pages through the tasks, newest first; pass NextCursor back to

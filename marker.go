@@ -39,8 +39,9 @@ import (
 const markerTimeLayout = "20060102T150405.000Z"
 
 // pickSpread is how many of the markers due first a worker chooses among at
-// random, so that workers polling at the same moment do not all go for the
-// same task. Pickup stays oldest first within that many places.
+// random, per free slot, so that workers polling at the same moment do not
+// all go for the same task. Pickup stays oldest first within that many
+// places per slot.
 const pickSpread = 16
 
 // markerPageSize is how many markers one LIST returns.
@@ -56,10 +57,13 @@ type marker struct {
 
 func (s *Store) markerDir() string { return s.opts.Prefix + "active/" }
 
-// markerKey returns the key of the marker t's record calls for. A record
-// without DueAt (written by an earlier version) calls for the plain
-// active/<id> of that version.
-func (s *Store) markerKey(t *Task) string {
+// MarkerKey returns the key of the active marker t's record calls for,
+// <prefix>active/<due>_<id>, whether or not the task needs one now (see
+// the package documentation, Markers). An operator's tool can check with
+// it that a task waiting for a worker has its marker. A record without
+// DueAt, written by an earlier version, calls for the plain
+// <prefix>active/<id> of those versions, which workers still read.
+func (s *Store) MarkerKey(t *Task) string {
 	if t.DueAt.IsZero() {
 		return s.markerDir() + t.ID
 	}
@@ -172,7 +176,7 @@ func (s *Store) markerOf(t *Task) string {
 	if t == nil || !t.needsMarker() {
 		return ""
 	}
-	return s.markerKey(t)
+	return s.MarkerKey(t)
 }
 
 // commitMarked is commit with the marker index kept in step: when next
@@ -202,7 +206,8 @@ func (s *Store) commitMarked(ctx context.Context, cur *Task, etag string, next *
 				_ = s.dropMarker(ctx, key)
 			}
 		}
-	case errors.Is(err, errLost) && wrote && s.markerOf(got) != want:
+	case errors.Is(err, errLost) && wrote && s.markerOf(got) != want,
+		errors.Is(err, ErrNotFound) && wrote: // deleted under us (a Purge)
 		_ = s.dropMarker(ctx, want)
 	}
 	return got, gotETag, err

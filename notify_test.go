@@ -3,6 +3,7 @@ package s3task_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -64,8 +65,10 @@ func TestNoticeOnComplete(t *testing.T) {
 
 // TestNoticeDeliveredByAnotherWorker: a worker whose hook fails (as if its
 // process died before delivering) leaves the notice pending and the marker in
-// place; a worker without the hook leaves them too; a worker with a working
-// hook delivers it when it next lists the marker.
+// place; the marker keeps the due time of the claim (the lease's end plus
+// the clock margin), when other workers may take over. Once it falls due, a
+// worker without the hook leaves the notice and marker alone too; a worker
+// with a working hook delivers it when it next lists the marker.
 func TestNoticeDeliveredByAnotherWorker(t *testing.T) {
 	t.Parallel()
 	e := setupWorker(t)
@@ -83,13 +86,27 @@ func TestNoticeDeliveredByAnotherWorker(t *testing.T) {
 		t.Fatalf("after a failed delivery: status %s, notify_pending %v, marker %v; want completed, true, true",
 			got.Status, got.NotifyPending, e.hasMarker(t, task.ID))
 	}
+	if key, want := e.markerKey(task.ID), e.store.MarkerKey(got); key != want {
+		t.Errorf("marker of the task with its notice pending: %s, want %s (due_at %s)", key, want, got.DueAt)
+	}
+	// The marker falls due when the lease would have run out: move the
+	// server's clock there rather than wait.
+	e.srv.Advance(got.DueAt.Sub(e.srv.Now()) + 2*time.Second)
 
 	// A worker without the hook visits and leaves the notice alone.
 	var polled = make(chan s3task.PollStats, 16)
-	opts := workerOptions("no-hook", s3task.Hooks{OnPoll: func(p s3task.PollStats) { polled <- p }})
+	opts := workerOptions("no-hook", s3task.Hooks{OnPoll: func(p s3task.PollStats) { offerHook(polled, p) }})
 	opts.MaxPollInterval = 20 * time.Millisecond
-	b := startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), opts)
-	for range 3 {
+	var blog requestLog
+	b := startWorker(t, e.newStore(t, nil, blog.wrap), s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), opts)
+	recordPath := "/" + e.srv.Bucket + "/" + e.recordKey(task.ID)
+	waitForCondition(t, "the hook-less worker to visit the due marker", func() bool {
+		return slices.Contains(blog.since(0), "GET "+recordPath)
+	})
+	for len(polled) > 0 {
+		<-polled
+	}
+	for range 3 { // polls after the visit: time to act on it
 		awaitSignal(t, polled, "a poll of the hook-less worker")
 	}
 	b.stop()

@@ -88,8 +88,10 @@ var opsStates = []string{"created", "queued", "running", "completed", "failed", 
 // prepare uploads the input of a created task and brings it to state:
 // created (input only), queued, running, completed (with the output of
 // attempt 1), failed (final), failed-waiting (a retry in an hour),
-// abandoned. The record is written as a worker would have; the marker is
-// whatever Submit and Cancel left, so tests set markers explicitly.
+// abandoned. The record is written as a worker would have, with the DueAt
+// it would have set, and the markers are as it would have left them: the
+// one the record calls for if it needs one, no other. Tests that want
+// something else set markers explicitly.
 func (e *opsEnv) prepare(t *testing.T, task *s3task.Task, state string) *s3task.Task {
 	t.Helper()
 	id := task.ID
@@ -113,8 +115,9 @@ func (e *opsEnv) prepare(t *testing.T, task *s3task.Task, state string) *s3task.
 	switch state {
 	case "queued":
 	case "running":
-		e.rewrite(t, id, func(x *s3task.Task) {
+		e.change(t, id, func(x *s3task.Task) {
 			x.Status, x.Attempt, x.WorkerID, x.LeaseExpiresAt = s3task.StatusRunning, 1, "worker-elsewhere", inAnHour
+			x.DueAt = inAnHour.Add(s3task.DefaultClockMargin)
 		})
 	case "completed":
 		key, err := e.store.OutputKey(id, 1)
@@ -122,16 +125,17 @@ func (e *opsEnv) prepare(t *testing.T, task *s3task.Task, state string) *s3task.
 			t.Fatal(err)
 		}
 		e.put(t, key, []byte("output of attempt 1"))
-		e.rewrite(t, id, func(x *s3task.Task) {
+		e.change(t, id, func(x *s3task.Task) {
 			x.Status, x.Attempt, x.OutputPath = s3task.StatusCompleted, 1, key
 		})
 	case "failed":
-		e.rewrite(t, id, func(x *s3task.Task) {
+		e.change(t, id, func(x *s3task.Task) {
 			x.Status, x.Attempt, x.LastError, x.ErrorCategory = s3task.StatusFailed, 1, "bad row", "permanent"
 		})
 	case "failed-waiting":
-		e.rewrite(t, id, func(x *s3task.Task) {
+		e.change(t, id, func(x *s3task.Task) {
 			x.Status, x.Attempt, x.LastError, x.ErrorCategory, x.RetryAt = s3task.StatusFailed, 1, "timeout", "transient", inAnHour
+			x.DueAt = inAnHour
 		})
 	default:
 		t.Fatalf("unknown state %q", state)
@@ -140,17 +144,61 @@ func (e *opsEnv) prepare(t *testing.T, task *s3task.Task, state string) *s3task.
 }
 
 // rewrite reads a record, lets edit change it, and writes it back raw with
-// a fresh revision, as a worker's write would look.
+// a fresh revision and the server's time as updated_at, as a worker's write
+// would look. It leaves the markers alone; change moves them too.
 func (e *opsEnv) rewrite(t *testing.T, id string, edit func(*s3task.Task)) {
 	t.Helper()
 	task := e.get(t, id)
 	edit(task)
+	e.writeRecord(t, task)
+}
+
+func (e *opsEnv) writeRecord(t *testing.T, task *s3task.Task) {
+	t.Helper()
 	task.Revision = strings.ToLower(rand.Text())
+	task.UpdatedAt = e.srv.Now().UTC().Truncate(time.Millisecond)
 	body, err := json.Marshal(task)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.put(t, e.recordKey(id), body)
+	e.put(t, e.recordKey(task.ID), body)
+}
+
+// change is rewrite with the markers moved as the library moves them: the
+// marker the new record calls for, if it needs one, is written before the
+// record, and the old record's marker deleted after it.
+func (e *opsEnv) change(t *testing.T, id string, edit func(*s3task.Task)) {
+	t.Helper()
+	task := e.get(t, id)
+	old := e.wantMarker(task)
+	edit(task)
+	want := e.wantMarker(task)
+	if want != "" && want != old {
+		e.put(t, want, nil)
+	}
+	e.writeRecord(t, task)
+	if old != "" && old != want {
+		e.del(t, old)
+	}
+}
+
+// opsNeedsMarker says whether a task needs an active marker: it waits for
+// a worker (queued, running, or failed with a retry due), or its OnTerminal
+// notice is still to go out.
+func opsNeedsMarker(task *s3task.Task) bool {
+	switch {
+	case task.NotifyPending, task.Status == s3task.StatusQueued, task.Status == s3task.StatusRunning:
+		return true
+	}
+	return task.Status == s3task.StatusFailed && !task.RetryAt.IsZero()
+}
+
+// wantMarker returns the key of the marker task needs, "" if none.
+func (e *opsEnv) wantMarker(task *s3task.Task) string {
+	if !opsNeedsMarker(task) {
+		return ""
+	}
+	return dueMarkerKey(e.store.Prefix(), task)
 }
 
 func (e *opsEnv) get(t *testing.T, id string) *s3task.Task {
@@ -166,7 +214,7 @@ func (e *opsEnv) recordKey(id string) string { return e.store.Prefix() + id + "/
 func (e *opsEnv) markerKey(id string) string {
 	return s3test.Marker(e.ctx, e.raw, e.srv.Bucket, e.store.Prefix(), id)
 }
-func (e *opsEnv) folder(id string) string    { return e.store.Prefix() + id + "/" }
+func (e *opsEnv) folder(id string) string { return e.store.Prefix() + id + "/" }
 
 func (e *opsEnv) inputKey(t *testing.T, id string) string {
 	t.Helper()
@@ -213,20 +261,52 @@ func (e *opsEnv) object(t *testing.T, key string) (body []byte, ok bool) {
 	return body, true
 }
 
+// markers lists every marker key of task id.
+func (e *opsEnv) markers(t *testing.T, id string) []string {
+	t.Helper()
+	return markerKeysOf(t, e.ctx, e.raw, e.srv.Bucket, e.store.Prefix(), id)
+}
+
+// hasMarker reports whether task id has any marker at all.
 func (e *opsEnv) hasMarker(t *testing.T, id string) bool {
 	t.Helper()
-	_, ok := e.object(t, e.markerKey(id))
+	return len(e.markers(t, id)) > 0
+}
+
+// hasOwnMarker reports whether the marker task's record calls for is there.
+func (e *opsEnv) hasOwnMarker(t *testing.T, task *s3task.Task) bool {
+	t.Helper()
+	_, ok := e.object(t, e.store.MarkerKey(task))
 	return ok
 }
 
-// setMarker makes the task's marker exist or not, whatever was there.
+// setMarker makes task id's markers the one its record calls for, or none,
+// whatever was there. A task without a readable record gets one due now.
 func (e *opsEnv) setMarker(t *testing.T, id string, on bool) {
 	t.Helper()
-	if on {
-		e.put(t, e.markerKey(id), nil)
-	} else {
-		e.del(t, e.markerKey(id))
+	for _, key := range e.markers(t, id) {
+		e.del(t, key)
 	}
+	if !on {
+		return
+	}
+	if task, err := e.store.Get(e.ctx, id); err == nil {
+		e.put(t, e.store.MarkerKey(task), nil)
+	} else {
+		e.put(t, e.datedMarker(id, e.srv.Now()), nil)
+	}
+}
+
+// pastMarkerSkew waits until the markers written so far count as written
+// before any record written from now on. The library allows two seconds
+// for the one-second resolution of a marker's LastModified; and the test
+// server dates objects by the real clock whatever Advance did, so the only
+// way is to let the time pass.
+func (e *opsEnv) pastMarkerSkew() { time.Sleep(3 * time.Second) }
+
+// datedMarker returns the key of a marker of task id due at at.
+func (e *opsEnv) datedMarker(id string, at time.Time) string {
+	return e.store.Prefix() + "active/" + at.UTC().Format(dueKeyLayout) + "_" + id
 }
 
 // snapshot returns every key under prefix with its ETag (an MD5 of the
@@ -340,6 +420,70 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// waitUntilOr is waitUntil that adds what describe says to the failure.
+func waitUntilOr(t *testing.T, d time.Duration, what string, cond func() bool, describe func() string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting until %s:\n%s", d, what, describe())
+		}
+		<-tick.C
+	}
+}
+
+// listedMarker is a marker as a LIST shows it.
+type listedMarker struct {
+	key, id string
+	written time.Time
+}
+
+// listMarkers lists the marker folder.
+func (e *opsEnv) listMarkers(t *testing.T) []listedMarker {
+	t.Helper()
+	var ms []listedMarker
+	dir := e.store.Prefix() + "active/"
+	p := s3.NewListObjectsV2Paginator(e.raw, &s3.ListObjectsV2Input{Bucket: &e.srv.Bucket, Prefix: &dir})
+	for p.HasMorePages() {
+		out, err := p.NextPage(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range out.Contents {
+			key := aws.ToString(o.Key)
+			ms = append(ms, listedMarker{key: key, id: key[strings.LastIndexAny(key, "/_")+1:], written: aws.ToTime(o.LastModified)})
+		}
+	}
+	return ms
+}
+
+// describeMarkers lists the markers with when each was written and the
+// record of its task, for a failure message.
+func (e *opsEnv) describeMarkers(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	dir := e.store.Prefix() + "active/"
+	out, err := e.raw.ListObjectsV2(e.ctx, &s3.ListObjectsV2Input{Bucket: &e.srv.Bucket, Prefix: &dir})
+	if err != nil {
+		return err.Error()
+	}
+	fmt.Fprintf(&b, "server now %s\n", e.srv.Now().UTC().Format(time.RFC3339Nano))
+	for _, o := range out.Contents {
+		key := aws.ToString(o.Key)
+		fmt.Fprintf(&b, "%s written %s", key, aws.ToTime(o.LastModified).UTC().Format(time.RFC3339))
+		id := key[strings.LastIndexAny(key, "/_")+1:]
+		if task, err := e.store.Get(e.ctx, id); err == nil {
+			fmt.Fprintf(&b, ": %s, updated %s, due %s, calls for %s", task.Status, task.UpdatedAt.Format(time.RFC3339Nano), task.DueAt.Format(time.RFC3339Nano), e.store.MarkerKey(task))
+		} else {
+			fmt.Fprintf(&b, ": %v", err)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
 // opsWorker runs a worker until stop is called or the test ends.
 type opsWorker struct {
 	cancel context.CancelFunc
@@ -400,54 +544,110 @@ func TestReconcileHealsMarkers(t *testing.T) {
 	t.Parallel()
 	e := setupOps(t)
 
-	type want int
+	// The markers a case leaves a task with.
 	const (
-		untouched want = iota
-		restored
-		removed
+		own   = 1 << iota // the one its record calls for
+		stale             // one of a phase that is over, written before the record's last change
+		fresh             // another, written after the record's last change: a change under way
 	)
 	cases := []struct {
-		name   string
-		state  string
-		marker bool // whether the test leaves a marker
-		want   want
+		name    string
+		state   string
+		legacy  bool // the record has no due_at, as an earlier version wrote it
+		markers int
 	}{
-		{"queued without marker", "queued", false, restored},
-		{"running without marker", "running", false, restored},
-		{"failed waiting for a retry without marker", "failed-waiting", false, restored},
-		{"completed with a stale marker", "completed", true, removed},
-		{"failed for good with a stale marker", "failed", true, removed},
-		{"abandoned with a stale marker", "abandoned", true, removed},
-		{"queued with its marker", "queued", true, untouched},
-		{"running with its marker", "running", true, untouched},
-		{"completed without marker", "completed", false, untouched},
-		{"failed for good without marker", "failed", false, untouched},
-		// A Submit writes the marker a moment before the record: a fresh
-		// created task with a marker is a Submit under way.
-		{"created just now with a marker", "created", true, untouched},
-		{"created without marker", "created", false, untouched},
+		{name: "queued without marker", state: "queued"},
+		{name: "running without marker", state: "running"},
+		{name: "failed waiting for a retry without marker", state: "failed-waiting"},
+		{name: "completed with a stale marker", state: "completed", markers: stale},
+		{name: "failed for good with a stale marker", state: "failed", markers: stale},
+		{name: "abandoned with a stale marker", state: "abandoned", markers: stale},
+		{name: "queued with its marker", state: "queued", markers: own},
+		{name: "running with its marker", state: "running", markers: own},
+		{name: "completed without marker", state: "completed"},
+		{name: "failed for good without marker", state: "failed"},
+		// A claim whose delete of the queued marker was lost.
+		{name: "running with its marker and a stale one", state: "running", markers: own | stale},
+		{name: "running with only a stale marker", state: "running", markers: stale},
+		// A change writes its new marker a moment before the record: a
+		// fresh marker another than the record's is a change under way (a
+		// Submit, a Schedule, a Retry).
+		{name: "created just now with a marker", state: "created", markers: fresh},
+		{name: "created without marker", state: "created"},
+		{name: "queued with its marker and a fresh one", state: "queued", markers: own | fresh},
+		{name: "completed with a fresh marker", state: "completed", markers: fresh},
+		// Records and markers of earlier versions: active/<id>.
+		{name: "legacy queued with its marker", state: "queued", legacy: true, markers: own},
+		{name: "legacy queued without marker", state: "queued", legacy: true},
 	}
-	ids := map[string]string{} // case name -> task ID
+	type prepared struct {
+		task      *s3task.Task
+		staleKey  string
+		freshKey  string
+		wantAfter []string
+	}
+	tasks := map[string]*prepared{} // case name -> task
 	var wantRestored, wantRemoved []string
+
+	// First the markers of phases that are over; then, a while later, each
+	// record's last change, and the markers written since.
 	for _, c := range cases {
 		task := e.prepare(t, e.createAgo(t, 0, c.name), c.state)
-		e.setMarker(t, task.ID, c.marker)
-		ids[c.name] = task.ID
-		switch c.want {
-		case restored:
-			wantRestored = append(wantRestored, task.ID)
-		case removed:
-			wantRemoved = append(wantRemoved, e.markerKey(task.ID))
+		e.setMarker(t, task.ID, false)
+		p := &prepared{task: task}
+		if c.markers&stale != 0 {
+			p.staleKey = e.datedMarker(task.ID, task.CreatedAt.Add(-time.Second))
+			e.put(t, p.staleKey, nil)
+			wantRemoved = append(wantRemoved, p.staleKey)
+		}
+		tasks[c.name] = p
+	}
+	e.pastMarkerSkew()
+	for _, c := range cases {
+		p := tasks[c.name]
+		e.rewrite(t, p.task.ID, func(x *s3task.Task) {
+			if c.legacy {
+				x.DueAt = time.Time{}
+			}
+		})
+		p.task = e.get(t, p.task.ID)
+		ownKey := e.store.MarkerKey(p.task)
+		if c.legacy && ownKey != e.store.Prefix()+"active/"+p.task.ID {
+			t.Fatalf("%s: a record without due_at calls for %s, want the plain key of earlier versions", c.name, ownKey)
+		}
+		if c.markers&own != 0 {
+			e.put(t, ownKey, nil)
+		}
+		if c.markers&fresh != 0 {
+			key := e.datedMarker(p.task.ID, e.srv.Now().Add(time.Hour))
+			e.put(t, key, nil)
+			if finished := p.task.Status == s3task.StatusCompleted || p.task.Status == s3task.StatusAbandoned; finished {
+				// No change follows a completed or abandoned task: however
+				// fresh, its other markers go at once.
+				wantRemoved = append(wantRemoved, key)
+			} else {
+				p.freshKey = key
+				p.wantAfter = append(p.wantAfter, key)
+			}
+		}
+		if opsNeedsMarker(p.task) {
+			p.wantAfter = append(p.wantAfter, ownKey)
+			if c.markers&own == 0 {
+				wantRestored = append(wantRestored, p.task.ID)
+			}
 		}
 	}
 
-	// A marker whose task has no record at all.
-	orphan := s3task.NewID()
-	e.setMarker(t, orphan, true)
-	wantRemoved = append(wantRemoved, e.markerKey(orphan))
+	// Markers whose task has no record at all, dated and plain.
+	orphan, legacyOrphan := s3task.NewID(), s3task.NewID()
+	for _, key := range []string{e.datedMarker(orphan, e.srv.Now()), e.store.Prefix() + "active/" + legacyOrphan} {
+		e.put(t, key, nil)
+		wantRemoved = append(wantRemoved, key)
+	}
 
-	// Objects in the marker folder that are not task IDs.
-	for _, key := range []string{"active/not-a-task", "active/" + strings.ToLower(s3task.NewID()), "active/nested/" + s3task.NewID()} {
+	// Objects in the marker folder that are not markers.
+	for _, key := range []string{"active/not-a-task", "active/" + strings.ToLower(s3task.NewID()), "active/nested/" + s3task.NewID(),
+		"active/20260621T100000.000Z_not-an-id", "active/yesterday_" + s3task.NewID()} {
 		e.put(t, e.store.Prefix()+key, []byte("junk"))
 		wantRemoved = append(wantRemoved, e.store.Prefix()+key)
 	}
@@ -490,29 +690,26 @@ func TestReconcileHealsMarkers(t *testing.T) {
 		}
 	}
 
+	// Every task has the markers its record calls for, and those of changes
+	// under way; nothing else.
+	var wantLeft []string
 	for _, c := range cases {
-		id := ids[c.name]
-		wantMarker := c.marker
-		switch c.want {
-		case restored:
-			wantMarker = true
-		case removed:
-			wantMarker = false
+		p := tasks[c.name]
+		if diff := cmp.Diff(sorted(p.wantAfter), sorted(e.markers(t, p.task.ID))); diff != "" {
+			t.Errorf("%s: markers after Reconcile (-want +got):\n%s", c.name, diff)
 		}
-		if has := e.hasMarker(t, id); has != wantMarker {
-			t.Errorf("%s: marker present = %t after Reconcile, want %t", c.name, has, wantMarker)
-		}
+		wantLeft = append(wantLeft, p.wantAfter...)
 	}
-	if e.hasMarker(t, orphan) {
-		t.Errorf("the marker of the task without record is still there")
+	var left []string
+	for key := range e.snapshot(t, e.store.Prefix()+"active/") {
+		left = append(left, key)
 	}
-	if left := e.snapshot(t, e.store.Prefix()+"active/"); len(left) != len(wantRestored)+3 {
-		// The restored ones, plus the untouched queued, running and
-		// fresh created markers.
-		t.Errorf("marker folder after Reconcile: %v", left)
+	if diff := cmp.Diff(sorted(wantLeft), sorted(left)); diff != "" {
+		t.Errorf("marker folder after Reconcile (-want +got):\n%s", diff)
 	}
-	// Reconcile changes markers only: every record, input and output is
-	// byte for byte what it was.
+	// Reconcile changes markers only (and the wake object, for the tasks it
+	// restored): every record, input and output is byte for byte what it
+	// was.
 	if diff := cmp.Diff(e.withoutMarkers(before), e.withoutMarkers(e.snapshot(t, ""))); diff != "" {
 		t.Errorf("Reconcile changed objects other than markers (-before +after):\n%s", diff)
 	}
@@ -523,6 +720,30 @@ func TestReconcileHealsMarkers(t *testing.T) {
 	}
 	if !again.Clean() || again.Tasks != wantTasks {
 		t.Errorf("second Reconcile: Clean() = %t, Tasks = %d, report %+v; want a clean run over %d tasks", again.Clean(), again.Tasks, again, wantTasks)
+	}
+
+	// The fresh markers outlive any change they could be part of: ten
+	// minutes on, they are taken for what a change that died left behind.
+	e.srv.Advance(11 * time.Minute)
+	late, err := reconciler.Reconcile(e.ctx, s3task.ReconcileOptions{})
+	if err != nil {
+		t.Fatalf("Reconcile ten minutes on: %v", err)
+	}
+	var wantLate []string
+	for _, c := range cases {
+		if key := tasks[c.name].freshKey; key != "" {
+			wantLate = append(wantLate, key)
+		}
+	}
+	if diff := cmp.Diff(sorted(wantLate), sorted(late.Removed)); diff != "" || len(late.Restored) != 0 {
+		t.Errorf("Reconcile ten minutes on: restored %v, removed (-want +got):\n%s", late.Restored, diff)
+	}
+	for _, c := range cases {
+		p := tasks[c.name]
+		want := slices.DeleteFunc(slices.Clone(p.wantAfter), func(k string) bool { return k == p.freshKey })
+		if diff := cmp.Diff(sorted(want), sorted(e.markers(t, p.task.ID))); diff != "" {
+			t.Errorf("%s: markers ten minutes on (-want +got):\n%s", c.name, diff)
+		}
 	}
 }
 
@@ -583,14 +804,23 @@ func TestReconcileSince(t *testing.T) {
 	for _, id := range []string{oldQueued.ID, newQueued.ID} {
 		e.setMarker(t, id, false)
 	}
-	for _, id := range []string{oldDone.ID, newDone.ID} {
-		e.setMarker(t, id, true)
+	// The completed tasks keep the marker of their queued phase, written
+	// before they completed.
+	staleKey := map[string]string{}
+	for _, task := range []*s3task.Task{oldDone, newDone} {
+		staleKey[task.ID] = e.datedMarker(task.ID, task.CreatedAt)
+		e.put(t, staleKey[task.ID], nil)
+	}
+	e.pastMarkerSkew()
+	for _, task := range []*s3task.Task{oldDone, newDone} {
+		e.rewrite(t, task.ID, func(*s3task.Task) {}) // their last change
 	}
 	// Markers without records, one from before the window and one in it.
 	oldOrphan := s3task.NewIDAt(time.Now().Add(-3 * time.Hour))
 	newOrphan := s3task.NewID()
 	e.setMarker(t, oldOrphan, true)
 	e.setMarker(t, newOrphan, true)
+	orphanKey := map[string]string{oldOrphan: e.markerKey(oldOrphan), newOrphan: e.markerKey(newOrphan)}
 
 	r, err := e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{Since: time.Now().Add(-time.Hour)})
 	if err != nil {
@@ -602,7 +832,7 @@ func TestReconcileSince(t *testing.T) {
 	if diff := cmp.Diff([]string{newQueued.ID}, r.Restored); diff != "" {
 		t.Errorf("Restored (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(sorted([]string{e.markerKey(newDone.ID), e.markerKey(newOrphan)}), sorted(r.Removed)); diff != "" {
+	if diff := cmp.Diff(sorted([]string{staleKey[newDone.ID], orphanKey[newOrphan]}), sorted(r.Removed)); diff != "" {
 		t.Errorf("Removed (-want +got):\n%s", diff)
 	}
 	for id, want := range map[string]bool{
@@ -613,6 +843,9 @@ func TestReconcileSince(t *testing.T) {
 			t.Errorf("marker of %s present = %t, want %t", id, got, want)
 		}
 	}
+	if !e.hasOwnMarker(t, e.get(t, newQueued.ID)) {
+		t.Errorf("the restored marker of %s is not the one its record calls for: %v", newQueued.ID, e.markers(t, newQueued.ID))
+	}
 
 	all, err := e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{})
 	if err != nil {
@@ -621,25 +854,39 @@ func TestReconcileSince(t *testing.T) {
 	if all.Tasks != 4 || !slices.Equal(all.Restored, []string{oldQueued.ID}) {
 		t.Errorf("Reconcile without Since: Tasks %d, Restored %v; want 4 tasks and %s restored", all.Tasks, all.Restored, oldQueued.ID)
 	}
+	if diff := cmp.Diff(sorted([]string{staleKey[oldDone.ID], orphanKey[oldOrphan]}), sorted(all.Removed)); diff != "" {
+		t.Errorf("Reconcile without Since: Removed (-want +got):\n%s", diff)
+	}
 }
 
-// TestReconcileRemovesMarkerOfDeadSubmit leaves a created task with a
-// marker for longer than any Submit takes between its two writes: that
-// Submit died after writing the marker. The server's clock is moved on, so
-// the record and the marker are both old.
+// TestReconcileRemovesMarkerOfDeadSubmit leaves a created task with the
+// marker a Submit writes before the record, for longer than any Submit
+// takes between its two writes: that Submit died after writing the marker.
+// The server's clock is moved on, so the record and the marker are both
+// old.
 func TestReconcileRemovesMarkerOfDeadSubmit(t *testing.T) {
 	t.Parallel()
 	e := setupOps(t)
 	dead := e.prepare(t, e.createAgo(t, 0, "submit died"), "created")
-	e.setMarker(t, dead.ID, true)
-	e.srv.Advance(11 * time.Minute)
+	key := e.datedMarker(dead.ID, e.srv.Now()) // due at once, as a Submit's
+	e.put(t, key, nil)
 
+	// While the Submit may still be under way, its marker stays.
 	r, err := e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{})
 	if err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}
-	if !slices.Equal(r.Removed, []string{e.markerKey(dead.ID)}) || len(r.Restored) != 0 {
-		t.Errorf("Reconcile removed %v, restored %v; want only the marker of %s removed", r.Removed, r.Restored, dead.ID)
+	if !r.Clean() || !slices.Equal(e.markers(t, dead.ID), []string{key}) {
+		t.Errorf("Reconcile right after the marker: report %+v, markers %v; want a clean run, the marker kept", r, e.markers(t, dead.ID))
+	}
+
+	e.srv.Advance(11 * time.Minute)
+	r, err = e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{})
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if !slices.Equal(r.Removed, []string{key}) || len(r.Restored) != 0 {
+		t.Errorf("Reconcile removed %v, restored %v; want only the marker %s removed", r.Removed, r.Restored, key)
 	}
 	if e.hasMarker(t, dead.ID) {
 		t.Error("the dead Submit's marker is still there")
@@ -677,10 +924,11 @@ func TestReconcileDuringSlowSubmit(t *testing.T) {
 	if err := awaitSignal(t, submitted, "Submit to return"); err != nil {
 		t.Fatalf("Submit: %v", err)
 	}
-	if got := e.get(t, task.ID); got.Status != s3task.StatusQueued {
+	got := e.get(t, task.ID)
+	if got.Status != s3task.StatusQueued {
 		t.Fatalf("after Submit: status %s, want queued", got.Status)
 	}
-	if !e.hasMarker(t, task.ID) {
+	if !e.hasOwnMarker(t, got) {
 		t.Errorf("task %s is queued but Reconcile deleted the marker its Submit had just written: "+
 			"it judged the marker stale by the record's updated_at (20 minutes ago), not by the marker's own age, "+
 			"and its re-check ran before the record write; no worker will see the task until the next reconcile", task.ID)
@@ -786,14 +1034,14 @@ func TestReconcileConcurrentWithWorkers(t *testing.T) {
 	}
 
 	// With everything stopped, the index must be whole: every task a worker
-	// still has to run has its marker. (A graceful stop puts interrupted
-	// tasks back in the queue and leaves their markers.)
+	// still has to run has the marker its record calls for. (A graceful
+	// stop puts interrupted tasks back in the queue, with a marker due now.)
 	for _, w := range workers {
 		w.stop()
 	}
 	for _, id := range ids {
-		if task := e.get(t, id); !task.Terminal() && task.Status != s3task.StatusCreated && !e.hasMarker(t, id) {
-			t.Errorf("task %s (%s) is %s without a marker after the reconciles", id, task.Name, task.Status)
+		if task := e.get(t, id); !task.Terminal() && task.Status != s3task.StatusCreated && !e.hasOwnMarker(t, task) {
+			t.Errorf("task %s (%s) is %s without its marker %s after the reconciles (it has %v)", id, task.Name, task.Status, e.store.MarkerKey(task), e.markers(t, id))
 		}
 	}
 	workers = nil
@@ -830,16 +1078,39 @@ func TestReconcileConcurrentWithWorkers(t *testing.T) {
 		}
 	}
 
-	// Stale markers (a reconcile that restored a marker just before the
-	// task completed) are dropped by the workers as they list them; then
-	// the index is clean.
-	waitUntil(t, opsWait, "the workers drop every stale marker", func() bool {
-		return len(e.snapshot(t, e.store.Prefix()+"active/")) == 0
-	})
+	// Stale markers (a reconcile that restored a marker the task's next
+	// phase had just replaced) are dropped by the workers as they visit
+	// them once due, if they were written before the record's last change.
+	// Those written after it may be a change under way (a Retry writes its
+	// marker before the record): the workers leave them, and a reconcile
+	// drops them once they are ten minutes old.
+	var kept []string
+	waitUntilOr(t, opsWait, "the workers drop every marker of a phase that is over", func() bool {
+		kept = kept[:0]
+		for _, m := range e.listMarkers(t) {
+			task, err := e.store.Get(e.ctx, m.id)
+			if err != nil || task.Status != s3task.StatusCompleted || m.key == e.store.MarkerKey(task) ||
+				m.written.Before(task.UpdatedAt.Add(-2*time.Second)) {
+				return false
+			}
+			kept = append(kept, m.key)
+		}
+		return true
+	}, func() string { return e.describeMarkers(t) })
 	for _, w := range workers {
 		w.stop()
 	}
+	e.srv.Advance(11 * time.Minute)
 	r, err := e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{})
+	if err != nil || r.Tasks != tasks || len(r.Restored) != 0 || len(r.Broken) != 0 {
+		t.Errorf("Reconcile ten minutes on = %+v, %v; want a run over %d tasks that restores nothing", r, err, tasks)
+	} else if diff := cmp.Diff(sorted(kept), sorted(r.Removed)); diff != "" {
+		t.Errorf("Reconcile ten minutes on: Removed (-want the markers the workers kept +got):\n%s", diff)
+	}
+	if left := e.snapshot(t, e.store.Prefix()+"active/"); len(left) != 0 {
+		t.Errorf("markers left after the last reconcile: %v", left)
+	}
+	r, err = e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{})
 	if err != nil || !r.Clean() || r.Tasks != tasks {
 		t.Errorf("final Reconcile = %+v, %v; want a clean run over %d tasks", r, err, tasks)
 	}
@@ -865,13 +1136,17 @@ func TestWorkerReconcileHealsLostMarker(t *testing.T) {
 	})
 	opts.MaxPollInterval = time.Hour
 	opts.ReconcileInterval = 50 * time.Millisecond
-	startOpsWorker(t, e.newStore(t, nil), func(context.Context, *s3task.Job) error { return nil }, opts)
+	rec := &recorder{bucket: e.srv.Bucket}
+	startOpsWorker(t, e.newStore(t, nil, rec.wrap), func(context.Context, *s3task.Job) error { return nil }, opts)
 
 	// A queued task as a Submit whose marker was lost would leave it, and
 	// no wake object: Create and UploadInput do not write one. (The
 	// worker's reconcile may restore the marker at any moment from here.)
 	task := e.prepare(t, e.createAgo(t, 0, "lost marker"), "created")
-	e.rewrite(t, task.ID, func(x *s3task.Task) { x.Status = s3task.StatusQueued })
+	e.rewrite(t, task.ID, func(x *s3task.Task) {
+		x.Status, x.DueAt = s3task.StatusQueued, e.srv.Now().UTC().Truncate(time.Millisecond)
+	})
+	queued := e.get(t, task.ID)
 	if _, ok := e.object(t, e.store.Prefix()+"_wake"); ok {
 		t.Fatal("the test needs a bucket without a wake object")
 	}
@@ -885,8 +1160,10 @@ func TestWorkerReconcileHealsLostMarker(t *testing.T) {
 			t.Fatalf("no OnReconcile report restored the marker of %s within %s", task.ID, opsWait)
 		}
 	}
-	if !e.hasMarker(t, task.ID) {
-		t.Fatal("OnReconcile reported the marker restored but there is none")
+	// The restored marker may be gone already: the reconcile wakes the
+	// worker, which claims the task at once. It must have been written.
+	if rec.index("PUT "+e.store.MarkerKey(queued)) < 0 {
+		t.Fatalf("OnReconcile reported the marker restored but %s was never written: %s", e.store.MarkerKey(queued), rec)
 	}
 	// A worker polls the wake object every PollInterval (5ms here), so a
 	// repaired marker should bring a worker within well under a second.
@@ -1201,7 +1478,7 @@ func TestPurge(t *testing.T) {
 	for _, state := range opsStates {
 		old[state] = e.prepare(t, e.createAgo(t, 2*time.Hour, "old "+state), state)
 	}
-	e.setMarker(t, old["completed"].ID, true) // a stale marker goes too
+	e.setMarker(t, old["completed"].ID, true) // a marker it no longer needs goes too
 	recent := e.prepare(t, e.createAgo(t, 0, "recent completed"), "completed")
 	finished := []string{old["completed"].ID, old["failed"].ID, old["abandoned"].ID}
 	unfinished := []string{old["created"].ID, old["queued"].ID, old["running"].ID, old["failed-waiting"].ID}
@@ -1399,8 +1676,8 @@ func (e *opsEnv) purgeOutcome(t *testing.T, id string, output string) (gone bool
 	if _, ok := e.object(t, output); !ok {
 		t.Errorf("task %s is kept but its output is gone", id)
 	}
-	if !marker {
-		t.Errorf("task %s is queued without a marker", id)
+	if !e.hasOwnMarker(t, &rec) {
+		t.Errorf("task %s is queued without its marker %s (it has %v)", id, e.store.MarkerKey(&rec), e.markers(t, id))
 	}
 	return false
 }
@@ -1468,8 +1745,13 @@ func TestPurgeAfterRetryLostRace(t *testing.T) {
 	task := e.prepare(t, e.createAgo(t, 0, "purged under a retry"), "failed")
 	e.setMarker(t, task.ID, false)
 
-	hold := newOpsHold(t, func(r *http.Request) bool { return isPut(r, e.markerKey(task.ID)) })
-	retrier := e.newStore(t, nil, hold.wrap)
+	// Retry's marker is named after the time of the retry: any PUT of a
+	// marker of the task.
+	hold := newOpsHold(t, func(r *http.Request) bool {
+		return r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/"+e.store.Prefix()+"active/") && strings.HasSuffix(r.URL.Path, "_"+task.ID)
+	})
+	rec := &recorder{bucket: e.srv.Bucket}
+	retrier := e.newStore(t, nil, hold.wrap, rec.wrap)
 	retried := make(chan error, 1)
 	go func() {
 		_, err := retrier.Retry(e.ctx, task.ID)
@@ -1482,7 +1764,8 @@ func TestPurgeAfterRetryLostRace(t *testing.T) {
 		t.Fatalf("Purge = %+v, %v; want %s purged", r, err, task.ID)
 	}
 	hold.release()
-	if err := awaitSignal(t, retried, "Retry to return"); err == nil {
+	retryErr := awaitSignal(t, retried, "Retry to return")
+	if retryErr == nil {
 		t.Fatal("Retry of a purged task succeeded")
 	}
 	if _, ok := e.object(t, e.recordKey(task.ID)); ok {
@@ -1491,8 +1774,8 @@ func TestPurgeAfterRetryLostRace(t *testing.T) {
 	if left := e.snapshot(t, e.folder(task.ID)); len(left) != 0 {
 		t.Errorf("objects left in the purged task's folder: %v", left)
 	}
-	if e.hasMarker(t, task.ID) {
-		t.Errorf("Retry lost to the purge but the marker it wrote before its record write stays behind, " +
-			"the marker of a task that no longer exists (Retry does not undo its marker when its change fails)")
+	if left := e.markers(t, task.ID); len(left) != 0 {
+		t.Errorf("Retry lost to the purge (%v) but the marker it wrote before its record write stays behind, "+
+			"the marker of a task that no longer exists (Retry does not undo its marker when its change fails): %v\nRetry's requests: %s", retryErr, left, rec)
 	}
 }

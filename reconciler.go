@@ -107,6 +107,7 @@ func (r *reconciler) maybeRun(ctx context.Context) {
 		return
 	}
 	r.next = time.Now().Add(r.w.opts.ReconcileInterval)
+	r.w.legacy = true // and look for markers of earlier versions again
 	if r.busy.CompareAndSwap(false, true) {
 		r.wg.Go(func() {
 			defer r.busy.Store(false)

@@ -206,8 +206,9 @@ type CreateParams struct {
 	// StoreOptions.MaxAttempts.
 	MaxAttempts int
 	// RunAt, if set, is the earliest time the task may start, by the S3
-	// server's clock: once submitted it waits, scheduled, until then. A
-	// time past when it is submitted means at once. See [Store.Schedule].
+	// server's clock, rounded up to a whole millisecond: once submitted it
+	// waits, scheduled, until then. A time past when it is submitted means
+	// at once. See [Store.Schedule].
 	RunAt time.Time
 }
 
@@ -253,7 +254,7 @@ func (s *Store) Create(ctx context.Context, p CreateParams) (*Task, error) {
 		InputPath:     s.inputKey(id),
 		CreatedAt:     now,
 		CreatedBy:     p.CreatedBy,
-		RunAt:         p.RunAt.UTC(),
+		RunAt:         runAt(p.RunAt),
 	}
 	if len(p.Payload) > 0 {
 		var buf bytes.Buffer
@@ -493,11 +494,12 @@ func (s *Store) settle(ctx context.Context, t *Task, etag string) {
 // Submit moves a created task to queued once its input is in place, and
 // returns it. It checks that the input object exists and is at most
 // StoreOptions.MaxInputSize bytes, records the input's ETag (a worker refuses
-// an input replaced after this point), writes the active marker, then the
-// record, then the marker once more and the wake object that tells idle
-// workers to look. Submitting a queued task again changes nothing and
-// returns it. Requests: GET, HEAD, PUT marker, PUT record, PUT marker, PUT
-// wake.
+// an input replaced after this point), writes the active marker (named
+// after the submit time, or the task's RunAt if later), then the record,
+// then the wake object that tells idle workers to look; workers running in
+// this process on this Store start looking at once. Submitting a queued
+// task again changes nothing and returns it. Requests: GET, HEAD, PUT
+// marker, PUT record, PUT wake.
 //
 // Errors: [ErrInvalidID]; [ErrNotFound]; [ErrInputMissing]; an
 // *[InputSizeError] wrapping [ErrInputTooLarge]; a *[TransitionError] for any
@@ -561,10 +563,11 @@ func (s *Store) submittedInput(t *Task) string {
 // If all attempts were used, the task gets one more. The input is verified
 // again as Submit does, and the record takes its current ETag and size, so a
 // task that failed with [ErrInputChanged] runs on the input as it is now.
-// The marker is written before the record, and once more after it (see the
-// package documentation, Markers); then the wake object tells idle workers
-// to look. Requests: GET, HEAD, PUT marker, PUT record, PUT marker, PUT wake
-// (more on a lost compare-and-set).
+// The new marker is written before the record and the old one, if the task
+// was waiting for its retry, deleted after it (see the package
+// documentation, Markers); then the wake object tells idle workers to look.
+// Requests: GET, HEAD, PUT marker, PUT record, PUT wake, and DELETE of the
+// old marker if there was one (more on a lost compare-and-set).
 //
 // Errors: [ErrInvalidID]; [ErrNotFound]; a *[TransitionError] unless the task
 // is failed; [ErrInputMissing] or an *[InputSizeError] if the input is gone
@@ -608,7 +611,8 @@ func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
 // in the record (at most 1024 bytes). A running task's worker sees the change
 // at its next heartbeat, cancels its handler's context with [ErrTaskCanceled]
 // and writes nothing more. Cancelling an abandoned task changes nothing.
-// Requests: GET, PUT record, DELETE marker; with an OnTerminal hook, a task
+// Requests: GET, PUT record, and DELETE of the marker of a task that had one
+// (queued, running, or waiting for a retry); with an OnTerminal hook, a task
 // never submitted also gets a marker first (one PUT), so that its notice is
 // delivered by a worker if this call cannot.
 //
@@ -638,7 +642,8 @@ func (s *Store) Cancel(ctx context.Context, id, reason string) (*Task, error) {
 }
 
 // Schedule sets the earliest time a created or queued task may start (by
-// the S3 server's clock), and returns it. A queued task's marker moves to
+// the S3 server's clock, rounded up to a whole millisecond), and returns
+// it. A queued task's marker moves to
 // that time, so no worker looks at it before, and one starts it within
 // PollInterval after, without listing in between; zero (or a time past)
 // makes a scheduled task run now. Requests: GET, PUT marker, PUT record,
@@ -649,7 +654,7 @@ func (s *Store) Cancel(ctx context.Context, id, reason string) (*Task, error) {
 // task is created or queued; [ErrConflict]; [ErrOutcomeUnknown]; S3 errors
 // otherwise. On every error but ErrOutcomeUnknown the record is unchanged.
 func (s *Store) Schedule(ctx context.Context, id string, at time.Time) (*Task, error) {
-	got, changed, err := s.change(ctx, id, event{kind: evSchedule, at: at.UTC()})
+	got, changed, err := s.change(ctx, id, event{kind: evSchedule, at: runAt(at)})
 	if err != nil {
 		return nil, err
 	}
@@ -657,6 +662,15 @@ func (s *Store) Schedule(ctx context.Context, id string, at time.Time) (*Task, e
 		s.wake(ctx)
 	}
 	return got, nil
+}
+
+// runAt returns a caller's start time as kept in the record: in UTC,
+// rounded up to a whole millisecond, the resolution of marker names.
+func runAt(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return ceilMS(t.UTC())
 }
 
 // ListOptions selects a page of tasks.
@@ -1002,13 +1016,20 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 }
 
 // staleMarker reports whether m, a marker of task t other than the one its
-// record calls for, can go: it was written before the record's last change,
-// so it belongs to a phase that is over, or it is newer than the record but
+// record calls for, can go: the task is completed or abandoned, which no
+// change follows; or the marker was written before the record's last
+// change, so it belongs to a phase that is over; or it is newer than the record but
 // so old that the change it was written for evidently never landed (a
 // Submit that died, say). A marker newer than the record may belong to a
 // change under way, which writes its marker first.
 func staleMarker(m marker, t *Task, now time.Time) bool {
-	return m.written.Before(t.UpdatedAt.Add(-markerSkew)) || now.Sub(m.written) > staleSubmitAge
+	switch {
+	case t.Status == StatusCompleted || t.Status == StatusAbandoned:
+		return true // nothing follows these: no change can be under way
+	case m.written.Before(t.UpdatedAt.Add(-markerSkew)):
+		return true
+	}
+	return now.Sub(m.written) > staleSubmitAge
 }
 
 func brokenID(broken []*RecordError, key string) bool {
@@ -1243,7 +1264,7 @@ func (s *Store) purgeTask(ctx context.Context, id string, force bool) (int, erro
 		}
 		in.ContinuationToken = out.NextContinuationToken
 	}
-	for _, key := range []string{s.markerKey(t), record} {
+	for _, key := range []string{s.MarkerKey(t), record} {
 		if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
 			return deleted, fmt.Errorf("s3task: delete %s: %w", key, err)
 		}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/s3task/s3task"
 )
 
@@ -121,9 +123,10 @@ func TestConcurrentOperatorCalls(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			marker := e.exists(t, e.markerKey(init.ID))
+			markers := e.markers(t, init.ID)
+			own := e.dueMarkerKey(final)
 			t.Run(fmt.Sprintf("round %d task %d from %s", round, i, init.Status), func(t *testing.T) {
-				checkRace(t, init, inputETag[i], calls[i], final, marker)
+				checkRace(t, init, inputETag[i], calls[i], final, own, markers)
 			})
 		}
 	}
@@ -132,7 +135,9 @@ func TestConcurrentOperatorCalls(t *testing.T) {
 
 // checkRace checks the outcome of one task's race; see
 // TestConcurrentOperatorCalls.
-func checkRace(t *testing.T, init *s3task.Task, inputETag string, calls []*raceCall, final *s3task.Task, marker bool) {
+// own is the key of the marker the final record calls for, markers the
+// task's markers after the race.
+func checkRace(t *testing.T, init *s3task.Task, inputETag string, calls []*raceCall, final *s3task.Task, own string, markers []string) {
 	t.Helper()
 	fromCreated := init.Status == s3task.StatusCreated
 	revs := map[s3task.Status]map[string]bool{} // reported revisions by status
@@ -252,9 +257,15 @@ func checkRace(t *testing.T, init *s3task.Task, inputETag string, calls []*raceC
 		if !fromCreated && (final.MaxAttempts != init.Attempt+1 || !final.RetryAt.IsZero()) {
 			t.Errorf("retried record: max_attempts %d, retry_at %v", final.MaxAttempts, final.RetryAt)
 		}
-		if !marker {
-			t.Error("task is queued but has no active marker")
-		}
+	}
+	// The queued task has the marker its record calls for; a task that
+	// needs none has none. The markers of the calls that lost are gone.
+	var want []string
+	if final.Status == s3task.StatusQueued {
+		want = []string{own}
+	}
+	if diff := cmp.Diff(want, markers, cmpEmpty); diff != "" {
+		t.Errorf("markers of the %s task after the race (-want +got):\n%s", final.Status, diff)
 	}
 
 	// ErrConflict only after real contention: the call must have lost
@@ -336,6 +347,11 @@ func TestConcurrentSubmit(t *testing.T) {
 		}
 		if final.Status != s3task.StatusQueued || final.InputETag == "" {
 			t.Errorf("round %d: final record %s with input_etag %q", round, final.Status, final.InputETag)
+		}
+		// Every Submit wrote a marker before its record write; those that
+		// lost took theirs back.
+		if diff := cmp.Diff([]string{e.dueMarkerKey(final)}, e.markers(t, task.ID)); diff != "" {
+			t.Errorf("round %d: markers after the race (-want +got):\n%s", round, diff)
 		}
 		puts.mu.Lock()
 		if puts.ok != 1 {

@@ -64,6 +64,76 @@ func (e *env) markerKey(id string) string {
 	return s3test.Marker(e.ctx, e.raw, e.srv.Bucket, e.admin.Prefix(), id)
 }
 
+// dueKeyLayout is how a marker key spells its due time (see marker.go): fixed
+// width UTC to the millisecond, so that keys sort by time.
+const dueKeyLayout = "20060102T150405.000Z"
+
+// dueMarkerKey returns the key of the marker the record task calls for under
+// prefix: <prefix>active/<due>_<id>, after its DueAt, or the plain
+// <prefix>active/<id> of earlier versions for a record without one.
+func dueMarkerKey(prefix string, task *s3task.Task) string {
+	if task.DueAt.IsZero() {
+		return prefix + "active/" + task.ID
+	}
+	return prefix + "active/" + task.DueAt.UTC().Format(dueKeyLayout) + "_" + task.ID
+}
+
+// markerKeysOf lists every marker key of task id under prefix, whatever its
+// due time, in key order.
+func markerKeysOf(t *testing.T, ctx context.Context, client *s3.Client, bucket, prefix, id string) []string {
+	t.Helper()
+	dir := prefix + "active/"
+	var keys []string
+	p := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &dir})
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range out.Contents {
+			if key := aws.ToString(o.Key); key == dir+id || strings.HasSuffix(key, "_"+id) {
+				keys = append(keys, key)
+			}
+		}
+	}
+	return keys
+}
+
+func (e *env) dueMarkerKey(task *s3task.Task) string { return dueMarkerKey(e.admin.Prefix(), task) }
+
+func (e *env) markers(t *testing.T, id string) []string {
+	t.Helper()
+	return markerKeysOf(t, e.ctx, e.raw, e.srv.Bucket, e.admin.Prefix(), id)
+}
+
+// wantMarkers fails t unless task id's markers are exactly want: none, or
+// the one its record calls for.
+func (e *env) wantMarkers(t *testing.T, id string, want ...string) {
+	t.Helper()
+	if diff := cmp.Diff(want, e.markers(t, id), cmpEmpty); diff != "" {
+		t.Errorf("markers of task %s (-want +got):\n%s", id, diff)
+	}
+}
+
+// cmpEmpty makes a nil and an empty slice equal.
+var cmpEmpty = cmp.Transformer("empty", func(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+})
+
+// wantDueNow fails t unless task's DueAt is the moment of the change that
+// wrote it: the server's time of the decision, taken just before the
+// record's UpdatedAt stamp. Both come from the store's estimate of the
+// server's clock, from one-second Date headers, so they may differ by that.
+func wantDueNow(t *testing.T, task *s3task.Task) {
+	t.Helper()
+	if d := task.UpdatedAt.Sub(task.DueAt); task.DueAt.IsZero() || d < -2*time.Second || d > 2*time.Second {
+		t.Errorf("due_at %v, want the time of the change (updated_at %v)", task.DueAt, task.UpdatedAt)
+	}
+}
+
 func (e *env) inputKey(t *testing.T, id string) string {
 	t.Helper()
 	k, err := e.admin.InputKey(id)
@@ -174,10 +244,20 @@ func (e *env) force(t *testing.T, id string, edit func(*s3task.Task)) *s3task.Ta
 // now is a millisecond-precision UTC time like the ones in records.
 func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
 
+// plantMarker writes the marker task's record calls for, as the change that
+// wrote the record would have.
+func (e *env) plantMarker(t *testing.T, task *s3task.Task) {
+	t.Helper()
+	e.put(t, e.dueMarkerKey(task), nil)
+}
+
 // task creates a task with an input and brings it to state, returning the
 // record as stored. States: created-no-input, created, queued, running,
 // completed, failed (final), failed-waiting (automatic retry scheduled),
-// failed-exhausted (every attempt used), abandoned.
+// failed-exhausted (every attempt used), abandoned. The states a worker
+// would have written carry the DueAt it would have set, and the marker it
+// would have left: running and failed-waiting have one, due at the end of
+// the lease and at the retry; the finished ones have none.
 func (e *env) task(t *testing.T, state string) *s3task.Task {
 	t.Helper()
 	task, err := e.admin.Create(e.ctx, s3task.CreateParams{Name: state + " task"})
@@ -196,23 +276,32 @@ func (e *env) task(t *testing.T, state string) *s3task.Task {
 			t.Fatal(err)
 		}
 	case "running":
-		e.force(t, id, func(x *s3task.Task) {
+		task := e.force(t, id, func(x *s3task.Task) {
 			x.Status, x.Attempt, x.WorkerID, x.LeaseExpiresAt = s3task.StatusRunning, 1, "worker-1", now().Add(10*time.Minute)
+			x.DueAt = x.LeaseExpiresAt.Add(s3task.DefaultClockMargin)
 		})
+		e.plantMarker(t, task)
 	case "completed":
 		e.put(t, e.outputKey(t, id, 1), []byte("output of attempt 1"))
 		e.force(t, id, func(x *s3task.Task) {
 			x.Status, x.Attempt, x.OutputPath = s3task.StatusCompleted, 1, e.outputKey(t, id, 1)
+			x.DueAt = now().Add(-time.Minute) // the end of its lease, kept
 		})
 	case "failed":
-		e.force(t, id, func(x *s3task.Task) { x.Status, x.Attempt, x.LastError = s3task.StatusFailed, 1, "boom" })
-	case "failed-waiting":
 		e.force(t, id, func(x *s3task.Task) {
-			x.Status, x.Attempt, x.LastError, x.RetryAt = s3task.StatusFailed, 1, "flaky", now().Add(time.Hour)
+			x.Status, x.Attempt, x.LastError = s3task.StatusFailed, 1, "boom"
+			x.DueAt = now().Add(-time.Minute)
 		})
+	case "failed-waiting":
+		task := e.force(t, id, func(x *s3task.Task) {
+			x.Status, x.Attempt, x.LastError, x.RetryAt = s3task.StatusFailed, 1, "flaky", now().Add(time.Hour)
+			x.DueAt = x.RetryAt
+		})
+		e.plantMarker(t, task)
 	case "failed-exhausted":
 		e.force(t, id, func(x *s3task.Task) {
 			x.Status, x.Attempt, x.MaxAttempts, x.LastError = s3task.StatusFailed, 3, 3, "boom"
+			x.DueAt = now().Add(-time.Minute)
 		})
 	case "abandoned":
 		if _, err := e.admin.Cancel(e.ctx, id, "test"); err != nil {
@@ -809,18 +898,22 @@ func TestSubmit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantCounts(t, e, map[string]int{"GET": 1, "HEAD": 1, "PUT": 4}) // marker, record, marker again, wake
+		wantCounts(t, e, map[string]int{"GET": 1, "HEAD": 1, "PUT": 3}) // marker, record, wake
 		want := task
 		want.Status, want.InputETag, want.InputSize = s3task.StatusQueued, etag, int64(len(input))
+		want.DueAt = got.DueAt // checked below
 		if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {
 			t.Errorf("submitted task (-want +got):\n%s", diff)
+		}
+		wantDueNow(t, got) // no RunAt: due at once
+		if got.Scheduled(got.UpdatedAt) {
+			t.Error("a task submitted without RunAt is scheduled")
 		}
 		if got.Revision == task.Revision {
 			t.Error("revision unchanged by a write")
 		}
-		if !e.exists(t, e.markerKey(task.ID)) {
-			t.Error("no active marker after Submit")
-		}
+		// One marker, named after the submit time.
+		e.wantMarkers(t, task.ID, e.dueMarkerKey(got))
 		stored, err := e.admin.Get(e.ctx, task.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -890,17 +983,33 @@ func TestCancel(t *testing.T) {
 	t.Parallel()
 	st, e := setup(t, nil)
 
-	for _, state := range []string{"created", "queued", "running", "failed", "failed-waiting"} {
+	// Cancel deletes the task's marker, after the record, when it has one:
+	// queued, running and failed waiting for a retry do; created and failed
+	// for good do not.
+	for _, tc := range []struct {
+		state  string
+		marked bool
+	}{{"created", false}, {"queued", true}, {"running", true}, {"failed", false}, {"failed-waiting", true}} {
+		state := tc.state
 		t.Run("from "+state, func(t *testing.T) {
 			task := e.task(t, state)
+			if tc.marked {
+				e.wantMarkers(t, task.ID, e.dueMarkerKey(task))
+			} else {
+				e.wantMarkers(t, task.ID)
+			}
 			reason := "operator said so while " + state
 			e.count.Reset()
 			got, err := st.Cancel(e.ctx, task.ID, reason)
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantCounts(t, e, map[string]int{"GET": 1, "PUT": 1, "DELETE": 1})
-			want := task
+			wantReqs := map[string]int{"GET": 1, "PUT": 1}
+			if tc.marked {
+				wantReqs["DELETE"] = 1
+			}
+			wantCounts(t, e, wantReqs)
+			want := task // DueAt too is kept: the task needs no worker any more, and no marker
 			want.Status, want.CancelReason, want.RetryAt, want.LeaseExpiresAt = s3task.StatusAbandoned, reason, time.Time{}, time.Time{}
 			if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {
 				t.Errorf("cancelled task (-want +got):\n%s", diff)
@@ -908,9 +1017,7 @@ func TestCancel(t *testing.T) {
 			if got.Revision == task.Revision {
 				t.Error("revision unchanged by a write")
 			}
-			if e.exists(t, e.markerKey(task.ID)) {
-				t.Error("active marker still there after Cancel")
-			}
+			e.wantMarkers(t, task.ID) // none left
 			stored, err := e.admin.Get(e.ctx, task.ID)
 			if err != nil {
 				t.Fatal(err)
@@ -930,6 +1037,46 @@ func TestCancel(t *testing.T) {
 			}
 		})
 	}
+
+	// With an OnTerminal hook, a created task, which has no marker, gets one
+	// before its record is written, due now, so that its notice can be found
+	// if this store fails to deliver it; the delivered notice removes it.
+	t.Run("created, with an OnTerminal hook", func(t *testing.T) {
+		var notified []s3task.Status
+		rec := &recorder{bucket: e.srv.Bucket}
+		count := &s3test.Counter{}
+		hooked := e.newStore(t, &s3task.StoreOptions{OnTerminal: func(_ context.Context, x *s3task.Task) error {
+			notified = append(notified, x.Status)
+			return nil
+		}}, rec.wrap, count.Wrap)
+		task := e.task(t, "created")
+		e.wantMarkers(t, task.ID)
+		got, err := hooked.Cancel(e.ctx, task.ID, "with a notice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Read, marker, record; the notice: read again, hook, record, marker.
+		if diff := cmp.Diff(map[string]int{"GET": 2, "PUT": 3, "DELETE": 1}, count.Counts()); diff != "" {
+			t.Errorf("requests (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]s3task.Status{s3task.StatusAbandoned}, notified); diff != "" {
+			t.Errorf("OnTerminal calls (-want +got):\n%s", diff)
+		}
+		stored, err := e.admin.Get(e.ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != s3task.StatusAbandoned || stored.NotifyPending {
+			t.Errorf("after Cancel: status %s, notify_pending %v; want abandoned, delivered", got.Status, stored.NotifyPending)
+		}
+		wantDueNow(t, got)
+		key := e.dueMarkerKey(got)
+		put, record, del := rec.index("PUT "+key), rec.index("PUT "+e.recordKey(task.ID)), rec.index("DELETE "+key)
+		if put < 0 || record < 0 || del < 0 || put > record || del < record {
+			t.Errorf("want PUT %s, then the record, then its DELETE; got: %s", key, rec)
+		}
+		e.wantMarkers(t, task.ID)
+	})
 
 	t.Run("reason at the limit", func(t *testing.T) {
 		task := e.task(t, "created")
@@ -973,6 +1120,290 @@ func TestCancel(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestSchedule(t *testing.T) {
+	t.Parallel()
+	_, e := setup(t, nil)
+	rec := &recorder{bucket: e.srv.Bucket}
+	st := e.newStore(t, nil, rec.wrap, e.count.Wrap)
+	wakeKey := e.admin.Prefix() + "_wake"
+
+	// schedule calls Schedule with the requests counted and recorded.
+	schedule := func(t *testing.T, id string, at time.Time) (*s3task.Task, error) {
+		t.Helper()
+		e.count.Reset()
+		rec.reset()
+		return st.Schedule(e.ctx, id, at)
+	}
+
+	t.Run("created: sets RunAt only", func(t *testing.T) {
+		task := e.task(t, "created")
+		at := now().Add(time.Hour).In(time.FixedZone("UTC+3", 3*3600))
+		got, err := schedule(t, task.ID, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCounts(t, e, map[string]int{"GET": 1, "PUT": 1}) // the record only: no marker, no wake
+		want := task
+		want.RunAt = at.UTC()
+		if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {
+			t.Errorf("scheduled task (-want +got):\n%s", diff)
+		}
+		if got.RunAt.Location() != time.UTC || !got.DueAt.IsZero() || got.Scheduled(now()) {
+			t.Errorf("RunAt %v (in %v), DueAt %v, Scheduled %v; want UTC, no DueAt, not scheduled (not queued yet)", got.RunAt, got.RunAt.Location(), got.DueAt, got.Scheduled(now()))
+		}
+		e.wantMarkers(t, task.ID)
+		stored, err := e.admin.Get(e.ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(got, stored); diff != "" {
+			t.Errorf("stored differs from returned (-returned +stored):\n%s", diff)
+		}
+
+		t.Run("again changes nothing", func(t *testing.T) {
+			again, err := schedule(t, task.ID, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantCounts(t, e, map[string]int{"GET": 1})
+			if diff := cmp.Diff(stored, again); diff != "" {
+				t.Errorf("second Schedule (-stored +returned):\n%s", diff)
+			}
+		})
+		t.Run("submit then waits for it", func(t *testing.T) {
+			sub, err := st.Submit(e.ctx, task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sub.DueAt.Equal(at) || !sub.Scheduled(now()) {
+				t.Errorf("submitted: DueAt %v, Scheduled %v; want %v, true", sub.DueAt, sub.Scheduled(now()), at)
+			}
+			e.wantMarkers(t, task.ID, e.dueMarkerKey(sub))
+		})
+	})
+
+	t.Run("queued: moves the marker", func(t *testing.T) {
+		task := e.task(t, "queued")
+		old := e.dueMarkerKey(task)
+		e.wantMarkers(t, task.ID, old)
+		at := now().Add(time.Hour)
+		got, err := schedule(t, task.ID, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// New marker, record, old marker; no wake: there is nothing to do yet.
+		wantCounts(t, e, map[string]int{"GET": 1, "PUT": 2, "DELETE": 1})
+		want := task
+		want.RunAt, want.DueAt = at, at
+		if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {
+			t.Errorf("scheduled task (-want +got):\n%s", diff)
+		}
+		if !got.Scheduled(now()) || got.Scheduled(at) {
+			t.Errorf("Scheduled(now) %v, Scheduled(RunAt) %v; want true, false", got.Scheduled(now()), got.Scheduled(at))
+		}
+		key := e.dueMarkerKey(got)
+		if key == old {
+			t.Fatalf("marker key %s unchanged", key)
+		}
+		put, record, del := rec.index("PUT "+key), rec.index("PUT "+e.recordKey(task.ID)), rec.index("DELETE "+old)
+		if put < 0 || record < 0 || del < 0 || put > record || del < record {
+			t.Errorf("want PUT %s, the record, then DELETE %s; got: %s", key, old, rec)
+		}
+		e.wantMarkers(t, task.ID, key) // the old one is gone
+
+		t.Run("run now", func(t *testing.T) {
+			got, err := schedule(t, task.ID, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// New marker, record, wake; the marker due in an hour goes.
+			wantCounts(t, e, map[string]int{"GET": 1, "PUT": 3, "DELETE": 1})
+			if rec.index("PUT "+wakeKey) < 0 {
+				t.Errorf("no wake after a run-now: %s", rec)
+			}
+			if !got.RunAt.IsZero() || got.Scheduled(got.UpdatedAt) {
+				t.Errorf("RunAt %v, Scheduled %v; want zero, false", got.RunAt, got.Scheduled(got.UpdatedAt))
+			}
+			wantDueNow(t, got)
+			if rec.index("DELETE "+key) < 0 {
+				t.Errorf("the scheduled marker %s was not deleted: %s", key, rec)
+			}
+			e.wantMarkers(t, task.ID, e.dueMarkerKey(got))
+		})
+	})
+
+	// A task that may run now already keeps its place in the queue when
+	// told to run now, or at a time past.
+	for _, at := range []time.Time{{}, now().Add(-time.Hour)} {
+		t.Run(fmt.Sprintf("queued: run at %v changes nothing", at), func(t *testing.T) {
+			task := e.task(t, "queued")
+			before := e.snapshot(t)
+			got, err := schedule(t, task.ID, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantCounts(t, e, map[string]int{"GET": 1})
+			if diff := cmp.Diff(task, got); diff != "" {
+				t.Errorf("Schedule changed the task (-before +returned):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
+				t.Errorf("Schedule changed the bucket (-before +after):\n%s", diff)
+			}
+		})
+	}
+
+	t.Run("scheduled: a time past means now", func(t *testing.T) {
+		task := e.task(t, "queued")
+		if _, err := e.admin.Schedule(e.ctx, task.ID, now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		scheduled := e.markerKey(task.ID)
+		past := now().Add(-time.Hour)
+		got, err := schedule(t, task.ID, past)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCounts(t, e, map[string]int{"GET": 1, "PUT": 3, "DELETE": 1}) // marker, record, wake; the scheduled marker
+		if !got.RunAt.Equal(past) || got.Scheduled(got.UpdatedAt) {
+			t.Errorf("RunAt %v, Scheduled %v; want %v, false", got.RunAt, got.Scheduled(got.UpdatedAt), past)
+		}
+		wantDueNow(t, got) // not the time past: a marker is never backdated
+		if rec.index("PUT "+wakeKey) < 0 {
+			t.Errorf("no wake for a task due now: %s", rec)
+		}
+		if rec.index("DELETE "+scheduled) < 0 {
+			t.Errorf("the scheduled marker %s was not deleted: %s", scheduled, rec)
+		}
+		e.wantMarkers(t, task.ID, e.dueMarkerKey(got))
+	})
+
+	bad := []struct {
+		name  string
+		state string
+		check func(t *testing.T, err error, id string)
+	}{
+		{"unknown task", "", wantIs(s3task.ErrNotFound)},
+		{"running", "running", wantTransition(s3task.StatusRunning)},
+		{"completed", "completed", wantTransition(s3task.StatusCompleted)},
+		{"failed", "failed", wantTransition(s3task.StatusFailed)},
+		{"failed-waiting", "failed-waiting", wantTransition(s3task.StatusFailed)},
+		{"abandoned", "abandoned", wantTransition(s3task.StatusAbandoned)},
+	}
+	for _, tc := range bad {
+		t.Run("refused: "+tc.name, func(t *testing.T) {
+			id := s3task.NewID()
+			if tc.state != "" {
+				id = e.task(t, tc.state).ID
+			}
+			before := e.snapshot(t)
+			got, err := schedule(t, id, now().Add(time.Hour))
+			if got != nil {
+				t.Errorf("got a task along with error %v", err)
+			}
+			tc.check(t, err, id)
+			wantCounts(t, e, map[string]int{"GET": 1})
+			if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
+				t.Errorf("refused Schedule changed the bucket (-before +after):\n%s", diff)
+			}
+		})
+	}
+	t.Run("refused: invalid ID", func(t *testing.T) {
+		got, err := schedule(t, "../x", now())
+		var ie *s3task.IDError
+		if got != nil || !errors.Is(err, s3task.ErrInvalidID) || !errors.As(err, &ie) {
+			t.Errorf("Schedule(../x) = %v, %v; want *IDError wrapping ErrInvalidID", got, err)
+		}
+		wantCounts(t, e, map[string]int{})
+	})
+}
+
+// TestCreateRunAt: a task created with RunAt is queued, once submitted, with
+// its marker due at RunAt, and is scheduled until then; one with a RunAt
+// already past is due at once.
+func TestCreateRunAt(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, nil)
+
+	at := now().Add(2 * time.Hour)
+	task, err := st.Create(e.ctx, s3task.CreateParams{Name: "later", RunAt: at.In(time.FixedZone("UTC-5", -5*3600))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !task.RunAt.Equal(at) || task.RunAt.Location() != time.UTC || !task.DueAt.IsZero() {
+		t.Errorf("created: RunAt %v, DueAt %v; want %v in UTC, none", task.RunAt, task.DueAt, at)
+	}
+	e.put(t, e.inputKey(t, task.ID), []byte("a\n"))
+	e.count.Reset()
+	got, err := st.Submit(e.ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, e, map[string]int{"GET": 1, "HEAD": 1, "PUT": 3}) // marker, record, wake
+	if got.Status != s3task.StatusQueued || !got.RunAt.Equal(at) || !got.DueAt.Equal(at) {
+		t.Errorf("submitted: status %s, RunAt %v, DueAt %v; want queued, both %v", got.Status, got.RunAt, got.DueAt, at)
+	}
+	if !got.Scheduled(now()) || got.Scheduled(at) {
+		t.Errorf("Scheduled(now) %v, Scheduled(RunAt) %v; want true, false", got.Scheduled(now()), got.Scheduled(at))
+	}
+	// The key spells RunAt, in UTC, to the millisecond.
+	e.wantMarkers(t, task.ID, e.admin.Prefix()+"active/"+at.UTC().Format(dueKeyLayout)+"_"+task.ID)
+
+	past := now().Add(-time.Hour)
+	early, err := st.Create(e.ctx, s3task.CreateParams{Name: "late already", RunAt: past})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.put(t, e.inputKey(t, early.ID), []byte("a\n"))
+	got, err = st.Submit(e.ctx, early.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.RunAt.Equal(past) || got.Scheduled(got.UpdatedAt) {
+		t.Errorf("RunAt %v, Scheduled %v; want %v, false", got.RunAt, got.Scheduled(got.UpdatedAt), past)
+	}
+	wantDueNow(t, got)
+	e.wantMarkers(t, early.ID, e.dueMarkerKey(got))
+}
+
+// TestMarkerKey pins the marker key layout: <prefix>active/<due>_<id>, the
+// due time in UTC to the millisecond, so that keys sort by it; a record
+// without DueAt (written by an earlier version) calls for <prefix>active/<id>.
+func TestMarkerKey(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, &s3task.StoreOptions{Prefix: "jobs/eu/"})
+	id := s3task.NewID()
+	due := time.Date(2026, 6, 21, 12, 0, 0, 123456789, time.FixedZone("UTC+2", 2*3600))
+	for _, tc := range []struct {
+		task *s3task.Task
+		want string
+	}{
+		{&s3task.Task{ID: id, Status: s3task.StatusQueued, DueAt: due}, "jobs/eu/active/20260621T100000.123Z_" + id},
+		{&s3task.Task{ID: id, Status: s3task.StatusQueued}, "jobs/eu/active/" + id},
+		{&s3task.Task{ID: id, Status: s3task.StatusCompleted, DueAt: due}, "jobs/eu/active/20260621T100000.123Z_" + id}, // whether or not it needs one
+	} {
+		if got := st.MarkerKey(tc.task); got != tc.want || got != dueMarkerKey(st.Prefix(), tc.task) {
+			t.Errorf("MarkerKey(%s, due %v) = %q, want %q", tc.task.Status, tc.task.DueAt, got, tc.want)
+		}
+	}
+	// Keys sort as their due times do, across a change of second and day.
+	times := []time.Time{
+		time.Date(2026, 6, 21, 23, 59, 59, 999e6, time.UTC),
+		time.Date(2026, 6, 22, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 6, 22, 0, 0, 0, 1e6, time.UTC),
+		time.Date(2026, 6, 22, 0, 0, 1, 0, time.UTC),
+	}
+	var keys []string
+	for i, at := range times {
+		keys = append(keys, st.MarkerKey(&s3task.Task{ID: s3task.NewIDAt(times[len(times)-1-i]), DueAt: at}))
+	}
+	if !slices.IsSorted(keys) {
+		t.Errorf("marker keys do not sort by due time: %q", keys)
+	}
+	// A submitted task's marker is the one MarkerKey names.
+	task := e.task(t, "queued")
+	e.wantMarkers(t, task.ID, st.MarkerKey(task))
 }
 
 func TestRetryVerifiesTheInputAgain(t *testing.T) {
@@ -1061,10 +1492,11 @@ func TestRetry(t *testing.T) {
 	tests := []struct {
 		state   string
 		wantMax func(before *s3task.Task) int
+		marked  bool // it has a marker before: its retry is pending
 	}{
-		{"failed", func(b *s3task.Task) int { return b.MaxAttempts }},
-		{"failed-waiting", func(b *s3task.Task) int { return b.MaxAttempts }},
-		{"failed-exhausted", func(b *s3task.Task) int { return b.Attempt + 1 }}, // one more attempt
+		{"failed", func(b *s3task.Task) int { return b.MaxAttempts }, false},
+		{"failed-waiting", func(b *s3task.Task) int { return b.MaxAttempts }, true},
+		{"failed-exhausted", func(b *s3task.Task) int { return b.Attempt + 1 }, false}, // one more attempt
 	}
 	for _, tc := range tests {
 		t.Run("from "+tc.state, func(t *testing.T) {
@@ -1074,17 +1506,24 @@ func TestRetry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantCounts(t, e, map[string]int{"GET": 1, "HEAD": 1, "PUT": 4}) // input check; marker, record, marker again, wake
+			// Input check; the new marker, the record, the old marker if
+			// there was one, the wake object.
+			wantReqs := map[string]int{"GET": 1, "HEAD": 1, "PUT": 3}
+			if tc.marked {
+				wantReqs["DELETE"] = 1
+			}
+			wantCounts(t, e, wantReqs)
 			want := task
 			want.Status, want.RetryAt, want.MaxAttempts = s3task.StatusQueued, time.Time{}, tc.wantMax(task)
 			// The input is verified again and recorded as it is now.
 			want.InputETag, want.InputSize = e.head(t, e.inputKey(t, task.ID))
+			want.DueAt = got.DueAt // checked below
 			if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {
 				t.Errorf("retried task (-want +got):\n%s", diff)
 			}
-			if !e.exists(t, e.markerKey(task.ID)) {
-				t.Error("no active marker after Retry")
-			}
+			wantDueNow(t, got) // due at once, even if the retry was scheduled later
+			// Only the marker of the new phase: the retry's is gone.
+			e.wantMarkers(t, task.ID, e.dueMarkerKey(got))
 			stored, err := e.admin.Get(e.ctx, task.ID)
 			if err != nil {
 				t.Fatal(err)
@@ -1395,6 +1834,7 @@ func TestInvalidIDs(t *testing.T) {
 		{"Submit", func(id string) error { _, err := st.Submit(e.ctx, id); return err }},
 		{"Cancel", func(id string) error { _, err := st.Cancel(e.ctx, id, "x"); return err }},
 		{"Retry", func(id string) error { _, err := st.Retry(e.ctx, id); return err }},
+		{"Schedule", func(id string) error { _, err := st.Schedule(e.ctx, id, time.Now().Add(time.Hour)); return err }},
 		{"UploadInput", func(id string) error { return st.UploadInput(e.ctx, id, strings.NewReader("x")) }},
 		{"PresignUpload", func(id string) error { _, err := st.PresignUpload(e.ctx, id, time.Minute); return err }},
 		{"PresignUploadForm", func(id string) error { _, err := st.PresignUploadForm(e.ctx, id, time.Minute); return err }},
@@ -1491,6 +1931,7 @@ func TestCorruptRecords(t *testing.T) {
 		{"Submit", func(id string) error { _, err := st.Submit(e.ctx, id); return err }},
 		{"Cancel", func(id string) error { _, err := st.Cancel(e.ctx, id, "x"); return err }},
 		{"Retry", func(id string) error { _, err := st.Retry(e.ctx, id); return err }},
+		{"Schedule", func(id string) error { _, err := st.Schedule(e.ctx, id, time.Now().Add(time.Hour)); return err }},
 		{"UploadInput", func(id string) error { return st.UploadInput(e.ctx, id, strings.NewReader("x")) }},
 		{"PresignUpload", func(id string) error { _, err := st.PresignUpload(e.ctx, id, time.Minute); return err }},
 		{"PresignDownload", func(id string) error { _, err := st.PresignDownload(e.ctx, id, time.Minute); return err }},
@@ -1895,23 +2336,33 @@ func TestMarkers(t *testing.T) {
 	}
 	t.Run("submit writes it", func(t *testing.T) {
 		rec.reset()
-		if _, err := st.Submit(e.ctx, task.ID); err != nil {
+		got, err := st.Submit(e.ctx, task.ID)
+		if err != nil {
 			t.Fatal(err)
 		}
 		markerFirst(t, task.ID)
+		// Named after the task's due time, and written once: each phase
+		// has its own key, so there is nothing to write again.
+		key := e.dueMarkerKey(got)
+		if e.markerKey(task.ID) != key {
+			t.Errorf("marker %s, want %s", e.markerKey(task.ID), key)
+		}
+		if n := strings.Count(rec.String(), "PUT "+e.admin.Prefix()+"active/"); n != 1 {
+			t.Errorf("%d marker PUTs, want 1: %s", n, rec)
+		}
 	})
 	t.Run("cancel removes it after the record", func(t *testing.T) {
+		key := e.markerKey(task.ID) // while it is there
+		e.wantMarkers(t, task.ID, key)
 		rec.reset()
 		if _, err := st.Cancel(e.ctx, task.ID, "no longer needed"); err != nil {
 			t.Fatal(err)
 		}
-		d, r := rec.index("DELETE "+e.markerKey(task.ID)), rec.index("PUT "+e.recordKey(task.ID))
+		d, r := rec.index("DELETE "+key), rec.index("PUT "+e.recordKey(task.ID))
 		if d < 0 || r < 0 || d < r {
-			t.Errorf("want the record PUT before the marker DELETE, got: %s", rec)
+			t.Errorf("want the record PUT before the DELETE of %s, got: %s", key, rec)
 		}
-		if e.exists(t, e.markerKey(task.ID)) {
-			t.Error("marker still there")
-		}
+		e.wantMarkers(t, task.ID) // none left
 	})
 	t.Run("retry of a failed task writes it again", func(t *testing.T) {
 		failed := e.task(t, "queued")
@@ -1925,10 +2376,45 @@ func TestMarkers(t *testing.T) {
 			t.Fatal("marker present before Retry")
 		}
 		rec.reset()
-		if _, err := st.Retry(e.ctx, failed.ID); err != nil {
+		got, err := st.Retry(e.ctx, failed.ID)
+		if err != nil {
 			t.Fatal(err)
 		}
 		markerFirst(t, failed.ID)
+		e.wantMarkers(t, failed.ID, e.dueMarkerKey(got))
+		if strings.Contains(rec.String(), "DELETE ") {
+			t.Errorf("a final failure has no marker to delete, got: %s", rec)
+		}
+	})
+	t.Run("retry of a task waiting for its retry moves it", func(t *testing.T) {
+		waiting := e.task(t, "failed-waiting")
+		old := e.dueMarkerKey(waiting) // due at the retry, an hour away
+		e.wantMarkers(t, waiting.ID, old)
+		rec.reset()
+		got, err := st.Retry(e.ctx, waiting.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		markerFirst(t, waiting.ID)
+		if d, r := rec.index("DELETE "+old), rec.index("PUT "+e.recordKey(waiting.ID)); d < 0 || d < r {
+			t.Errorf("want the old marker %s deleted after the record PUT, got: %s", old, rec)
+		}
+		if e.markerKey(waiting.ID) == old {
+			t.Errorf("marker still due at the retry: %s", old)
+		}
+		e.wantMarkers(t, waiting.ID, e.dueMarkerKey(got))
+	})
+	t.Run("a refused change leaves the marker", func(t *testing.T) {
+		queued := e.task(t, "queued")
+		key := e.markerKey(queued.ID)
+		rec.reset()
+		if _, err := st.Retry(e.ctx, queued.ID); !errors.Is(err, s3task.ErrInvalidTransition) {
+			t.Fatalf("Retry of a queued task = %v, want ErrInvalidTransition", err)
+		}
+		if strings.Contains(rec.String(), "PUT ") || strings.Contains(rec.String(), "DELETE ") {
+			t.Errorf("a refused Retry wrote: %s", rec)
+		}
+		e.wantMarkers(t, queued.ID, key)
 	})
 }
 

@@ -280,7 +280,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		case StatusCreated:
 			n.Status = StatusQueued
 			n.InputETag, n.InputSize = e.inputETag, e.inputSize
-			n.DueAt = later(now, t.RunAt)
+			n.DueAt = ceilMS(later(now, t.RunAt))
 			return n, true, nil
 		}
 		return deny("only a created task can be submitted")
@@ -305,7 +305,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		n.Attempt++
 		n.WorkerID = e.worker
 		n.LeaseExpiresAt = now.Add(e.lease)
-		n.DueAt = n.LeaseExpiresAt.Add(e.margin)
+		n.DueAt = ceilMS(n.LeaseExpiresAt.Add(e.margin))
 		n.RetryAt = time.Time{}
 		n.Progress = Progress{}
 		return n, true, nil
@@ -316,7 +316,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		}
 		n.LeaseExpiresAt = now.Add(e.lease)
 		if e.move {
-			n.DueAt = n.LeaseExpiresAt.Add(e.margin)
+			n.DueAt = ceilMS(n.LeaseExpiresAt.Add(e.margin))
 		}
 		if e.progress != nil {
 			n.Progress = *e.progress
@@ -349,7 +349,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		n.RetryAt = time.Time{}
 		if !e.permanent && t.attemptsLeft() {
 			n.RetryAt = now.Add(max(e.retryDelay, 0))
-			n.DueAt = n.RetryAt
+			n.DueAt = ceilMS(n.RetryAt)
 		}
 		return n, true, nil
 
@@ -423,15 +423,17 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		return n, true, nil
 
 	case evSchedule:
-		switch t.Status {
-		case StatusCreated:
-		case StatusQueued:
-			n.DueAt = later(now, e.at)
-		default:
+		switch {
+		case t.Status == StatusCreated:
+		case t.Status != StatusQueued:
 			return deny("only a created or queued task can be scheduled")
+		case !t.RunAt.After(now) && !e.at.After(now):
+			return t, false, nil // it may run now already: keep its place
+		default:
+			n.DueAt = ceilMS(later(now, e.at))
 		}
 		n.RunAt = e.at
-		if n.RunAt.Equal(t.RunAt) && n.DueAt.Equal(t.DueAt) {
+		if n.RunAt.Equal(t.RunAt) {
 			return t, false, nil
 		}
 		return n, true, nil
@@ -450,6 +452,16 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		return n, true, nil
 	}
 	return deny("unknown event")
+}
+
+// ceilMS rounds t up to a whole millisecond, the resolution of marker names
+// and of the server's clock as the library reads it, so that a task is
+// never due before the time its marker names.
+func ceilMS(t time.Time) time.Time {
+	if r := t.Truncate(time.Millisecond); !r.Equal(t) {
+		return r.Add(time.Millisecond)
+	}
+	return t
 }
 
 // later returns the later of a and b.

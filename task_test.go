@@ -55,12 +55,24 @@ type startState struct {
 	build func() *Task
 }
 
+// startRunAt is the start time of the scheduled start states: after
+// transitionNow, before evRunAt.
+var startRunAt = transitionNow.Add(30 * time.Minute)
+
 // startStates lists every situation the transition table starts from. The
-// two flavours of failed are separate rows because they behave differently.
+// two flavours of failed are separate rows because they behave differently,
+// and so are the scheduled flavours of created and queued. Every record past
+// created carries the DueAt its last transition gave it, so that a
+// transition which should keep it shows up if it does not.
 func startStates() []startState {
 	return []startState{
 		{"created", func() *Task {
 			return baseRecord()
+		}},
+		{"created, scheduled", func() *Task {
+			t := baseRecord()
+			t.RunAt = startRunAt
+			return t
 		}},
 		{"queued", func() *Task {
 			t := baseRecord()
@@ -69,6 +81,15 @@ func startStates() []startState {
 			t.Attempt = 1 // back in the queue after a lost lease
 			t.LastError = "attempt 1: lease expired"
 			t.Progress = Progress{RowCount: 10, ProcessedCount: 4, SuccessCount: 4}
+			t.DueAt = t.UpdatedAt // the moment the lease was found expired
+			return t
+		}},
+		{"queued, scheduled", func() *Task {
+			t := baseRecord()
+			t.Status = StatusQueued
+			t.InputETag, t.InputSize = `"etag-1"`, 2048
+			t.RunAt = startRunAt
+			t.DueAt = startRunAt
 			return t
 		}},
 		{"running", func() *Task {
@@ -79,6 +100,7 @@ func startStates() []startState {
 			t.LastError = "attempt 1: lease expired"
 			t.WorkerID = "worker-a"
 			t.LeaseExpiresAt = transitionNow.Add(10 * time.Second)
+			t.DueAt = t.LeaseExpiresAt.Add(evMargin)
 			t.Progress = Progress{RowCount: 10, ProcessedCount: 4, SuccessCount: 3, ErrorCount: 1}
 			return t
 		}},
@@ -90,6 +112,7 @@ func startStates() []startState {
 			t.WorkerID = "worker-a"
 			t.OutputPath = "batch-tasks/" + knownGoodID + "/output-attempt-2.csv"
 			t.Progress = Progress{RowCount: 10, ProcessedCount: 10, SuccessCount: 9, ErrorCount: 1}
+			t.DueAt = transitionNow.Add(-10 * time.Minute) // the end of its last lease
 			return t
 		}},
 		{"failed, retry scheduled", func() *Task {
@@ -100,6 +123,7 @@ func startStates() []startState {
 			t.WorkerID = "worker-z"
 			t.LastError = "attempt 1: timeout"
 			t.RetryAt = transitionNow.Add(-time.Second) // due
+			t.DueAt = t.RetryAt
 			t.Progress = Progress{RowCount: 10, ProcessedCount: 4, SuccessCount: 3, ErrorCount: 1}
 			return t
 		}},
@@ -111,6 +135,7 @@ func startStates() []startState {
 			t.WorkerID = "worker-z"
 			t.LastError = "attempt 3: timeout"
 			t.Progress = Progress{RowCount: 10, ProcessedCount: 4, SuccessCount: 3, ErrorCount: 1}
+			t.DueAt = transitionNow.Add(-10 * time.Minute) // the end of its last lease
 			return t
 		}},
 		{"abandoned", func() *Task {
@@ -120,6 +145,7 @@ func startStates() []startState {
 			t.Attempt = 1
 			t.WorkerID = "worker-z"
 			t.CancelReason = "no longer needed"
+			t.DueAt = transitionNow.Add(-20 * time.Minute) // when it was queued
 			return t
 		}},
 		{"completed, being purged", func() *Task {
@@ -130,6 +156,7 @@ func startStates() []startState {
 			t.WorkerID = "worker-a"
 			t.OutputPath = "batch-tasks/" + knownGoodID + "/output-attempt-1.csv"
 			t.Purging = true
+			t.DueAt = transitionNow.Add(-10 * time.Minute)
 			return t
 		}},
 	}
@@ -139,6 +166,7 @@ func startStates() []startState {
 var allEventKinds = []eventKind{
 	evUpload, evSubmit, evClaim, evHeartbeat, evComplete,
 	evFail, evLeaseExpired, evRelease, evRetry, evCancel, evPurge, evNotified,
+	evSchedule,
 }
 
 // statusConsts and eventConsts name every constant the table knows about.
@@ -155,7 +183,7 @@ var (
 		"evHeartbeat": evHeartbeat, "evComplete": evComplete, "evFail": evFail,
 		"evLeaseExpired": evLeaseExpired, "evRelease": evRelease,
 		"evRetry": evRetry, "evCancel": evCancel, "evPurge": evPurge,
-		"evNotified": evNotified,
+		"evNotified": evNotified, "evSchedule": evSchedule,
 	}
 )
 
@@ -164,6 +192,7 @@ const (
 	evWorker   = "worker-a"
 	evAttempt  = 2 // the attempt the running row holds
 	evLease    = time.Minute
+	evMargin   = 2 * time.Second
 	evOutput   = "batch-tasks/" + knownGoodID + "/output-attempt-2.csv"
 	evErrMsg   = "attempt 2: row 7 is malformed"
 	evDelay    = 5 * time.Minute
@@ -175,6 +204,10 @@ const (
 
 var evProgress = Progress{RowCount: 10, ProcessedCount: 7, SuccessCount: 6, ErrorCount: 1}
 
+// evRunAt is the start time the table's schedule event asks for: an hour
+// after transitionNow, later than startRunAt.
+var evRunAt = transitionNow.Add(time.Hour)
+
 func tableEvent(k eventKind) event {
 	p := evProgress
 	return event{
@@ -182,6 +215,9 @@ func tableEvent(k eventKind) event {
 		worker:     evWorker,
 		attempt:    evAttempt,
 		lease:      evLease,
+		margin:     evMargin,
+		move:       true,
+		at:         evRunAt,
 		progress:   &p,
 		output:     evOutput,
 		errMsg:     evErrMsg,
@@ -241,6 +277,7 @@ func TestTransitionEveryPair(t *testing.T) {
 	t.Parallel()
 
 	created, queued, running, completed := "created", "queued", "running", "completed"
+	createdScheduled, queuedScheduled := "created, scheduled", "queued, scheduled"
 	failedRetry, failedFinal, abandoned := "failed, retry scheduled", "failed, final", "abandoned"
 	purging := "completed, being purged"
 	toPurging := becomes(func(t *Task) { t.Purging = true })
@@ -261,9 +298,14 @@ func TestTransitionEveryPair(t *testing.T) {
 		t.Attempt++
 		t.WorkerID = evWorker
 		t.LeaseExpiresAt = transitionNow.Add(evLease)
+		t.DueAt = transitionNow.Add(evLease + evMargin) // the marker moves past the lease
 		t.RetryAt = time.Time{}
 		t.Progress = Progress{} // a new attempt counts from zero
 	})
+	// A created task only remembers its start; a queued one's marker moves
+	// to it.
+	scheduledCreated := becomes(func(t *Task) { t.RunAt = evRunAt })
+	scheduledQueued := becomes(func(t *Task) { t.RunAt, t.DueAt = evRunAt, evRunAt })
 
 	expect := map[string]map[eventKind]outcome{
 		created: {
@@ -271,6 +313,26 @@ func TestTransitionEveryPair(t *testing.T) {
 			evSubmit: becomes(func(t *Task) {
 				t.Status = StatusQueued
 				t.InputETag, t.InputSize = evETag, evSize
+				t.DueAt = transitionNow // no start set: due at once
+			}),
+			evClaim:        denied,
+			evHeartbeat:    denied,
+			evComplete:     denied,
+			evFail:         denied,
+			evLeaseExpired: denied,
+			evRelease:      denied,
+			evRetry:        denied,
+			evCancel:       toAbandoned, // no notice asked for: no marker, no DueAt
+			evPurge:        denied,
+			evNotified:     denied,
+			evSchedule:     scheduledCreated,
+		},
+		createdScheduled: {
+			evUpload: unchanged,
+			evSubmit: becomes(func(t *Task) {
+				t.Status = StatusQueued
+				t.InputETag, t.InputSize = evETag, evSize
+				t.DueAt = startRunAt // due at its start, not now
 			}),
 			evClaim:        denied,
 			evHeartbeat:    denied,
@@ -282,6 +344,7 @@ func TestTransitionEveryPair(t *testing.T) {
 			evCancel:       toAbandoned,
 			evPurge:        denied,
 			evNotified:     denied,
+			evSchedule:     scheduledCreated,
 		},
 		queued: {
 			evUpload:       denied,
@@ -296,6 +359,22 @@ func TestTransitionEveryPair(t *testing.T) {
 			evCancel:       toAbandoned,
 			evPurge:        denied,
 			evNotified:     denied,
+			evSchedule:     scheduledQueued,
+		},
+		queuedScheduled: {
+			evUpload:       denied,
+			evSubmit:       unchanged,
+			evClaim:        denied, // not before startRunAt
+			evHeartbeat:    denied,
+			evComplete:     denied,
+			evFail:         denied,
+			evLeaseExpired: denied,
+			evRelease:      denied,
+			evRetry:        denied,
+			evCancel:       toAbandoned,
+			evPurge:        denied,
+			evNotified:     denied,
+			evSchedule:     scheduledQueued, // moved later
 		},
 		running: {
 			evUpload: denied,
@@ -303,6 +382,7 @@ func TestTransitionEveryPair(t *testing.T) {
 			evClaim:  denied,
 			evHeartbeat: becomes(func(t *Task) {
 				t.LeaseExpiresAt = transitionNow.Add(evLease)
+				t.DueAt = transitionNow.Add(evLease + evMargin) // the table's heartbeat moves the marker
 				t.Progress = evProgress
 			}),
 			evComplete: becomes(func(t *Task) {
@@ -319,6 +399,7 @@ func TestTransitionEveryPair(t *testing.T) {
 				t.Progress = evProgress
 				t.LeaseExpiresAt = time.Time{}
 				t.RetryAt = transitionNow.Add(evDelay)
+				t.DueAt = t.RetryAt
 			}),
 			evLeaseExpired: denied, // the lease runs 10s past now
 			evRelease: becomes(func(t *Task) {
@@ -327,11 +408,13 @@ func TestTransitionEveryPair(t *testing.T) {
 				t.LastError = "attempt 2: interrupted by worker shutdown"
 				t.ErrorCategory = "shutdown"
 				t.WorkerID, t.LeaseExpiresAt = "", time.Time{}
+				t.DueAt = transitionNow
 			}),
 			evRetry:    denied,
-			evCancel:   toAbandoned,
+			evCancel:   toAbandoned, // keeps DueAt: the notice, if any, is due at the lease's end
 			evPurge:    denied,
 			evNotified: denied,
+			evSchedule: denied,
 		},
 		completed: func() map[eventKind]outcome {
 			m := allDenied()
@@ -351,10 +434,12 @@ func TestTransitionEveryPair(t *testing.T) {
 			evRetry: becomes(func(t *Task) {
 				t.Status = StatusQueued
 				t.RetryAt = time.Time{}
+				t.DueAt = transitionNow
 			}),
 			evCancel:   toAbandoned,
 			evPurge:    denied, // a retry is scheduled: not finished
 			evNotified: denied,
+			evSchedule: denied,
 		},
 		failedFinal: {
 			evUpload:       denied,
@@ -368,10 +453,12 @@ func TestTransitionEveryPair(t *testing.T) {
 			evRetry: becomes(func(t *Task) {
 				t.Status = StatusQueued
 				t.MaxAttempts = 4 // one more than the attempts used
+				t.DueAt = transitionNow
 			}),
 			evCancel:   toAbandoned,
 			evPurge:    toPurging,
 			evNotified: unchanged,
+			evSchedule: denied,
 		},
 		abandoned: func() map[eventKind]outcome {
 			m := allDenied()
@@ -437,8 +524,8 @@ func TestTransitionEveryPair(t *testing.T) {
 			})
 		}
 	}
-	if want := len(startStates()) * len(allEventKinds); pairs != want || want != 96 {
-		t.Errorf("checked %d pairs, want %d (8 start states x 12 events)", pairs, want)
+	if want := len(startStates()) * len(allEventKinds); pairs != want || want != 130 {
+		t.Errorf("checked %d pairs, want %d (10 start states x 13 events)", pairs, want)
 	}
 	for name, row := range expect {
 		if !slices.ContainsFunc(startStates(), func(s startState) bool { return s.name == name }) {
@@ -568,7 +655,8 @@ func TestTransitionClaimWaitsForRetryAt(t *testing.T) {
 			start.Status = StatusFailed
 			start.Attempt = 1
 			start.RetryAt = retryAt
-			ev := event{kind: evClaim, worker: "worker-b", lease: time.Minute}
+			start.DueAt = retryAt
+			ev := event{kind: evClaim, worker: "worker-b", lease: time.Minute, margin: evMargin}
 			next, write, err := transition(start, ev, tt.now)
 			if !tt.allowed {
 				checkDenied(t, start, evClaim, next, write, err)
@@ -582,11 +670,181 @@ func TestTransitionClaimWaitsForRetryAt(t *testing.T) {
 			want.Attempt = 2
 			want.WorkerID = "worker-b"
 			want.LeaseExpiresAt = tt.now.Add(time.Minute)
+			want.DueAt = want.LeaseExpiresAt.Add(evMargin)
 			want.RetryAt = time.Time{}
 			if diff := gocmp.Diff(want, next); diff != "" {
 				t.Errorf("claimed record differs (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A queued task scheduled to start later cannot be claimed before its
+// RunAt, and can from then on, like a failed one before its retry.
+func TestTransitionClaimWaitsForRunAt(t *testing.T) {
+	t.Parallel()
+
+	runAt := transitionNow.Add(time.Minute)
+	tests := []struct {
+		name    string
+		now     time.Time
+		allowed bool
+	}{
+		{name: "an hour early", now: runAt.Add(-time.Hour), allowed: false},
+		{name: "1ns early", now: runAt.Add(-time.Nanosecond), allowed: false},
+		{name: "at RunAt", now: runAt, allowed: true},
+		{name: "later", now: runAt.Add(time.Hour), allowed: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+
+			start := baseRecord()
+			start.Status = StatusQueued
+			start.RunAt, start.DueAt = runAt, runAt
+			if got := start.Scheduled(tt.now); got == tt.allowed {
+				t.Errorf("Scheduled(%v) = %v, want %v", tt.now, got, !tt.allowed)
+			}
+			ev := event{kind: evClaim, worker: "worker-b", lease: time.Minute, margin: evMargin}
+			next, write, err := transition(start, ev, tt.now)
+			if !tt.allowed {
+				checkDenied(t, start, evClaim, next, write, err)
+				return
+			}
+			if err != nil || !write {
+				t.Fatalf("claim at %v = (_, %v, %v), want a write", tt.now, write, err)
+			}
+			want := copyTask(start)
+			want.Status = StatusRunning
+			want.Attempt = 1
+			want.WorkerID = "worker-b"
+			want.LeaseExpiresAt = tt.now.Add(time.Minute)
+			want.DueAt = want.LeaseExpiresAt.Add(evMargin)
+			if diff := gocmp.Diff(want, next); diff != "" {
+				t.Errorf("claimed record differs (-want +got):\n%s", diff)
+			}
+			if next.Scheduled(tt.now) {
+				t.Errorf("a running task reports Scheduled")
+			}
+		})
+	}
+}
+
+func TestTransitionSchedule(t *testing.T) {
+	t.Parallel()
+
+	later, earlier := transitionNow.Add(time.Hour), transitionNow.Add(-time.Hour)
+	created := func() *Task { return baseRecord() }
+	queued := func() *Task {
+		t := baseRecord()
+		t.Status = StatusQueued
+		t.DueAt = transitionNow.Add(-time.Minute)
+		return t
+	}
+	scheduled := func() *Task {
+		t := queued()
+		t.RunAt, t.DueAt = later, later
+		return t
+	}
+	tests := []struct {
+		name      string
+		start     func() *Task
+		at        time.Time
+		noop      bool
+		wantRunAt time.Time
+		wantDueAt time.Time
+		wantSched bool // Scheduled(transitionNow) afterwards
+		reason    string
+	}{
+		{name: "created, later", start: created, at: later, wantRunAt: later, reason: "a created task has no marker: only RunAt is kept"},
+		{name: "created, past", start: created, at: earlier, wantRunAt: earlier},
+		{name: "created, same time again", start: func() *Task { t := created(); t.RunAt = later; return t }, at: later, noop: true},
+		{name: "created, cleared", start: func() *Task { t := created(); t.RunAt = later; return t }, at: time.Time{}, wantRunAt: time.Time{}},
+		{name: "queued, later", start: queued, at: later, wantRunAt: later, wantDueAt: later, wantSched: true, reason: "the marker moves to the start"},
+		{name: "queued, past", start: queued, at: earlier, noop: true, reason: "it may run now already: it keeps its place in the queue"},
+		{name: "queued, now", start: queued, at: time.Time{}, noop: true, reason: "as above"},
+		{name: "queued, past RunAt, later", start: func() *Task { t := queued(); t.RunAt = earlier; return t }, at: later, wantRunAt: later, wantDueAt: later, wantSched: true},
+		{name: "queued, past RunAt, now", start: func() *Task { t := queued(); t.RunAt = earlier; return t }, at: time.Time{}, noop: true, reason: "due already: keeps its place"},
+		{name: "scheduled, run now", start: scheduled, at: time.Time{}, wantRunAt: time.Time{}, wantDueAt: transitionNow, reason: "zero starts a scheduled task at once"},
+		{name: "scheduled, past", start: scheduled, at: earlier, wantRunAt: earlier, wantDueAt: transitionNow, reason: "a time past starts it at once, not backdated"},
+		{name: "scheduled, earlier", start: scheduled, at: transitionNow.Add(time.Minute), wantRunAt: transitionNow.Add(time.Minute), wantDueAt: transitionNow.Add(time.Minute), wantSched: true},
+		{name: "scheduled, same time again", start: scheduled, at: later, noop: true, reason: "nothing to write"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+
+			start := tt.start()
+			before := copyTask(start)
+			next, write, err := transition(start, event{kind: evSchedule, at: tt.at}, transitionNow)
+			if diff := gocmp.Diff(before, start); diff != "" {
+				t.Errorf("transition modified its input (-before +after):\n%s", diff)
+			}
+			if tt.noop {
+				if err != nil || write || next != start {
+					t.Errorf("schedule = (%p, %v, %v), want the same task %p, false, nil (%s)", next, write, err, start, tt.reason)
+				}
+				return
+			}
+			if err != nil || !write {
+				t.Fatalf("schedule = (_, %v, %v), want a write (%s)", write, err, tt.reason)
+			}
+			want := copyTask(start)
+			want.RunAt = tt.wantRunAt
+			if start.Status == StatusQueued {
+				want.DueAt = tt.wantDueAt
+			}
+			if diff := gocmp.Diff(want, next); diff != "" {
+				t.Errorf("scheduled record differs (-want +got) (%s):\n%s", tt.reason, diff)
+			}
+			if got := next.Scheduled(transitionNow); got != tt.wantSched {
+				t.Errorf("Scheduled(now) = %v, want %v (%s)", got, tt.wantSched, tt.reason)
+			}
+			// A queued task is claimable exactly when it is not scheduled.
+			if next.Status == StatusQueued {
+				_, _, err := transition(next, event{kind: evClaim, worker: "w", lease: time.Minute}, transitionNow)
+				if claimable := err == nil; claimable == tt.wantSched {
+					t.Errorf("claim after schedule: err %v, want claimable = %v", err, !tt.wantSched)
+				}
+			}
+		})
+	}
+
+	// Submit of a created task carries its RunAt into DueAt.
+	start := created()
+	next, _, err := transition(start, event{kind: evSchedule, at: later}, transitionNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queuedNext, _, err := transition(next, event{kind: evSubmit, inputETag: evETag, inputSize: evSize}, transitionNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !queuedNext.DueAt.Equal(later) || !queuedNext.Scheduled(transitionNow) || queuedNext.Scheduled(later) {
+		t.Errorf("submitted after schedule: DueAt %v, Scheduled(now) %v, Scheduled(RunAt) %v; want %v, true, false", queuedNext.DueAt, queuedNext.Scheduled(transitionNow), queuedNext.Scheduled(later), later)
+	}
+}
+
+// A heartbeat moves the marker's due time only when asked to.
+func TestTransitionHeartbeatMovesDueAt(t *testing.T) {
+	t.Parallel()
+
+	for _, move := range []bool{false, true} {
+		start := runningTask(transitionNow.Add(10 * time.Second))
+		start.DueAt = start.LeaseExpiresAt.Add(evMargin)
+		ev := event{kind: evHeartbeat, worker: "worker-a", attempt: 2, lease: time.Minute, margin: evMargin, move: move}
+		next, write, err := transition(start, ev, transitionNow)
+		if err != nil || !write {
+			t.Fatalf("heartbeat (move %v) = (_, %v, %v), want a write", move, write, err)
+		}
+		want := copyTask(start)
+		want.LeaseExpiresAt = transitionNow.Add(time.Minute)
+		if move {
+			want.DueAt = want.LeaseExpiresAt.Add(evMargin)
+		}
+		if diff := gocmp.Diff(want, next); diff != "" {
+			t.Errorf("heartbeat (move %v) record differs (-want +got):\n%s", move, diff)
+		}
 	}
 }
 
@@ -687,6 +945,7 @@ func TestTransitionFail(t *testing.T) {
 
 			start := runningTask(transitionNow.Add(time.Minute))
 			start.Attempt = tt.attempt
+			start.DueAt = start.LeaseExpiresAt.Add(evMargin)
 			ev := event{kind: evFail, worker: "worker-a", attempt: tt.attempt, errMsg: "boom", permanent: tt.permanent, retryDelay: tt.delay}
 			next, write, err := transition(start, ev, transitionNow)
 			if err != nil || !write {
@@ -697,6 +956,9 @@ func TestTransitionFail(t *testing.T) {
 			want.LastError = "boom"
 			want.LeaseExpiresAt = time.Time{}
 			want.RetryAt = tt.wantRetryAt
+			if !tt.wantRetryAt.IsZero() {
+				want.DueAt = tt.wantRetryAt // the marker moves to the retry
+			} // a final failure keeps DueAt: it has no marker, or its notice's
 			if diff := gocmp.Diff(want, next); diff != "" {
 				t.Errorf("failed record differs (-want +got) (%s):\n%s", tt.reason, diff)
 			}
@@ -731,6 +993,7 @@ func TestTransitionLeaseExpired(t *testing.T) {
 
 			start := runningTask(lease)
 			start.Attempt = tt.attempt
+			start.DueAt = lease.Add(evMargin)
 			next, write, err := transition(start, event{kind: evLeaseExpired}, tt.now)
 			if tt.wantStatus == "" {
 				checkDenied(t, start, evLeaseExpired, next, write, err)
@@ -743,6 +1006,7 @@ func TestTransitionLeaseExpired(t *testing.T) {
 			want.Status = tt.wantStatus
 			want.WorkerID, want.LeaseExpiresAt = "", time.Time{}
 			want.ErrorCategory = "lease_expired"
+			want.DueAt = tt.now // due at once: for a new attempt, or its notice
 			if diff := gocmp.Diff(want, next, cmpopts.IgnoreFields(Task{}, "LastError")); diff != "" {
 				t.Errorf("record differs (-want +got) (%s):\n%s", tt.reason, diff)
 			}
@@ -763,6 +1027,7 @@ func TestTransitionReleaseGivesAttemptBack(t *testing.T) {
 
 	start := runningTask(transitionNow.Add(time.Minute))
 	start.Attempt = 3 // the last one
+	start.DueAt = start.LeaseExpiresAt.Add(evMargin)
 	next, write, err := transition(start, event{kind: evRelease, worker: "worker-a", attempt: 3}, transitionNow)
 	if err != nil || !write {
 		t.Fatalf("release = (_, %v, %v), want a write", write, err)
@@ -772,6 +1037,7 @@ func TestTransitionReleaseGivesAttemptBack(t *testing.T) {
 	want.ReleasedAttempts = 1 // max_attempts stays as created
 	want.WorkerID, want.LeaseExpiresAt = "", time.Time{}
 	want.ErrorCategory = "shutdown"
+	want.DueAt = transitionNow // another worker may take it at once
 	if diff := gocmp.Diff(want, next, cmpopts.IgnoreFields(Task{}, "LastError")); diff != "" {
 		t.Errorf("released record differs (-want +got):\n%s", diff)
 	}
@@ -810,6 +1076,10 @@ func TestTransitionRetry(t *testing.T) {
 			start.Status = StatusFailed
 			start.Attempt, start.MaxAttempts = tt.attempt, tt.maxAttempts
 			start.RetryAt = tt.retryAt
+			start.DueAt = transitionNow.Add(-time.Hour) // the end of the failed attempt's lease
+			if !tt.retryAt.IsZero() {
+				start.DueAt = tt.retryAt
+			}
 			start.LastError = "boom"
 			next, write, err := transition(start, event{kind: evRetry}, transitionNow)
 			if err != nil || !write {
@@ -819,6 +1089,7 @@ func TestTransitionRetry(t *testing.T) {
 			want.Status = StatusQueued
 			want.RetryAt = time.Time{}
 			want.MaxAttempts = tt.wantMax
+			want.DueAt = transitionNow // due at once, whatever the retry was scheduled for
 			if diff := gocmp.Diff(want, next); diff != "" {
 				t.Errorf("retried record differs (-want +got) (%s):\n%s", tt.reason, diff)
 			}
@@ -866,12 +1137,46 @@ func TestTransitionCancel(t *testing.T) {
 			t.Errorf("cancelled: RetryAt = %v, pending() = %v, Terminal() = %v; want zero, false, true", next.RetryAt, next.pending(), next.Terminal())
 		}
 	})
+	// A created task has no marker, nor a DueAt; its cancel gives it one
+	// only when a notice is to go out, due at once.
+	t.Run("created with a notice is due now", func(t *testing.T) {
+		t.Parallel()
+
+		for _, notify := range []bool{false, true} {
+			start := baseRecord()
+			next, write, err := transition(start, event{kind: evCancel, reason: "r", notify: notify}, transitionNow)
+			if err != nil || !write {
+				t.Fatalf("cancel (notify %v) = (_, %v, %v), want a write", notify, write, err)
+			}
+			wantDue := time.Time{}
+			if notify {
+				wantDue = transitionNow
+			}
+			if !next.DueAt.Equal(wantDue) || next.NotifyPending != notify || next.needsMarker() != notify {
+				t.Errorf("cancel of created (notify %v): DueAt %v, NotifyPending %v, needsMarker %v; want %v, %v, %v", notify, next.DueAt, next.NotifyPending, next.needsMarker(), wantDue, notify, notify)
+			}
+		}
+	})
+	t.Run("queued with a notice keeps its due time", func(t *testing.T) {
+		t.Parallel()
+
+		start := baseRecord()
+		start.Status = StatusQueued
+		start.DueAt = transitionNow.Add(-time.Minute)
+		next, _, err := transition(start, event{kind: evCancel, reason: "r", notify: true}, transitionNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !next.DueAt.Equal(start.DueAt) || !next.NotifyPending {
+			t.Errorf("cancel of queued with a notice: DueAt %v, NotifyPending %v; want %v (its marker stays), true", next.DueAt, next.NotifyPending, start.DueAt)
+		}
+	})
 }
 
 func TestTransitionUnknownEvent(t *testing.T) {
 	t.Parallel()
 
-	for _, k := range []eventKind{0, evCancel + 1, -1} {
+	for _, k := range []eventKind{0, slices.Max(allEventKinds) + 1, -1} {
 		start := baseRecord()
 		next, write, err := transition(start, event{kind: k}, transitionNow)
 		if !errors.Is(err, ErrInvalidTransition) || next != nil || write {
@@ -885,18 +1190,22 @@ func TestTransitionLifecycle(t *testing.T) {
 
 	// One task through a failed attempt and a successful one, checking the
 	// marker and terminal predicates after each step.
+	// It also checks DueAt, which names the task's marker, after each step.
+	const margin = 3 * time.Second
 	steps := []struct {
 		ev          event
 		at          time.Duration // after transitionNow
 		wantStatus  Status
 		wantPending bool
+		wantDue     time.Duration // after transitionNow
 	}{
-		{ev: event{kind: evSubmit, inputETag: "e", inputSize: 1}, wantStatus: StatusQueued, wantPending: true},
-		{ev: event{kind: evClaim, worker: "w1", lease: time.Minute}, wantStatus: StatusRunning, wantPending: true},
-		{ev: event{kind: evHeartbeat, worker: "w1", attempt: 1, lease: time.Minute, progress: &Progress{ProcessedCount: 1}}, at: 30 * time.Second, wantStatus: StatusRunning, wantPending: true},
-		{ev: event{kind: evFail, worker: "w1", attempt: 1, errMsg: "boom", retryDelay: time.Minute}, at: time.Minute, wantStatus: StatusFailed, wantPending: true},
-		{ev: event{kind: evClaim, worker: "w2", lease: time.Minute}, at: 2 * time.Minute, wantStatus: StatusRunning, wantPending: true},
-		{ev: event{kind: evComplete, worker: "w2", attempt: 2, output: "out"}, at: 150 * time.Second, wantStatus: StatusCompleted},
+		{ev: event{kind: evSubmit, inputETag: "e", inputSize: 1}, wantStatus: StatusQueued, wantPending: true, wantDue: 0},
+		{ev: event{kind: evClaim, worker: "w1", lease: time.Minute, margin: margin}, wantStatus: StatusRunning, wantPending: true, wantDue: time.Minute + margin},
+		{ev: event{kind: evHeartbeat, worker: "w1", attempt: 1, lease: time.Minute, margin: margin, progress: &Progress{ProcessedCount: 1}}, at: 20 * time.Second, wantStatus: StatusRunning, wantPending: true, wantDue: time.Minute + margin},
+		{ev: event{kind: evHeartbeat, worker: "w1", attempt: 1, lease: time.Minute, margin: margin, move: true, progress: &Progress{ProcessedCount: 2}}, at: 40 * time.Second, wantStatus: StatusRunning, wantPending: true, wantDue: 100*time.Second + margin},
+		{ev: event{kind: evFail, worker: "w1", attempt: 1, errMsg: "boom", retryDelay: time.Minute}, at: time.Minute, wantStatus: StatusFailed, wantPending: true, wantDue: 2 * time.Minute},
+		{ev: event{kind: evClaim, worker: "w2", lease: time.Minute, margin: margin}, at: 2 * time.Minute, wantStatus: StatusRunning, wantPending: true, wantDue: 3*time.Minute + margin},
+		{ev: event{kind: evComplete, worker: "w2", attempt: 2, output: "out"}, at: 150 * time.Second, wantStatus: StatusCompleted, wantDue: 3*time.Minute + margin},
 	}
 	task := baseRecord()
 	for i, s := range steps {
@@ -906,6 +1215,9 @@ func TestTransitionLifecycle(t *testing.T) {
 		}
 		if next.Status != s.wantStatus || next.pending() != s.wantPending || next.Terminal() == s.wantPending {
 			t.Errorf("step %d (%s): status %s, pending() %v, Terminal() %v; want %s, %v, %v", i, s.ev.kind, next.Status, next.pending(), next.Terminal(), s.wantStatus, s.wantPending, !s.wantPending)
+		}
+		if want := transitionNow.Add(s.wantDue); !next.DueAt.Equal(want) {
+			t.Errorf("step %d (%s): DueAt %v, want %v", i, s.ev.kind, next.DueAt, want)
 		}
 		task = next
 	}
@@ -917,10 +1229,12 @@ func TestTransitionLifecycle(t *testing.T) {
 func TestTaskPredicates(t *testing.T) {
 	t.Parallel()
 
-	type preds struct{ Terminal, Retryable, Cancelable, Pending bool }
+	type preds struct{ Terminal, Retryable, Cancelable, Pending, Scheduled bool }
 	want := map[string]preds{
 		"created":                 {Cancelable: true},
+		"created, scheduled":      {Cancelable: true}, // not queued yet
 		"queued":                  {Cancelable: true, Pending: true},
+		"queued, scheduled":       {Cancelable: true, Pending: true, Scheduled: true},
 		"running":                 {Cancelable: true, Pending: true},
 		"completed":               {Terminal: true},
 		"failed, retry scheduled": {Retryable: true, Cancelable: true, Pending: true},
@@ -937,7 +1251,7 @@ func TestTaskPredicates(t *testing.T) {
 			if !ok {
 				t.Fatalf("no expected predicates for %q", st.name)
 			}
-			got := preds{task.Terminal(), task.Retryable(), task.Cancelable(), task.pending()}
+			got := preds{task.Terminal(), task.Retryable(), task.Cancelable(), task.pending(), task.Scheduled(transitionNow)}
 			if diff := gocmp.Diff(w, got); diff != "" {
 				t.Errorf("predicates differ (-want +got):\n%s", diff)
 			}
@@ -954,6 +1268,14 @@ func TestTaskPredicates(t *testing.T) {
 			_, _, err = transition(task, tableEvent(evClaim), transitionNow.Add(24*time.Hour))
 			if claimable := err == nil || task.Status == StatusRunning; claimable != task.pending() {
 				t.Errorf("pending() = %v, but claimable or running = %v", task.pending(), claimable)
+			}
+			_, _, err = transition(task, tableEvent(evClaim), transitionNow)
+			if task.Scheduled(transitionNow) && err == nil {
+				t.Errorf("Scheduled(now) = true, but claim now allowed")
+			}
+			_, _, err = transition(task, tableEvent(evSchedule), transitionNow)
+			if schedulable := err == nil; schedulable != (!task.Purging && (task.Status == StatusCreated || task.Status == StatusQueued)) {
+				t.Errorf("schedule allowed = %v, want it allowed exactly for a created or queued task", schedulable)
 			}
 			if task.Terminal() {
 				for _, k := range []eventKind{evClaim, evHeartbeat, evComplete, evFail, evLeaseExpired, evRelease} {
@@ -1078,6 +1400,8 @@ func goldenTask() *Task {
 		MaxAttempts:      5,
 		LastError:        "attempt 2: row 7 is malformed",
 		RetryAt:          time.Date(2026, 6, 21, 10, 20, 0, 0, time.UTC),
+		RunAt:            time.Date(2026, 6, 21, 10, 1, 0, 0, time.UTC),
+		DueAt:            time.Date(2026, 6, 21, 10, 20, 0, 0, time.UTC),
 		CancelReason:     "kept from an earlier cancel",
 		ErrorCategory:    "bad_input",
 		Purging:          true,
@@ -1324,6 +1648,10 @@ func TestDecodeTaskAccepts(t *testing.T) {
 		{name: "unknown field", data: recordJSON(t, map[string]any{"shard": "eu-1"}), change: func(*Task) {}, reason: "fields a version-1 writer added are ignored"},
 		{name: "payload", data: recordJSON(t, map[string]any{"payload": map[string]any{"a": 1}}), change: func(t *Task) { t.Payload = json.RawMessage(`{"a":1}`) }},
 		{name: "each status", data: recordJSON(t, map[string]any{"status": "abandoned"}), change: func(t *Task) { t.Status = StatusAbandoned }},
+		{name: "run_at and due_at", data: recordJSON(t, map[string]any{"run_at": "2026-06-21T11:00:00Z", "due_at": "2026-06-21T11:00:00.25Z"}), change: func(t *Task) {
+			t.RunAt = created.Add(time.Hour)
+			t.DueAt = created.Add(time.Hour + 250*time.Millisecond)
+		}, reason: "a record of this version"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

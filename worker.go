@@ -294,7 +294,9 @@ type Worker struct {
 	freed chan struct{} // pinged when a slot frees
 	wg    sync.WaitGroup
 
-	skip map[string]time.Time // poll loop only: markers not to visit before a time (server clock)
+	skip   map[string]time.Time // poll loop only: markers not to visit before a time (server clock)
+	spread int                  // poll loop only: how many of the markers due first to pick among, per free slot
+	legacy bool                 // poll loop only: markers named as earlier versions did may be left
 
 	kickMu   sync.Mutex
 	kickETag string        // the wake object's ETag as the latest local Submit left it
@@ -334,6 +336,8 @@ func NewWorker(store *Store, h Handler, opts *WorkerOptions) (*Worker, error) {
 		slots:  make(chan struct{}, o.Concurrency),
 		freed:  make(chan struct{}, 1),
 		skip:   map[string]time.Time{},
+		legacy: true,
+		spread: pickSpread,
 		kicked: make(chan struct{}, 1),
 	}
 	w.notices = newNotifier(w)
@@ -480,6 +484,11 @@ func (w *Worker) loop(ctx, base context.Context) {
 		lastList time.Time // local clock
 		due      time.Time // server clock; zero means none
 	)
+	// Read the wake object before the first listing, so that the first
+	// check after it does not take the wake it already covers for news.
+	if etag, _, err := s.checkWake(ctx, ""); err == nil {
+		wakeETag = etag
+	}
 	rec := w.newReconciler()
 	defer rec.wait()
 	kicked := func() {
@@ -528,7 +537,9 @@ func (w *Worker) loop(ctx, base context.Context) {
 		// Jitter only shortens the wait, so pickup stays within PollInterval.
 		wait := w.opts.PollInterval*3/4 + jitter(w.opts.PollInterval/4)
 		if !due.IsZero() {
-			wait = max(min(wait, due.Sub(s.serverClock())), 0)
+			// The server's clock as read here is whole milliseconds: wait
+			// at least one, or a due time within it would spin the loop.
+			wait = max(min(wait, due.Sub(s.serverClock())), time.Millisecond)
 		}
 		timer := time.NewTimer(wait)
 		select {
@@ -590,15 +601,51 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 			delete(w.skip, at)
 		}
 	}
-	after := ""
+	// serve visits the markers of todo while a slot is free; it reports
+	// whether the slots ran out first.
+	serve := func(todo []marker) bool {
+		for _, m := range todo {
+			if ctx.Err() != nil {
+				return false
+			}
+			select {
+			case w.slots <- struct{}{}:
+			default:
+				return true
+			}
+			ok, when, taken := w.visit(ctx, base, m)
+			w.adapt(taken)
+			if ok {
+				started++
+				continue
+			}
+			<-w.slots
+			if !when.IsZero() {
+				w.skip[m.key] = when
+				soonest(when)
+			}
+		}
+		return false
+	}
+	after, listed := "", false
+	defer func() {
+		if listed {
+			w.hook("OnPoll", func(h *Hooks) {
+				if h.OnPoll != nil {
+					h.OnPoll(PollStats{Markers: seen, Started: started, Took: time.Since(start)})
+				}
+			})
+		}
+	}()
 	for {
-		ms, stray, more, err := s.listMarkers(ctx, after, markerPageSize)
+		ms, stray, more, err := s.listMarkers(ctx, after, w.pageSize())
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log.Warn("s3task: poll", "err", err)
 			}
 			return false, due
 		}
+		listed = true
 		for _, key := range stray {
 			w.log.Warn("s3task: ignoring an object in the marker folder that is not a marker", "key", key)
 		}
@@ -620,48 +667,49 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 			}
 			todo = append(todo, m)
 		}
-		head := min(len(todo), pickSpread)
+		head := min(len(todo), w.spread*(cap(w.slots)-len(w.slots)))
 		mrand.Shuffle(head, func(i, j int) { todo[i], todo[j] = todo[j], todo[i] })
-		for _, m := range todo {
-			if ctx.Err() != nil {
-				return false, due
-			}
-			select {
-			case w.slots <- struct{}{}:
-			default:
-				return true, due
-			}
-			ok, when := w.visit(ctx, base, m)
-			if ok {
-				started++
-				continue
-			}
-			<-w.slots
-			if !when.IsZero() {
-				w.skip[m.key] = when
-				soonest(when)
-			}
+		if serve(todo) {
+			return true, due
 		}
 		if ahead || !more || len(todo) > 0 {
 			break
 		}
 		after = max(lastKey(ms), lastString(stray))
 	}
-	w.hook("OnPoll", func(h *Hooks) {
-		if h.OnPoll != nil {
-			h.OnPoll(PollStats{Markers: seen, Started: started, Took: time.Since(start)})
+	if w.legacy && ctx.Err() == nil {
+		// Markers named active/<id> by earlier versions sort after every
+		// dated one (IDs start with a letter or a digit above 2), so the
+		// head of the folder never reaches them: look for them apart
+		// until none is left.
+		ms, _, _, err := s.listMarkers(ctx, s.markerDir()+"3", markerPageSize)
+		if err == nil {
+			seen += len(ms)
+			w.legacy = len(ms) > 0
+			var todo []marker
+			for _, m := range ms {
+				if _, skip := w.skip[m.key]; m.due.IsZero() && !skip && !w.notices.holds(m.id, m.written) {
+					todo = append(todo, m)
+				}
+			}
+			if serve(todo) {
+				return true, due
+			}
 		}
-	})
+	}
 	return false, due
 }
 
 // visit reads the task behind marker m and does what it needs: claim it,
 // recover it from an expired lease, or settle a finished one. It reports
-// whether it started running the task, and otherwise when the task will
-// next need a worker (a retry falling due, a lease running out), if it
-// knows. A marker of a phase that is over goes once the record is read; so
-// does one of a task that no longer exists.
-func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due time.Time) {
+// whether it started running the task; otherwise when the task will next
+// need a worker (a retry falling due, a lease running out), if it knows;
+// and whether another worker had taken the task since the listing (or took
+// it first), which tells the poll loop that workers crowd the head of the
+// queue. A marker of a phase that is over goes once the record is read,
+// unless the change that ended it is so recent that its writer is still
+// removing it; so does one of a task that no longer exists.
+func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due time.Time, taken bool) {
 	s := w.store
 	log := w.log.With("task_id", m.id)
 	t, etag, err := s.read(ctx, m.id)
@@ -669,40 +717,58 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 	case errors.Is(err, ErrNotFound):
 		log.Warn("s3task: marker without a task record; removing it", "key", m.key)
 		s.dropMarker(ctx, m.key)
-		return false, due
+		return false, due, false
 	case err != nil:
 		if ctx.Err() == nil {
 			log.Warn("s3task: cannot read task; skipping it", "err", err)
 		}
-		return false, due
+		return false, due, false
 	}
 	var stale []string
-	if m.key != s.markerKey(t) && m.written.Before(t.UpdatedAt.Add(-markerSkew)) {
-		stale = append(stale, m.key)
+	now := s.serverNow()
+	if m.key != s.MarkerKey(t) {
+		switch {
+		case staleMarker(m, t, now) && now.Sub(t.UpdatedAt) < cleanupGrace:
+			// The change that ended this marker's phase was just made
+			// (another worker claimed the task, and may have finished it
+			// already); its writer deletes the marker itself.
+			return false, t.UpdatedAt.Add(cleanupGrace), true
+		case staleMarker(m, t, now):
+			stale = append(stale, m.key)
+		case !t.needsMarker() || t.Status == StatusCreated:
+			// Newer than the record: a change under way writes its
+			// marker first. Look again soon, and less often the longer it
+			// stays; Reconcile removes a leftover.
+			defer func() {
+				if !started {
+					due = now.Add(min(max(now.Sub(m.written), time.Second), time.Minute))
+				}
+			}()
+		}
 	}
 	drop := func() {
 		for _, key := range stale {
 			s.dropMarker(ctx, key)
 		}
 	}
-	now := s.serverNow()
 	switch {
 	case t.Terminal():
 		w.settle(t, etag, stale...)
-		return false, due
+		return false, due, false
 	case t.Status == StatusFailed && now.Before(t.RetryAt):
 		drop()
-		return false, t.RetryAt
+		return false, t.RetryAt, false
 	case t.Status == StatusQueued && now.Before(t.RunAt):
 		drop()
-		return false, t.DueAt
+		return false, t.DueAt, false
 	case t.Status == StatusRunning:
 		// The lease counts as expired only ClockMargin after its end by the
 		// server's clock, so a live holder is never overtaken.
 		expired, _, err := transition(t, event{kind: evLeaseExpired, notify: s.opts.OnTerminal != nil}, now.Add(-w.opts.ClockMargin))
 		if err != nil {
 			drop()
-			return false, t.LeaseExpiresAt.Add(w.opts.ClockMargin)
+			// Expired means past the end by more than the margin.
+			return false, t.LeaseExpiresAt.Add(w.opts.ClockMargin + time.Millisecond), len(stale) > 0
 		}
 		log.Info("s3task: recovering task from an expired lease", "attempt", t.Attempt, "holder", t.WorkerID)
 		if expired.Status == StatusFailed { // no attempts left
@@ -711,20 +777,49 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 				w.notifyIfPending(got, gotETag)
 				w.hookFail(got, errors.New(got.LastError))
 			}
-			return false, due
+			return false, due, false
 		}
 		next, _, err := transition(expired, w.claimEvent(), now)
 		if err != nil {
-			return false, due
+			return false, due, false
 		}
-		return w.claim(ctx, base, t, etag, next, stale), due
+		ok, lost := w.claim(ctx, base, t, etag, next, stale)
+		return ok, due, lost
 	}
 	next, _, err := transition(t, w.claimEvent(), now)
 	if err != nil {
 		drop()
-		return false, due // created: Submit's wake will bring us back
+		return false, due, false // created: Submit's wake will bring us back
 	}
-	return w.claim(ctx, base, t, etag, next, stale), due
+	ok, lost := w.claim(ctx, base, t, etag, next, stale)
+	return ok, due, lost
+}
+
+// cleanupGrace is how long after a change a worker leaves the marker of
+// the phase it ended to the change's writer, who deletes it a round trip
+// later.
+const cleanupGrace = 5 * time.Second
+
+// adapt widens the worker's pick among the markers due first after it met
+// a task another worker had taken (workers crowd the head of the queue),
+// and narrows it back, slowly, while it does not: so pickup stays close to
+// oldest first when there is no contention, and wasted visits stay rare
+// when there is.
+func (w *Worker) adapt(taken bool) {
+	if taken {
+		w.spread = min(w.spread*2, maxSpread)
+	} else if w.spread > pickSpread {
+		w.spread--
+	}
+}
+
+// maxSpread bounds how wide a worker's pick may grow.
+const maxSpread = 512
+
+// pageSize is how many markers a poll lists: enough for the pick, and the
+// first not yet due behind it, without decoding a thousand keys per claim.
+func (w *Worker) pageSize() int {
+	return min(max(4*w.spread*(cap(w.slots)-len(w.slots)), 100), markerPageSize)
 }
 
 func (w *Worker) claimEvent() event {
@@ -733,10 +828,11 @@ func (w *Worker) claimEvent() event {
 
 // claim writes the claim, which moves the task's marker to the end of the
 // lease, and, if it won, starts the handler. stale are markers of the task
-// to delete as well.
-func (w *Worker) claim(ctx, base context.Context, t *Task, etag string, next *Task, stale []string) bool {
+// to delete as well. It reports whether it started the task, and whether
+// it lost the task to another writer.
+func (w *Worker) claim(ctx, base context.Context, t *Task, etag string, next *Task, stale []string) (started, lost bool) {
 	if ctx.Err() != nil {
-		return false
+		return false, false
 	}
 	// The write itself must not be cut short by shutdown: a claim that
 	// landed unseen would hold the task until its lease expired. A doubtful
@@ -745,13 +841,14 @@ func (w *Worker) claim(ctx, base context.Context, t *Task, etag string, next *Ta
 	defer cancel()
 	got, gotETag, err := w.store.commitMarked(cctx, t, etag, next, stale...)
 	if err != nil {
-		if !errors.Is(err, errLost) && !errors.Is(err, errOvertaken) {
+		lost := errors.Is(err, errLost) || errors.Is(err, errOvertaken)
+		if !lost {
 			w.log.Warn("s3task: claim", "task_id", t.ID, "err", err)
 		}
-		return false
+		return false, lost
 	}
 	w.start(base, got, gotETag)
-	return true
+	return true, false
 }
 
 // settle finishes the bookkeeping of a finished task found by a poll: its
@@ -767,7 +864,7 @@ func (w *Worker) settle(t *Task, etag string, stale ...string) {
 		w.notices.add(t, etag)
 		return
 	}
-	_ = w.store.dropMarker(ctx, w.store.markerKey(t))
+	_ = w.store.dropMarker(ctx, w.store.MarkerKey(t))
 }
 
 // notifyIfPending hands the task, just made terminal by this worker (its

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -158,6 +161,42 @@ func (e *workerEnv) hasMarker(t *testing.T, id string) bool {
 	t.Helper()
 	_, ok := e.object(t, e.markerKey(id))
 	return ok
+}
+
+// markerTimeLayout is how a marker key spells its due time.
+const markerTimeLayout = "20060102T150405.000Z"
+
+// markerDue returns the due time in a marker key, zero for a key without
+// one (as earlier versions wrote).
+func markerDue(t *testing.T, prefix, key, id string) time.Time {
+	t.Helper()
+	name := strings.TrimPrefix(key, prefix+"active/")
+	if name == id {
+		return time.Time{}
+	}
+	at, ok := strings.CutSuffix(name, "_"+id)
+	if !ok {
+		t.Fatalf("marker key %s is not one of task %s", key, id)
+	}
+	due, err := time.Parse(markerTimeLayout, at)
+	if err != nil {
+		t.Fatalf("marker key %s: %v", key, err)
+	}
+	return due
+}
+
+// expectMarked fails the test unless task, as stored, has a marker that
+// falls due no later than the task needs a worker: a worker will find it.
+func (e *workerEnv) expectMarked(t *testing.T, task *s3task.Task) {
+	t.Helper()
+	key := e.markerKey(task.ID)
+	if _, ok := e.object(t, key); !ok {
+		t.Errorf("task %s is %s but has no active marker: no worker will ever pick it up", task.ID, task.Status)
+		return
+	}
+	if due := markerDue(t, e.store.Prefix(), key, task.ID); due.After(task.DueAt) {
+		t.Errorf("task %s: marker %s falls due after the task's due_at %s", task.ID, key, task.DueAt)
+	}
 }
 
 // output reads a completed task's output through Store.OpenOutput.
@@ -409,17 +448,27 @@ func TestWorkerEndToEndCSV(t *testing.T) {
 	workerReqs.Reset()
 	submitted := e.submit(t, s3task.CreateParams{Name: "cities.csv", Type: "upper"}, input)
 	producer := e.reqs.String()
+	claimed := awaitSignal(t, ev.claimed, "the claim")
 	done := awaitSignal(t, ev.completed, "the task to complete")
 	t.Logf("requests for one task: producer (create, upload, submit): %s; worker (polls included): %s", producer, workerReqs.String())
 
 	if done.ID != submitted.ID {
 		t.Fatalf("completed task %s, want %s", done.ID, submitted.ID)
 	}
+	// Submit makes the task due at once; the claim moves it to the end of
+	// the lease plus the clock margin, and completing keeps that.
+	if submitted.DueAt.IsZero() || submitted.DueAt.Before(submitted.CreatedAt) {
+		t.Errorf("submitted: due_at %s, want a time from created_at %s on", submitted.DueAt, submitted.CreatedAt)
+	}
+	if want := claimed.LeaseExpiresAt.Add(workerMargin); !claimed.DueAt.Equal(want) {
+		t.Errorf("claimed: due_at %s, want lease end + margin = %s", claimed.DueAt, want)
+	}
 	got := e.get(t, submitted.ID)
 	want := *submitted
 	want.Status = s3task.StatusCompleted
 	want.Attempt = 1
 	want.WorkerID = "csv-worker"
+	want.DueAt = claimed.DueAt
 	want.Progress = s3task.Progress{RowCount: dataRows, ProcessedCount: dataRows, SuccessCount: dataRows}
 	want.OutputPath = e.outputKey(t, submitted.ID, 1)
 	if diff := cmp.Diff(&want, got, ignoreWorkerWriteStamps); diff != "" {
@@ -1022,7 +1071,7 @@ func TestWorkerShutdownReleasesTask(t *testing.T) {
 	optsA.ShutdownTimeout = 50 * time.Millisecond
 	runA := startWorker(t, e.newStore(t, nil), handlerA, optsA)
 	task := e.submit(t, s3task.CreateParams{Name: "interrupted"}, "x\n")
-	awaitSignal(t, evA.claimed, "A's claim")
+	claimed := awaitSignal(t, evA.claimed, "A's claim")
 
 	runA.stop()
 	// Run returned, so the handler's end and the release are behind us.
@@ -1039,8 +1088,9 @@ func TestWorkerShutdownReleasesTask(t *testing.T) {
 		t.Errorf("after shutdown: status %s, max_attempts %d, attempt %d, released %d, worker %q; want queued, %d, 1, 1, none",
 			got.Status, got.MaxAttempts, got.Attempt, got.ReleasedAttempts, got.WorkerID, task.MaxAttempts)
 	}
-	if !e.hasMarker(t, task.ID) {
-		t.Errorf("released task has no marker: no worker would find it")
+	e.expectMarked(t, got) // or no worker would find it
+	if got.DueAt.Before(claimed.UpdatedAt) || got.DueAt.After(got.UpdatedAt) {
+		t.Errorf("released task: due_at %s, want the release's time, from the claim at %s to the release's write at %s", got.DueAt, claimed.UpdatedAt, got.UpdatedAt)
 	}
 
 	evB := newHookEvents()
@@ -1117,20 +1167,35 @@ func (l *landedPuts) count() int {
 }
 
 // listTimes records when each LIST request of a client was sent.
+// listTimes records when the head of the marker folder was listed. The
+// look for markers named as earlier versions did (start-after
+// <prefix>active/3), which a worker makes at its first poll and then once
+// per ReconcileInterval, is counted apart in legacy.
 type listTimes struct {
-	mu    sync.Mutex
-	times []time.Time
+	mu     sync.Mutex
+	times  []time.Time
+	legacy int
 }
 
 func (l *listTimes) wrap(next http.RoundTripper) http.RoundTripper {
 	return workerRoundTrip(func(r *http.Request) (*http.Response, error) {
 		if s3test.Op(r) == "LIST" {
 			l.mu.Lock()
-			l.times = append(l.times, time.Now())
+			if strings.HasSuffix(r.URL.Query().Get("start-after"), "active/3") {
+				l.legacy++
+			} else {
+				l.times = append(l.times, time.Now())
+			}
 			l.mu.Unlock()
 		}
 		return next.RoundTrip(r)
 	})
+}
+
+func (l *listTimes) legacyLooks() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.legacy
 }
 
 func (l *listTimes) get() []time.Time {
@@ -1163,6 +1228,9 @@ func TestWorkerIdleCost(t *testing.T) {
 	counts := reqs.Counts()
 	if counts["LIST"] < polls || counts["GET"] == 0 || len(counts) != 2 {
 		t.Errorf("idle worker requests: %s; want GETs of the wake object and LISTs only", reqs.String())
+	}
+	if n := lists.legacyLooks(); n != 1 {
+		t.Errorf("%d looks for markers of earlier versions, want 1 (at the first poll; the next with the reconciler's turn)", n)
 	}
 	times := lists.get()
 	for i := 1; i < len(times); i++ {
@@ -1461,12 +1529,14 @@ func (l *requestLog) len() int {
 }
 
 // TestWorkerMarkerDropRacingRetry replays a race between a worker that
-// drops the marker of a finally failed task and an operator's Retry of it.
-// Retry writes the marker, then the record. Here the worker sees the marker,
-// reads the record while it still says failed, deletes the marker and reads
-// the record again (still failed: Retry's record write is held back) before
-// Retry's record lands. The task is then queued, and it must still have its
-// marker, or no worker ever finds it again.
+// settles a finally failed task and an operator's Retry of it. Retry writes
+// the marker of the queued task first, then the record. Here the worker
+// lists that marker and reads the record while it still says failed
+// (Retry's record write is held back). It must leave the marker alone: the
+// marker is newer than the record, so it belongs to a change under way, and
+// it has a key of its own, so the worker's delete of the failed phase's
+// marker cannot hit it. Once Retry's record lands, the task is queued with
+// its marker, and it runs again.
 func TestWorkerMarkerDropRacingRetry(t *testing.T) {
 	t.Parallel()
 	e := setupWorker(t)
@@ -1483,6 +1553,7 @@ func TestWorkerMarkerDropRacingRetry(t *testing.T) {
 	if f := awaitSignal(t, ev.failed, "the permanent failure"); !f.task.Terminal() {
 		t.Fatalf("failure is not final: %+v", f.task)
 	}
+	waitForCondition(t, "the failed task's marker goes", func() bool { return !e.hasMarker(t, task.ID) })
 
 	pause := newPauseWrite(e.recordKey(task.ID))
 	operator := e.newStore(t, nil, pause.wrap)
@@ -1500,37 +1571,52 @@ func TestWorkerMarkerDropRacingRetry(t *testing.T) {
 		}
 	})
 	awaitSignal(t, pause.reached, "Retry to write its marker and reach its record write")
+	retryMarker := e.markerKey(task.ID) // computed now: the marker Retry just wrote
+	if !e.hasMarker(t, task.ID) {
+		t.Fatalf("Retry reached its record write without a marker for task %s", task.ID)
+	}
 
-	// Wait for the worker to delete the marker Retry just wrote and to
-	// re-read the record after the delete.
+	// Wait for the worker to list the new marker and read the record, still
+	// failed, twice over.
 	from := wlog.len()
-	markerPath, recordPath := "/"+e.srv.Bucket+"/"+e.markerKey(task.ID), "/"+e.srv.Bucket+"/"+e.recordKey(task.ID)
-	waitForCondition(t, "the worker deletes the marker and re-reads the record", func() bool {
-		deleted := false
+	markerPath, recordPath := "/"+e.srv.Bucket+"/"+retryMarker, "/"+e.srv.Bucket+"/"+e.recordKey(task.ID)
+	waitForCondition(t, "the worker visits the new marker of the failed task twice", func() bool {
+		visits, listed := 0, false
 		for _, entry := range wlog.since(from) {
 			switch {
-			case entry == "DELETE "+markerPath:
-				deleted = true
-			case deleted && entry == "GET "+recordPath:
-				return true
+			case strings.HasPrefix(entry, "LIST "):
+				listed = true
+			case listed && entry == "GET "+recordPath:
+				visits++
+				listed = false
 			}
 		}
-		return false
+		return visits >= 2
 	})
+	for _, entry := range wlog.since(0) {
+		if entry == "DELETE "+markerPath {
+			t.Errorf("the worker deleted the marker Retry wrote (%s) while Retry's record write was under way", retryMarker)
+		}
+	}
+	if _, ok := e.object(t, retryMarker); !ok {
+		t.Fatalf("marker %s written by Retry is gone before its record landed", retryMarker)
+	}
 	close(pause.release)
 	if err := awaitSignal(t, retried, "Retry to return"); err != nil {
 		t.Fatalf("Retry: %v", err)
 	}
 
-	if got := e.get(t, task.ID); got.Status != s3task.StatusQueued {
-		t.Fatalf("after Retry: status %s, want queued", got.Status)
+	got := e.get(t, task.ID)
+	if got.Status != s3task.StatusQueued && got.Attempt < 2 {
+		t.Fatalf("after Retry: status %s attempt %d, want queued (or claimed again)", got.Status, got.Attempt)
 	}
-	if !e.hasMarker(t, task.ID) {
-		t.Fatalf("task %s is queued but has no active marker: no worker will ever pick it up", task.ID)
+	if got.Status == s3task.StatusQueued {
+		e.expectMarked(t, got)
 	}
 	if done := awaitSignal(t, ev.completed, "the retried task to complete"); done.ID != task.ID || done.Attempt != 2 {
 		t.Errorf("completed %s attempt %d, want %s attempt 2", done.ID, done.Attempt, task.ID)
 	}
+	waitForCondition(t, "the completed task's marker goes", func() bool { return !e.hasMarker(t, task.ID) })
 }
 
 // TestWorkerFastClockAfterCheckBackend starts a worker the way the package
@@ -1832,9 +1918,384 @@ func TestWorkerWakesForItsOwnRetry(t *testing.T) {
 		t.Fatalf("first failure: terminal %v, retry_at %v; want a retry scheduled", f.task.Terminal(), f.task.RetryAt)
 	}
 	expectNoHook(t, ev.completed, "completion before the retry is due")
+	if !f.task.DueAt.Equal(f.task.RetryAt) {
+		t.Errorf("failed task awaiting its retry: due_at %s, want retry_at %s", f.task.DueAt, f.task.RetryAt)
+	}
+	if key, want := e.markerKey(task.ID), e.store.MarkerKey(f.task); key != want {
+		t.Errorf("marker of the failed task %s, want %s, named after its retry", key, want)
+	}
 	e.srv.Advance(10*time.Minute + time.Second)
 	done := awaitSignal(t, ev.completed, "the retry once due")
 	if done.ID != task.ID || done.Attempt != 2 {
 		t.Errorf("completed %s at attempt %d, want %s at attempt 2", done.ID, done.Attempt, task.ID)
 	}
+}
+
+// TestWorkerPicksOldestFirst: a worker takes the tasks due first, choosing
+// at random among the 16 at the head of the queue so that workers polling
+// together spread out. With one slot, every claim must be of one of the 16
+// tasks due first among those still queued: the order of their markers,
+// named after the due time, is the order of the queue.
+func TestWorkerPicksOldestFirst(t *testing.T) {
+	t.Parallel()
+	const spread = 16
+	for _, n := range []int{3, 40} {
+		t.Run(fmt.Sprintf("%d tasks", n), func(t *testing.T) {
+			t.Parallel()
+			e := setupWorker(t)
+			queued := map[string]string{} // marker key -> task ID
+			for i := range n {
+				task := e.submit(t, s3task.CreateParams{Name: fmt.Sprintf("task %d", i)}, "x\n")
+				if task.DueAt.IsZero() {
+					t.Fatalf("submitted task %s has no due_at", task.ID)
+				}
+				queued[e.store.MarkerKey(task)] = task.ID
+			}
+
+			ev := newHookEvents()
+			opts := workerOptions("oldest-first", ev.hooks())
+			opts.Concurrency = 1
+			startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), opts)
+			seen := map[string]bool{}
+			for i := range n {
+				claimed := awaitSignal(t, ev.claimed, fmt.Sprintf("claim %d of %d", i+1, n))
+				if seen[claimed.ID] {
+					t.Fatalf("task %s claimed twice", claimed.ID)
+				}
+				seen[claimed.ID] = true
+				keys := slices.Sorted(maps.Keys(queued))
+				rank := slices.IndexFunc(keys, func(k string) bool { return queued[k] == claimed.ID })
+				if rank < 0 {
+					t.Fatalf("claim %d: task %s was not queued", i+1, claimed.ID)
+				}
+				if rank >= spread {
+					t.Errorf("claim %d: task %s was %d in the queue of %d, want one of the %d due first", i+1, claimed.ID, rank+1, len(keys), spread)
+				}
+				delete(queued, keys[rank])
+			}
+			for range n {
+				awaitSignal(t, ev.completed, "a task to complete")
+			}
+		})
+	}
+}
+
+// TestWorkerWaitsForRunAt: a task submitted with RunAt a little ahead is
+// scheduled: its marker is named after RunAt, no worker claims it before
+// then, and an idle worker claims it soon after, waking for the marker's
+// time without listing in between (one LIST for the Submit's wake object,
+// one when the marker falls due). The test server's clock is the real one.
+func TestWorkerWaitsForRunAt(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	var reqs s3test.Counter
+	var lists listTimes
+	polls := make(chan s3task.PollStats, 64)
+	ev := newHookEvents()
+	claimedAt := make(chan time.Time, 1)
+	hooks := ev.hooks()
+	onClaim := hooks.OnClaim
+	hooks.OnClaim = func(t *s3task.Task) { offerHook(claimedAt, time.Now()); onClaim(t) }
+	hooks.OnPoll = func(p s3task.PollStats) { offerHook(polls, p) }
+	opts := workerOptions("scheduled", hooks)
+	opts.PollInterval, opts.MaxPollInterval = 50*time.Millisecond, time.Hour // no safety listing
+	opts.ReconcileInterval = -1                                              // nor a reconcile's
+	startWorker(t, e.newStore(t, nil, reqs.Wrap, lists.wrap), s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), opts)
+	awaitSignal(t, polls, "the first listing")
+
+	const ahead = 1500 * time.Millisecond
+	runAt := e.srv.Now().Add(ahead).Truncate(time.Millisecond)
+	task, err := e.store.Create(e.ctx, s3task.CreateParams{Name: "later", RunAt: runAt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.UploadInput(e.ctx, task.ID, strings.NewReader("x\n")); err != nil {
+		t.Fatal(err)
+	}
+	listsBefore := len(lists.get())
+	submitted, err := e.store.Submit(e.ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !submitted.RunAt.Equal(runAt) || !submitted.DueAt.Equal(runAt) || !submitted.Scheduled(e.srv.Now()) {
+		t.Errorf("submitted: run_at %s, due_at %s, scheduled %v; want both %s, scheduled", submitted.RunAt, submitted.DueAt, submitted.Scheduled(e.srv.Now()), runAt)
+	}
+	if key, want := e.markerKey(task.ID), e.store.MarkerKey(submitted); key != want {
+		t.Errorf("marker %s, want %s", key, want)
+	}
+
+	claimed := awaitSignal(t, ev.claimed, "the scheduled task's claim")
+	at := awaitSignal(t, claimedAt, "the claim's time")
+	if at.Before(runAt) {
+		t.Errorf("claimed %s before run_at", runAt.Sub(at))
+	}
+	if start := claimed.LeaseExpiresAt.Add(-workerLease); start.Before(runAt) {
+		t.Errorf("claim written at %s by the server's clock, before run_at %s", start, runAt)
+	}
+	if late := at.Sub(runAt); late > 5*time.Second {
+		t.Errorf("claimed %s after run_at, want soon after", late)
+	}
+	if n := len(lists.get()) - listsBefore; n > 2 {
+		t.Errorf("%d LISTs between Submit and the claim, want at most 2 (the wake object's, then the marker's time): %s", n, reqs.String())
+	}
+	awaitSignal(t, ev.completed, "the scheduled task to complete")
+}
+
+// TestWorkerWake: an idle worker with a long PollInterval lists at once when
+// woken, and so starts a task submitted through another Store (whose wake
+// object it would only check a PollInterval later).
+func TestWorkerWake(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	polls := make(chan s3task.PollStats, 64)
+	ev := newHookEvents()
+	hooks := ev.hooks()
+	hooks.OnPoll = func(p s3task.PollStats) { offerHook(polls, p) }
+	opts := workerOptions("wakeable", hooks)
+	opts.PollInterval, opts.MaxPollInterval = 10*time.Second, time.Hour
+	store := e.newStore(t, nil)
+	w, err := s3task.NewWorker(store, s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Wake() // not running: nothing happens, nothing blocks
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := awaitSignal(t, done, "Run to return"); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	awaitSignal(t, polls, "the first listing")
+
+	begin := time.Now()
+	w.Wake()
+	if p := awaitSignalWithin(t, polls, 5*time.Second, "a listing after Wake"); p.Markers != 0 || p.Started != 0 {
+		t.Errorf("listing after Wake: %+v, want an empty one", p)
+	}
+	task := e.submit(t, s3task.CreateParams{Name: "announced by other means"}, "x\n")
+	w.Wake()
+	claimed := awaitSignalWithin(t, ev.claimed, 5*time.Second, "the claim after Wake")
+	if claimed.ID != task.ID {
+		t.Errorf("claimed %s, want %s", claimed.ID, task.ID)
+	}
+	t.Logf("woken twice and claimed in %s (PollInterval %s)", time.Since(begin), opts.PollInterval)
+}
+
+// TestWorkerStartsLocalSubmitAtOnce: a Submit through the worker's own
+// Store kicks it, so the task starts without waiting for the worker's next
+// check of the wake object, a PollInterval away.
+func TestWorkerStartsLocalSubmitAtOnce(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	polls := make(chan s3task.PollStats, 64)
+	ev := newHookEvents()
+	hooks := ev.hooks()
+	hooks.OnPoll = func(p s3task.PollStats) { offerHook(polls, p) }
+	opts := workerOptions("local", hooks)
+	opts.PollInterval, opts.MaxPollInterval = 10*time.Second, time.Hour
+	store := e.newStore(t, nil)
+	startWorker(t, store, s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), opts)
+	awaitSignal(t, polls, "the first listing")
+
+	task, err := store.Create(e.ctx, s3task.CreateParams{Name: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.UploadInput(e.ctx, task.ID, strings.NewReader("x\n")); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	if _, err := store.Submit(e.ctx, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	claimed := awaitSignalWithin(t, ev.claimed, 5*time.Second, "the claim of the local Submit")
+	if claimed.ID != task.ID {
+		t.Errorf("claimed %s, want %s", claimed.ID, task.ID)
+	}
+	t.Logf("claimed %s after Submit (PollInterval %s)", time.Since(begin), opts.PollInterval)
+	awaitSignal(t, ev.completed, "the task to complete")
+}
+
+// reconcileTurns records the OnReconcile reports of one worker.
+type reconcileTurns struct {
+	mu    sync.Mutex
+	times []time.Time
+	tasks []int
+}
+
+func (r *reconcileTurns) hook(rep *s3task.ReconcileReport) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.times = append(r.times, time.Now())
+	r.tasks = append(r.tasks, rep.Tasks)
+}
+
+func (r *reconcileTurns) get() ([]time.Time, []int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.times), slices.Clone(r.tasks)
+}
+
+// TestWorkerReconcilerLease: of two workers with a short ReconcileInterval,
+// only the one holding the reconciler lease reconciles, walking the whole
+// ReconcileWindow at its first turn and the last two intervals after; when
+// it stops, the other takes the lease over once it has run out (two
+// intervals after the last renewal) and starts with a whole walk.
+func TestWorkerReconcilerLease(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	const old = 3
+	for i := range old { // created well before the last two intervals
+		if _, err := e.store.Create(e.ctx, s3task.CreateParams{Name: fmt.Sprintf("old %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const interval = 250 * time.Millisecond
+	time.Sleep(2*interval + 50*time.Millisecond)
+
+	turns := map[string]*reconcileTurns{"rec-a": {}, "rec-b": {}}
+	runs := map[string]*runningWorker{}
+	for _, id := range []string{"rec-a", "rec-b"} {
+		opts := workerOptions(id, s3task.Hooks{OnReconcile: turns[id].hook})
+		opts.ReconcileInterval = interval
+		runs[id] = startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), opts)
+	}
+
+	var holder, other string
+	waitForCondition(t, "a worker to reconcile four times", func() bool {
+		for id, r := range turns {
+			if times, _ := r.get(); len(times) >= 4 {
+				holder = id
+				return true
+			}
+		}
+		return false
+	})
+	other = map[string]string{"rec-a": "rec-b", "rec-b": "rec-a"}[holder]
+	runs[holder].stop()
+	stopped, _ := turns[holder].get()
+	if times, _ := turns[other].get(); len(times) > 0 {
+		t.Fatalf("both workers reconciled while %s held the lease: %s at %v", holder, other, times)
+	}
+	_, tasks := turns[holder].get()
+	if tasks[0] != old {
+		t.Errorf("%s's first turn walked %d tasks, want the whole window: %d", holder, tasks[0], old)
+	}
+	if last := tasks[len(tasks)-1]; last != 0 {
+		t.Errorf("%s's turn %d walked %d tasks, want only those of the last two intervals: 0", holder, len(tasks), last)
+	}
+
+	body, ok := e.object(t, e.store.Prefix()+"_reconciler")
+	if !ok {
+		t.Fatalf("no reconciler lease object")
+	}
+	var lease struct {
+		Holder    string    `json:"holder"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	if err := json.Unmarshal(body, &lease); err != nil {
+		t.Fatalf("reconciler lease %s: %v", body, err)
+	}
+	if lease.Holder != holder {
+		t.Errorf("reconciler lease held by %q, want %q", lease.Holder, holder)
+	}
+
+	waitForCondition(t, other+" to take the reconciler over", func() bool {
+		times, _ := turns[other].get()
+		return len(times) > 0
+	})
+	times, tasks := turns[other].get()
+	if times[0].Before(lease.ExpiresAt) {
+		t.Errorf("%s reconciled at %s, %s before the lease of %s ran out", other, times[0].Format(time.StampMilli), lease.ExpiresAt.Sub(times[0]), holder)
+	}
+	if tasks[0] != old {
+		t.Errorf("%s's first turn walked %d tasks, want the whole window: %d", other, tasks[0], old)
+	}
+	if after, _ := turns[holder].get(); len(after) != len(stopped) {
+		t.Errorf("%s reconciled again after it stopped", holder)
+	}
+}
+
+// TestWorkerPicksUpLegacyMarkers: a task queued by an earlier version has
+// a record without due_at and its marker at the plain active/<id>, which
+// sorts after every marker named after a time. A worker must still start
+// it while other markers, not yet due, come first: here that of a task
+// running on the worker's other slot, whose marker its heartbeats keep
+// ahead of the lease's end.
+func TestWorkerPicksUpLegacyMarkers(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	release := newHandlerGate(t)
+	ev := newHookEvents()
+	opts := workerOptions("legacy-reader", ev.hooks())
+	opts.Concurrency = 2
+	startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		if job.Task.Name == "blocker" {
+			return release.wait(ctx)
+		}
+		return nil
+	}), opts)
+	blocker := e.submit(t, s3task.CreateParams{Name: "blocker"}, "x\n")
+	if c := awaitSignal(t, ev.claimed, "the blocker's claim"); c.ID != blocker.ID {
+		t.Fatalf("claimed %s, want the blocker %s", c.ID, blocker.ID)
+	}
+
+	// A queued task as an earlier version left it: no due_at in the record,
+	// the marker at active/<id>.
+	task, err := e.store.Create(e.ctx, s3task.CreateParams{Name: "legacy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.UploadInput(e.ctx, task.ID, strings.NewReader("x\n")); err != nil {
+		t.Fatal(err)
+	}
+	queued := e.store // submit through a Store the worker does not share
+	submitted, err := queued.Submit(e.ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, ok := e.object(t, e.recordKey(task.ID))
+	if !ok {
+		t.Fatal("no record")
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(body, &rec); err != nil {
+		t.Fatal(err)
+	}
+	delete(rec, "due_at")
+	legacy, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The legacy marker first, then the record, then the dated marker goes:
+	// the task always has a marker.
+	legacyKey := e.store.Prefix() + "active/" + task.ID
+	e.put(t, legacyKey, nil)
+	e.put(t, e.recordKey(task.ID), legacy)
+	if _, err := e.raw.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: &e.srv.Bucket, Key: aws.String(e.store.MarkerKey(submitted))}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.get(t, task.ID); !got.DueAt.IsZero() || got.Status != s3task.StatusQueued || e.markerKey(task.ID) != legacyKey {
+		t.Fatalf("setup: due_at %s, status %s, marker %s; want none, queued, %s", got.DueAt, got.Status, e.markerKey(task.ID), legacyKey)
+	}
+	// The wake object tells the worker to look; its safety listing comes
+	// every MaxPollInterval anyway.
+	if _, err := queued.Submit(e.ctx, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	// A worker looks for such markers when it starts (and once per
+	// ReconcileInterval): one started now finds it while the blocker's
+	// marker stands in the way of the first.
+	opts2 := workerOptions("legacy-reader-2", ev.hooks())
+	startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return nil }), opts2)
+	c := awaitSignalWithin(t, ev.claimed, 5*time.Second, "the legacy task's claim while the blocker runs")
+	if c.ID != task.ID {
+		t.Fatalf("claimed %s, want the legacy task %s", c.ID, task.ID)
+	}
+	awaitSignal(t, ev.completed, "the legacy task to complete")
+	release.open()
+	awaitSignal(t, ev.completed, "the blocker to complete")
 }

@@ -37,6 +37,7 @@ func Run(t *testing.T, b Backend) {
 		{"WorkerEndToEnd", testWorkerEndToEnd},
 		{"RetriesToMaxAttempts", testRetriesToMaxAttempts},
 		{"CrashRecovery", testCrashRecovery},
+		{"ScheduledStart", testScheduledStart},
 		{"CancelWhileRunning", testCancelWhileRunning},
 		{"RecordVanishesWhileRunning", testRecordVanishesWhileRunning},
 		{"InputReplacedAfterSubmit", testInputReplacedAfterSubmit},

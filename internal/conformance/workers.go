@@ -150,23 +150,31 @@ func testRetriesToMaxAttempts(t *testing.T, b Backend) {
 	}
 }
 
-// recordReads is a transport wrapper that counts GETs of one task's record.
+// recordReads is a transport wrapper that counts GETs of one task's record
+// and LISTs of the marker folder.
 type recordReads struct {
-	mu   sync.Mutex
-	key  string
-	n    int
-	more chan struct{} // pinged on every read
+	mu    sync.Mutex
+	key   string // the record
+	dir   string // the marker folder
+	n     int
+	lists int
+	more  chan struct{} // pinged on every read and listing
 }
 
 func (r *recordReads) wrap(next http.RoundTripper) http.RoundTripper {
 	return roundTrip(func(req *http.Request) (*http.Response, error) {
 		r.mu.Lock()
-		key := r.key
-		r.mu.Unlock()
-		if req.Method == http.MethodGet && key != "" && strings.HasSuffix(req.URL.Path, "/"+key) {
-			r.mu.Lock()
+		key, dir := r.key, r.dir
+		read := req.Method == http.MethodGet && key != "" && strings.HasSuffix(req.URL.Path, "/"+key)
+		list := req.Method == http.MethodGet && dir != "" && req.URL.Query().Get("list-type") == "2" && req.URL.Query().Get("prefix") == dir
+		if read {
 			r.n++
-			r.mu.Unlock()
+		}
+		if list {
+			r.lists++
+		}
+		r.mu.Unlock()
+		if read || list {
 			select {
 			case r.more <- struct{}{}:
 			default:
@@ -182,11 +190,18 @@ func (r *recordReads) count() int {
 	return r.n
 }
 
+func (r *recordReads) listings() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lists
+}
+
 // testCrashRecovery: worker A claims a task and is cut off from S3, as if
 // its machine froze. Next to it run B, whose clock is ten minutes slow, and
 // C, ten minutes fast. While A's lease is live, neither may take the task,
-// however often they look at it; once it expires by the server's clock, one
-// of them recovers it as attempt 2. When A comes back, nothing it does
+// however often they list the markers, and even when a marker due early
+// makes them read the record; once the lease expires by the server's clock,
+// one of them recovers it as attempt 2. When A comes back, nothing it does
 // changes the result.
 func testCrashRecovery(t *testing.T, b Backend) {
 	h := open(t, b, nil)
@@ -210,7 +225,14 @@ func testCrashRecovery(t *testing.T, b Backend) {
 		t.Fatalf("A claimed attempt %d as %q", claimA.Attempt, claimA.WorkerID)
 	}
 
-	reads := &recordReads{key: h.recordKey(task.ID), more: make(chan struct{}, 1)}
+	// A marker due now, besides the one A's claim put at the end of its
+	// lease: one a reconcile put back late, say. It makes B and C read the
+	// record while the lease is live, and judge it by the server's clock.
+	early := h.store.Prefix() + "active/" + time.Now().UTC().Format("20060102T150405.000Z") + "_" + task.ID
+	h.put(early, nil)
+
+	readsB := &recordReads{key: h.recordKey(task.ID), dir: h.store.Prefix() + "active/", more: make(chan struct{}, 1)}
+	readsC := &recordReads{key: h.recordKey(task.ID), dir: h.store.Prefix() + "active/", more: make(chan struct{}, 1)}
 	handlerBC := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
 		return job.WriteOutput(ctx, strings.NewReader("fresh result from "+job.Task.WorkerID))
 	})
@@ -218,12 +240,15 @@ func testCrashRecovery(t *testing.T, b Backend) {
 	skewed := func(d time.Duration) *s3task.StoreOptions {
 		return &s3task.StoreOptions{Clock: func() time.Time { return time.Now().Add(d) }}
 	}
-	h.startWorker(h.newStore(skewed(-10*time.Minute), reads.wrap), handlerBC, h.workerOptions("worker-b-slow", evB.hooks()))
-	h.startWorker(h.newStore(skewed(10*time.Minute), reads.wrap), handlerBC, h.workerOptions("worker-c-fast", evC.hooks()))
+	h.startWorker(h.newStore(skewed(-10*time.Minute), readsB.wrap), handlerBC, h.workerOptions("worker-b-slow", evB.hooks()))
+	h.startWorker(h.newStore(skewed(10*time.Minute), readsC.wrap), handlerBC, h.workerOptions("worker-c-fast", evC.hooks()))
 
-	// B and C look at the task again and again while A's lease is live.
-	for reads.count() < 6 {
-		await(h, reads.more, "B and C to look at the task")
+	// B and C each read the record, and list the markers again and again,
+	// while A's lease is live.
+	for _, r := range []*recordReads{readsB, readsC} {
+		for r.count() < 1 || r.listings() < 5 {
+			await(h, r.more, "B and C to look at the task")
+		}
 	}
 	none(t, evB.claimed, "claim by B while A's lease is live")
 	none(t, evC.claimed, "claim by C (fast clock) while A's lease is live")
@@ -396,4 +421,56 @@ func testInputReplacedAfterSubmit(t *testing.T, b Backend) {
 	if _, ok := h.object(h.outputKey(task.ID, 1)); ok {
 		t.Errorf("an output was written")
 	}
+}
+
+// testScheduledStart: a task submitted with a RunAt ahead is not started
+// before it, even by a worker whose own clock is ten minutes fast, while a
+// task due now, submitted after it, runs at once; once the time comes by
+// the server's clock, a worker starts it with no Submit to wake it. A task
+// held for an hour starts at once when Schedule is told to run it now.
+func testScheduledStart(t *testing.T, b Backend) {
+	h := open(t, b, nil)
+	ev := newEvents()
+	fast := &s3task.StoreOptions{Clock: func() time.Time { return time.Now().Add(10 * time.Minute) }}
+	h.startWorker(h.newStore(fast), s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		return job.WriteOutput(ctx, strings.NewReader("ran "+job.Task.Name))
+	}), h.workerOptions("scheduled-worker", ev.hooks()))
+
+	runAt := time.Now().Add(h.tg.Timing.PastLease - time.Second) // passed by ExpireLeases
+	later := h.submit(s3task.CreateParams{Name: "later", RunAt: runAt}, "x\n")
+	if !later.Scheduled(time.Now()) || !later.DueAt.Equal(later.RunAt) {
+		t.Fatalf("submitted with RunAt %v: scheduled %v, due_at %v", runAt, later.Scheduled(time.Now()), later.DueAt)
+	}
+	if key := h.store.MarkerKey(later); h.markerKey(later.ID) != key {
+		t.Errorf("marker %s, want %s, named after RunAt", h.markerKey(later.ID), key)
+	}
+	now := h.submit(s3task.CreateParams{Name: "now"}, "x\n")
+	if got := await(h, ev.claimed, "the task due now to start"); got.ID != now.ID {
+		t.Fatalf("started %s (%s) first, want the task due now %s", got.ID, got.Name, now.ID)
+	}
+	await(h, ev.completed, "the task due now to complete")
+	none(t, ev.claimed, "a start of the scheduled task before its time")
+	if got := h.get(later.ID); got.Status != s3task.StatusQueued || got.Attempt != 0 {
+		t.Fatalf("the scheduled task is %s at attempt %d before its time, want queued", got.Status, got.Attempt)
+	}
+
+	h.tg.ExpireLeases() // moves the server's clock past RunAt, or lets the time pass
+	claimed := await(h, ev.claimed, "the scheduled task to start once its time came")
+	if claimed.ID != later.ID || claimed.Attempt != 1 {
+		t.Errorf("started %s attempt %d, want %s attempt 1", claimed.ID, claimed.Attempt, later.ID)
+	}
+	await(h, ev.completed, "the scheduled task to complete")
+
+	held := h.submit(s3task.CreateParams{Name: "held", RunAt: time.Now().Add(time.Hour)}, "x\n")
+	none(t, ev.claimed, "a start of the task held for an hour")
+	if _, err := h.store.Schedule(h.ctx, held.ID, time.Time{}); err != nil {
+		t.Fatalf("Schedule(now): %v", err)
+	}
+	if got := await(h, ev.claimed, "the held task to start once scheduled now"); got.ID != held.ID {
+		t.Errorf("started %s, want the held task %s", got.ID, held.ID)
+	}
+	await(h, ev.completed, "the held task to complete")
+	h.waitFor("every marker to go", func() bool {
+		return !h.hasMarker(later.ID) && !h.hasMarker(now.ID) && !h.hasMarker(held.ID)
+	})
 }

@@ -123,7 +123,7 @@ func newIndex(h *History) *index {
 		w := &h.Writes[i]
 		switch {
 		case strings.HasPrefix(w.Key, active):
-			id := strings.TrimPrefix(w.Key, active)
+			id := markerTask(strings.TrimPrefix(w.Key, active))
 			x.markers[id] = append(x.markers[id], w)
 		case strings.HasSuffix(w.Key, "/status.json") && (w.Record != nil || w.Method == "DELETE"):
 			id := w.TaskID(h.Prefix)
@@ -212,6 +212,15 @@ func earlier(a, b time.Time) time.Time {
 }
 
 // later returns the later of two times.
+// markerTask returns the task ID in the name of a marker: <due>_<id>, or
+// a bare <id> as earlier versions wrote.
+func markerTask(name string) string {
+	if _, id, ok := strings.Cut(name, "_"); ok {
+		return id
+	}
+	return name
+}
+
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b

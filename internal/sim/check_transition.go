@@ -74,7 +74,8 @@ func (x *index) illegal(prev, w *Write) string {
 			p.ErrorCategory == n.ErrorCategory && p.LastError == n.LastError; !same {
 			return fmt.Sprintf("%s -> %s may change only the notice and purge flags", p.Status, n.Status)
 		}
-		if p.NotifyPending == n.NotifyPending && p.Purging == n.Purging {
+		schedule := (p.Status == s3task.StatusCreated || p.Status == s3task.StatusQueued) && !p.RunAt.Equal(n.RunAt)
+		if p.NotifyPending == n.NotifyPending && p.Purging == n.Purging && !schedule {
 			return fmt.Sprintf("%s -> %s changes nothing", p.Status, n.Status)
 		}
 		return ""
@@ -111,6 +112,8 @@ func (x *index) illegal(prev, w *Write) string {
 	switch from, to := p.Status, n.Status; {
 	case claim:
 		switch {
+		case from == s3task.StatusQueued && w.Time.Add(x.p.ClockSlack).Before(p.RunAt):
+			return fmt.Sprintf("claimed before its scheduled start at %s", x.at(p.RunAt))
 		case from == s3task.StatusQueued:
 		case from == s3task.StatusFailed && p.RetryAt.IsZero():
 			return "a final failure was claimed"

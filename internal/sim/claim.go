@@ -164,7 +164,7 @@ func (x *index) claimable(id string) []span {
 		var from time.Time
 		switch {
 		case t.Status == s3task.StatusQueued && used(w) < t.MaxAttempts:
-			from = w.Time
+			from = later(w.Time, t.RunAt.Add(x.p.ClockSlack))
 		case t.Status == s3task.StatusFailed && !t.RetryAt.IsZero():
 			from = later(w.Time, t.RetryAt.Add(x.p.ClockSlack))
 		case t.Status == s3task.StatusRunning:
@@ -174,20 +174,22 @@ func (x *index) claimable(id string) []span {
 		}
 		spans = append(spans, span{from, to})
 	}
+	// A task may have several markers at once (one per phase, while a
+	// change moves it): it is marked while any of them is there.
 	var marked []span
-	var since time.Time
-	on := false
+	since := map[string]time.Time{}
 	for _, w := range x.markers[id] {
+		from, on := since[w.Key]
 		switch {
 		case w.Method == "PUT" && !on:
-			on, since = true, w.Time
+			since[w.Key] = w.Time
 		case w.Method == "DELETE" && on:
-			on = false
-			marked = append(marked, span{since, w.Time})
+			delete(since, w.Key)
+			marked = append(marked, span{from, w.Time})
 		}
 	}
-	if on {
-		marked = append(marked, span{since, x.h.End})
+	for _, from := range since {
+		marked = append(marked, span{from, x.h.End})
 	}
 	return intersect(merge(spans), merge(marked))
 }

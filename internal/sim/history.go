@@ -216,6 +216,7 @@ const (
 	CallSubmit          CallKind = "Submit"
 	CallCancel          CallKind = "Cancel"
 	CallRetry           CallKind = "Retry"
+	CallSchedule        CallKind = "Schedule"
 	CallPurge           CallKind = "Purge"
 )
 

@@ -99,6 +99,9 @@ func (p *proc) create(n int) {
 		CreatedBy: p.name,
 	}
 	params.MaxAttempts = []int{0, 1, 2, 4}[p.rng.Pick(60, 10, 15, 15)]
+	if p.rng.Chance(0.1) {
+		params.RunAt = time.Now().Add(p.rng.Dur(0, 4*time.Minute)) // the bubble's clock is the server's
+	}
 	forUpload := p.rng.Chance(0.4)
 	var t *s3task.Task
 	for try := 0; try < 30 && t == nil; try++ {
@@ -210,7 +213,7 @@ func (p *proc) meddle() {
 	if len(ids) == 0 {
 		return
 	}
-	switch p.rng.Pick(20, 60, 12) {
+	switch p.rng.Pick(20, 60, 12, 8) {
 	case 0:
 		id := ids[p.rng.IntN(len(ids))]
 		_, _ = p.call(CallCancel, id, func(ctx context.Context) (*s3task.Task, error) {
@@ -235,6 +238,15 @@ func (p *proc) meddle() {
 			}
 			return nil, err
 		}, func() string { return "purged " + strings.Join(purged, ",") })
+	case 3:
+		id := ids[p.rng.IntN(len(ids))]
+		var at time.Time // now
+		if p.rng.Chance(0.5) {
+			at = time.Now().Add(p.rng.Dur(0, 3*time.Minute))
+		}
+		_, _ = p.call(CallSchedule, id, func(ctx context.Context) (*s3task.Task, error) {
+			return p.store.Schedule(ctx, id, at)
+		})
 	}
 }
 

@@ -25,7 +25,7 @@ func Trace(out io.Writer, h *History, id string) {
 	}
 	for i := range h.Writes {
 		w := &h.Writes[i]
-		if w.TaskID(h.Prefix) == id && !strings.HasSuffix(w.Key, "/status.json") || strings.HasSuffix(w.Key, "active/"+id) {
+		if w.TaskID(h.Prefix) == id && !strings.HasSuffix(w.Key, "/status.json") || strings.HasPrefix(w.Key, h.Prefix+"active/") && markerTask(strings.TrimPrefix(w.Key, h.Prefix+"active/")) == id {
 			lines = append(lines, line{w.Time, w.Seq, fmt.Sprintf("%s %s by %s", w.Method, strings.TrimPrefix(w.Key, h.Prefix), w.Proc)})
 		}
 	}

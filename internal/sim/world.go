@@ -168,8 +168,8 @@ func (w *World) records() (map[string]*summary, map[string]bool) {
 	tasks, markers := map[string]*summary{}, map[string]bool{}
 	active := w.prefix + "active/"
 	for _, key := range w.mem.Keys(w.prefix) {
-		if id, ok := strings.CutPrefix(key, active); ok {
-			markers[id] = true
+		if name, ok := strings.CutPrefix(key, active); ok {
+			markers[markerTask(name)] = true
 			continue
 		}
 		if !strings.HasSuffix(key, "/status.json") {
