@@ -19,10 +19,14 @@
 //	batch-tasks/<id>/status.json              the record: the only source of truth
 //	batch-tasks/<id>/input<ext>               the uploaded input
 //	batch-tasks/<id>/output-attempt-<n><ext>  the output of attempt n, never overwritten
-//	batch-tasks/active/<id>                   marker: "this task may need a worker"
+//	batch-tasks/active/<due>_<id>             marker: "this task needs a worker from <due>"
+//	batch-tasks/_wake, batch-tasks/_reconciler  a hint for idle workers; the fleet's reconciler lease
 //
 // Task IDs are ULIDs whose time field is inverted ((2^48-1) - unix_ms), so
-// S3's ascending listing shows the newest task first. See [NewID].
+// S3's ascending listing shows the newest task first. See [NewID]. Marker
+// names start with the time the task needs a worker from (Task.DueAt, by the
+// server's clock, as 20261130T144702.123Z), so the same listing shows the
+// marker folder oldest first: the queue in the order it should be served.
 //
 // # Lifecycle
 //
@@ -165,13 +169,30 @@
 // [ErrInputChanged] on a store that let it be replaced, and [Store.Retry]
 // verifies the input again.
 //
-// Markers. A marker is an index, never the truth. It is written before the
-// status change that makes a task pending (Submit, Retry), and once more
-// after it, and deleted only after the status is terminal; after deleting the marker of a failed task,
-// the worker re-reads the record and puts the marker back if an operator's
-// Retry got in between. Workers delete stale markers of finished tasks as they
-// find them. Conditional DELETE is not relied on.
+// Markers. A marker is an index, never the truth. Each phase of a task that
+// needs a worker has a marker of its own, named after when it needs one:
+// a queued task's submit time (or the RunAt it was scheduled for), a failed
+// task's retry time, a running task's lease end plus ClockMargin. A change of
+// phase writes the new marker before the record and deletes the old one
+// after it, so a task that needs a worker is never without a marker, and
+// deleting the marker of a phase that is over can never delete the next
+// one's. A worker lists one page of the marker folder from its head, where
+// the markers due first are, and serves them oldest first: it picks at
+// random among the first 16 (so that workers polling at once do not all
+// reach for the same task), then goes on in order, and stops at the first
+// marker not yet due, whose time tells it when to look again. The holder of
+// a running task moves its marker on to the end of the lease about once a
+// lease, so polls never meet a live task. The cost of a poll depends on the
+// page, never on the length of the queue: one LIST. Workers delete stale
+// markers as they meet them. Conditional DELETE is not relied on.
 //
+// Delayed start. [CreateParams.RunAt] or [Store.Schedule] holds a task back
+// until a time by the server's clock: it is queued, [Task.Scheduled], and no
+// worker claims it before then. Its marker is named after that time, so it
+// costs nothing while it waits, and a worker that saw it in its last
+// listing lists again when it falls due. Schedule with a zero time runs it
+// now; Cancel works as for any queued task.
+
 // Bad records. A status.json with a newer schema_version is refused with
 // [ErrUnsupportedSchema] and never rewritten; a corrupt one is reported as a
 // *[RecordError] naming its key. Neither stops a worker or hides other tasks
@@ -213,8 +234,12 @@
 //     were lost, or because failures piled up looks different here.
 //   - [Store.Reconcile] repairs the marker index: it restores the markers of
 //     tasks that need a worker and removes stale ones, changing no record.
-//     Workers run it on their own every WorkerOptions.ReconcileInterval over
-//     the last ReconcileWindow.
+//     Workers run it on their own, one for the whole fleet: every
+//     WorkerOptions.ReconcileInterval each worker asks for the reconciler
+//     lease (one GET), and only its holder reconciles, over the tasks created
+//     in the last two intervals, and over the whole ReconcileWindow at its
+//     first turn and every 24th. A holder that stops renewing is replaced
+//     within about two intervals.
 //   - [Store.Purge] deletes finished tasks older than a cutoff, record last,
 //     never one that is queued, running or waiting for a retry.
 //   - StoreOptions.OnTerminal tells the host when a task finishes, at least
@@ -230,24 +255,33 @@
 // # Requests per call
 //
 // Create: 1 PUT. Get: 1 GET. Submit: GET, HEAD, then PUTs of the marker, the
-// record, the marker again and the wake object. Cancel: GET, PUT, DELETE
-// marker (plus a PUT of a marker first for a task never submitted, when the
-// Store has an OnTerminal hook). Retry: GET, HEAD, then PUTs of the marker, the record, the marker
-// again and the wake object.
+// record and the wake object. Cancel: GET, PUT, and a DELETE of the marker
+// of a task that had one (plus a PUT of a marker first for a task never
+// submitted, when the Store has an OnTerminal hook). Retry: GET, HEAD, then
+// PUTs of the marker, the record and the wake object, and a DELETE of the
+// old marker of a task that was waiting for its retry. Schedule: GET, PUT
+// of the new marker, PUT of the record, DELETE of the old marker.
 // List: 1 LIST plus one GET per task in the page, whatever the bucket holds.
 // PresignUpload, PresignUploadForm, PresignDownload: 1 GET (signing is
-// local); CreateForUpload creates and presigns with 1 PUT. One attempt: a GET of the record, the claim PUT, a GET of the
-// input, a PUT of the output, one PUT per heartbeat, the final PUT and a
-// DELETE of the marker. A lost compare-and-set adds a GET.
+// local); CreateForUpload creates and presigns with 1 PUT. One attempt: a
+// LIST that finds it, a GET of the record, a PUT of the marker at the lease's
+// end, the claim PUT, a DELETE of the queued marker, a GET of the input, a
+// PUT of the output, one PUT per heartbeat (and one PUT and DELETE to move
+// the marker once a lease, for an attempt longer than about 40 seconds at
+// the defaults), the final PUT and a DELETE of the marker. A lost
+// compare-and-set adds a GET.
 //
 // An idle worker makes one conditional GET of the wake object every 1.5 to
 // 2 seconds (WorkerOptions.PollInterval, shortened at random) and one LIST of
 // the markers per MaxPollInterval (60s by default): about 1.5 million GETs
 // and 43,000 LISTs a month, $0.80 at S3 Standard prices, where a LIST every
-// 2s would cost about six and a half dollars. Its hourly reconcile adds one
-// GET per task created in the last day. Submit and Retry change the wake
+// 2s would cost about six and a half dollars. Its hourly turn at the
+// reconciler lease adds one GET; the one worker of the fleet that holds it
+// pays for the reconcile itself. Submit and Retry change the wake
 // object, so new work is picked up within PollInterval plus a few round
-// trips. BENCHMARKS.md has the measurements.
+// trips; a Worker in the process that called Submit starts at once (see
+// [Worker.Wake] for waking workers from a signal of the host's own).
+// BENCHMARKS.md has the measurements.
 //
 // # S3-compatible stores
 //

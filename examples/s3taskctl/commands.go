@@ -49,6 +49,12 @@ retried is not the end: watch keeps following.`},
 			help: `Puts a failed task back in the queue at once, whether its failure was final
 or it was waiting for an automatic retry; a task that used every attempt
 gets one more. Exit 4 if the task is not failed.`},
+		{name: "schedule", synopsis: "ID WHEN", setup: scheduleCmd, args: []string{"ID", "WHEN"},
+			summary: "hold a created or queued task back until a time, or run it now",
+			help: `Sets the earliest time a created or queued task may start, by the S3
+server's clock. WHEN is an RFC 3339 time, a delay from now such as +90m, or
+"now" to run a scheduled task at once. Exit 4 if the task is neither created
+nor queued.`},
 		{name: "cancel", synopsis: "ID [-reason TEXT]", setup: cancelCmd, args: []string{"ID"},
 			summary: "abandon an unfinished task",
 			help: `Abandons a task that is not finished; a running task's worker stops it at
@@ -263,7 +269,7 @@ func showCmd(fs *flag.FlagSet) runFunc {
 		for n := 1; n <= last; n++ {
 			doc.Attempts = append(doc.Attempts, attemptDoc{Attempt: n, Output: outputs[n], Latest: n == t.Attempt})
 		}
-		marker := store.Prefix() + "active/" + id
+		marker := store.MarkerKey(t)
 		_, err = c.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(store.Bucket()), Key: &marker})
 		switch {
 		case err == nil:
@@ -462,6 +468,47 @@ func retryCmd(fs *flag.FlagSet) runFunc {
 		}
 		return c.printTask(t, fmt.Sprintf("task %s queued for attempt %d of %d", t.ID, t.Attempt+1, t.MaxAttempts))
 	}
+}
+
+func scheduleCmd(fs *flag.FlagSet) runFunc {
+	return func(ctx context.Context, c *cli, pos []string) error {
+		at, err := parseWhen(pos[1], time.Now())
+		if err != nil {
+			return usageErr(err)
+		}
+		store, err := c.open(ctx)
+		if err != nil {
+			return err
+		}
+		t, err := store.Schedule(ctx, pos[0], at)
+		if err != nil {
+			return err
+		}
+		line := fmt.Sprintf("task %s runs as soon as a worker is free", t.ID)
+		if !t.RunAt.IsZero() {
+			line = fmt.Sprintf("task %s starts no earlier than %s", t.ID, t.RunAt.Format(time.RFC3339))
+		}
+		return c.printTask(t, line)
+	}
+}
+
+// parseWhen reads schedule's WHEN: "now", +<duration> or an RFC 3339 time.
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	switch {
+	case s == "now":
+		return time.Time{}, nil
+	case strings.HasPrefix(s, "+"):
+		d, err := time.ParseDuration(s[1:])
+		if err != nil || d < 0 {
+			return time.Time{}, fmt.Errorf("WHEN %q: want now, +DURATION (like +90m) or an RFC 3339 time", s)
+		}
+		return now.Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("WHEN %q: want now, +DURATION (like +90m) or an RFC 3339 time", s)
+	}
+	return t, nil
 }
 
 func cancelCmd(fs *flag.FlagSet) runFunc {

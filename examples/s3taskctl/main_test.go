@@ -185,8 +185,10 @@ func (f *fixture) wantError(code int, errCode string, args ...string) {
 
 // task creates a task and brings it to state: created, queued, running,
 // completed (with an output), failed (final, category bad_input),
-// failed-waiting (retry in an hour), abandoned. Finished tasks keep no
-// marker, as after a worker.
+// failed-waiting (retry in an hour), abandoned. Records carry the DueAt a
+// worker would set, and markers are as it would leave them: running and
+// failed-waiting have theirs, due at the lease's end and at the retry;
+// finished tasks keep none.
 func (f *fixture) task(st *s3task.Store, state, name string) *s3task.Task {
 	f.t.Helper()
 	t, err := st.Create(f.ctx, s3task.CreateParams{Name: name, Type: "csv_enrich"})
@@ -216,8 +218,10 @@ func (f *fixture) task(st *s3task.Store, state, name string) *s3task.Task {
 	case "running":
 		f.rewrite(id, func(x *s3task.Task) {
 			x.Status, x.Attempt, x.WorkerID, x.LeaseExpiresAt = s3task.StatusRunning, 1, "worker-1", later
+			x.DueAt = later.Add(s3task.DefaultClockMargin)
 			x.Progress = s3task.Progress{RowCount: 10, ProcessedCount: 4, SuccessCount: 4}
 		})
+		f.moveMarker(id)
 	case "completed":
 		key, _ := f.store.OutputKey(id, 1)
 		f.put(key, []byte("name,email,row_status\nAda,ada@example.com,ok\n"))
@@ -234,7 +238,9 @@ func (f *fixture) task(st *s3task.Store, state, name string) *s3task.Task {
 	case "failed-waiting":
 		f.rewrite(id, func(x *s3task.Task) {
 			x.Status, x.Attempt, x.LastError, x.ErrorCategory, x.RetryAt = s3task.StatusFailed, 1, "timeout", "transient", later
+			x.DueAt = later
 		})
+		f.moveMarker(id)
 	default:
 		f.t.Fatalf("unknown state %q", state)
 	}
@@ -251,12 +257,13 @@ func (f *fixture) get(id string) *s3task.Task {
 }
 
 // rewrite edits a record and writes it back raw, as a worker's write would
-// look.
+// look: a new revision, stamped with the server's time.
 func (f *fixture) rewrite(id string, edit func(*s3task.Task)) {
 	f.t.Helper()
 	t := f.get(id)
 	edit(t)
 	t.Revision = strings.ToLower(rand.Text())
+	t.UpdatedAt = f.srv.Now().UTC().Truncate(time.Millisecond)
 	body, err := json.Marshal(t)
 	if err != nil {
 		f.t.Fatal(err)
@@ -274,6 +281,20 @@ func (f *fixture) put(key string, body []byte) {
 
 func (f *fixture) markerKey(id string) string {
 	return s3test.Marker(f.ctx, f.raw, f.srv.Bucket, f.store.Prefix(), id)
+}
+
+// moveMarker leaves task id with only the marker its record calls for.
+func (f *fixture) moveMarker(id string) {
+	f.t.Helper()
+	want := f.store.MarkerKey(f.get(id))
+	f.put(want, nil)
+	for _, key := range f.keys(f.store.Prefix() + "active/") {
+		if key != want && strings.HasSuffix(key, id) {
+			if _, err := f.raw.DeleteObject(f.ctx, &s3.DeleteObjectInput{Bucket: &f.srv.Bucket, Key: &key}); err != nil {
+				f.t.Fatal(err)
+			}
+		}
+	}
 }
 
 func (f *fixture) delMarker(id string) {
@@ -348,6 +369,8 @@ type taskJSON struct {
 	LastError      string          `json:"last_error"`
 	ErrorCategory  string          `json:"error_category"`
 	RetryAt        *time.Time      `json:"retry_at"`
+	RunAt          *time.Time      `json:"run_at"`
+	DueAt          *time.Time      `json:"due_at"`
 	CancelReason   string          `json:"cancel_reason"`
 	Purging        bool            `json:"purging"`
 	NotifyPending  bool            `json:"notify_pending"`
@@ -571,6 +594,10 @@ func TestCommands(t *testing.T) {
 		}
 
 		lost := f.task(f.store, "queued", "lost marker")
+		f.want(exitOK, &doc, "show", lost.ID, "-json")
+		if !doc.Marker || doc.Task.DueAt == nil {
+			t.Errorf("show of a queued task: marker %t, due_at %v; want its marker found, a due_at", doc.Marker, doc.Task.DueAt)
+		}
 		f.delMarker(lost.ID)
 		if r := f.want(exitOK, nil, "show", lost.ID); !strings.Contains(r.stdout, "MISSING") || !strings.Contains(r.stdout, "reconcile") {
 			t.Errorf("a queued task without marker is not flagged\n%s", r.stdout)
@@ -678,8 +705,9 @@ func TestCommands(t *testing.T) {
 		failed := f.task(f.store, "failed", "failed")
 		var retried taskJSON
 		f.want(exitOK, &retried, "retry", failed.ID, "-json")
-		if retried.Status != "queued" || retried.ID != failed.ID || !f.exists(f.markerKey(failed.ID)) {
-			t.Errorf("retry: %+v (marker %t)", retried, f.exists(f.markerKey(failed.ID)))
+		own := f.store.MarkerKey(f.get(failed.ID))
+		if retried.Status != "queued" || retried.ID != failed.ID || retried.DueAt == nil || !f.exists(own) {
+			t.Errorf("retry: %+v (marker %s there: %t)", retried, own, f.exists(own))
 		}
 		waiting := f.task(f.store, "failed-waiting", "waiting")
 		if r := f.want(exitOK, nil, "retry", waiting.ID); !strings.Contains(r.stdout, "queued for attempt 2 of 3") {
@@ -707,6 +735,54 @@ func TestCommands(t *testing.T) {
 		if got := f.get(done.ID); got.Status != s3task.StatusCompleted {
 			t.Errorf("refused calls changed the completed task: %s", got.Status)
 		}
+	})
+
+	t.Run("schedule", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, bin)
+
+		// A created task keeps its start for when it is submitted.
+		created := f.task(f.store, "created", "created")
+		var doc taskJSON
+		f.want(exitOK, &doc, "schedule", created.ID, "+90m", "-json")
+		if doc.Status != "created" || doc.RunAt == nil || time.Until(*doc.RunAt) < 85*time.Minute || time.Until(*doc.RunAt) > 95*time.Minute || doc.DueAt != nil {
+			t.Errorf("schedule of a created task: %+v", doc)
+		}
+
+		// A queued task's marker moves to its start.
+		queued := f.task(f.store, "queued", "queued")
+		before := f.markerKey(queued.ID)
+		at := time.Now().Add(3 * time.Hour).UTC().Truncate(time.Second)
+		r := f.want(exitOK, nil, "schedule", queued.ID, at.Format(time.RFC3339))
+		if !strings.Contains(r.stdout, "task "+queued.ID+" starts no earlier than "+at.Format(time.RFC3339)) {
+			t.Errorf("schedule: %s", r)
+		}
+		got := f.get(queued.ID)
+		if !got.RunAt.Equal(at) || !got.DueAt.Equal(at) || f.exists(before) || !f.exists(f.store.MarkerKey(got)) {
+			t.Errorf("after schedule: run_at %v, due_at %v, old marker there %t, new marker %s there %t; want both %v, the marker moved",
+				got.RunAt, got.DueAt, f.exists(before), f.store.MarkerKey(got), f.exists(f.store.MarkerKey(got)), at)
+		}
+		if r := f.want(exitOK, nil, "list"); !strings.Contains(r.stdout, "queued (scheduled in ") {
+			t.Errorf("list does not show the task as scheduled\n%s", r.stdout)
+		}
+
+		// "now" runs it at once.
+		var now taskJSON
+		f.want(exitOK, &now, "schedule", queued.ID, "now", "-json")
+		got = f.get(queued.ID)
+		if now.RunAt != nil || got.Scheduled(time.Now()) || !f.exists(f.store.MarkerKey(got)) || f.exists(f.store.MarkerKey(&s3task.Task{ID: got.ID, DueAt: at})) {
+			t.Errorf("schedule now: %+v, markers %v", now, f.keys(f.store.Prefix()+"active/"))
+		}
+		if r := f.want(exitOK, nil, "schedule", queued.ID, "now"); !strings.Contains(r.stdout, "runs as soon as a worker is free") {
+			t.Errorf("schedule now: %s", r)
+		}
+
+		done := f.task(f.store, "completed", "done")
+		f.wantError(exitConflict, "invalid_transition", "schedule", done.ID, "+1h")
+		f.wantError(exitNotFound, "not_found", "schedule", s3task.NewID(), "+1h")
+		f.wantError(exitUsage, "invalid_id", "schedule", "../x", "+1h")
+		f.wantError(exitUsage, "usage", "schedule", queued.ID, "tomorrow")
+		f.wantError(exitUsage, "usage", "schedule", queued.ID)
 	})
 
 	t.Run("stats", func(t *testing.T) {
@@ -765,16 +841,22 @@ func TestCommands(t *testing.T) {
 		f := newFixture(t, bin)
 		lost := f.task(f.store, "queued", "lost its marker")
 		f.delMarker(lost.ID)
-		stale := f.task(f.store, "completed", "stale marker")
-		f.put(f.markerKey(stale.ID), nil)
+		lostKey := f.store.MarkerKey(lost)
+		// A task that completed after its queued marker was written (more
+		// than the two seconds Reconcile allows for the marker's one-second
+		// time stamp), a worker's delete of it lost.
+		stale := f.task(f.store, "queued", "stale marker")
+		staleKey := f.markerKey(stale.ID)
+		time.Sleep(3 * time.Second)
+		f.rewrite(stale.ID, func(x *s3task.Task) { x.Status, x.Attempt = s3task.StatusCompleted, 1 })
 
 		var dry, real, again reconcileDoc
 		f.want(exitOK, &dry, "reconcile", "-dry-run", "-json")
-		want := reconcileDoc{DryRun: true, Tasks: 2, Restored: []string{lost.ID}, Removed: []string{f.markerKey(stale.ID)}, Broken: []brokenDoc{}}
+		want := reconcileDoc{DryRun: true, Tasks: 2, Restored: []string{lost.ID}, Removed: []string{staleKey}, Broken: []brokenDoc{}}
 		if diff := cmp.Diff(want, dry); diff != "" {
 			t.Errorf("dry run (-want +got):\n%s", diff)
 		}
-		if f.exists(f.markerKey(lost.ID)) || !f.exists(f.markerKey(stale.ID)) {
+		if f.exists(lostKey) || !f.exists(staleKey) {
 			t.Error("the dry run changed markers")
 		}
 		f.want(exitOK, &real, "reconcile", "-json")
@@ -782,7 +864,7 @@ func TestCommands(t *testing.T) {
 		if diff := cmp.Diff(want, real); diff != "" {
 			t.Errorf("run (-want +got):\n%s", diff)
 		}
-		if !f.exists(f.markerKey(lost.ID)) || f.exists(f.markerKey(stale.ID)) {
+		if !f.exists(lostKey) || f.exists(staleKey) {
 			t.Error("reconcile did not repair the markers")
 		}
 		f.want(exitOK, &again, "reconcile", "-json")
@@ -936,6 +1018,27 @@ func TestParseAge(t *testing.T) {
 	for _, in := range []string{"0s", "-1h", "May 1", "yesterday"} {
 		if _, err := parseSince(in, now); err == nil {
 			t.Errorf("parseSince(%q) succeeded", in)
+		}
+	}
+}
+
+func TestParseWhen(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"now":                       {},
+		"+90m":                      now.Add(90 * time.Minute),
+		"+0s":                       now,
+		"2025-06-02T08:00:00Z":      time.Date(2025, 6, 2, 8, 0, 0, 0, time.UTC),
+		"2025-06-02T10:00:00+02:00": time.Date(2025, 6, 2, 8, 0, 0, 0, time.UTC),
+	} {
+		if got, err := parseWhen(in, now); err != nil || !got.Equal(want) {
+			t.Errorf("parseWhen(%q) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "later", "+", "+-5m", "90m", "+1d", "2025-06-02"} {
+		if got, err := parseWhen(in, now); err == nil {
+			t.Errorf("parseWhen(%q) = %s, want an error", in, got)
 		}
 	}
 }

@@ -90,6 +90,8 @@ func statusText(t *s3task.Task, now time.Time) string {
 			return "failed (retry in " + d.Round(time.Second).String() + ")"
 		}
 		return "failed (retry due)"
+	case t.Scheduled(now):
+		return "queued (scheduled in " + t.RunAt.Sub(now).Round(time.Second).String() + ")"
 	}
 	return string(t.Status)
 }

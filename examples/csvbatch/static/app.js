@@ -136,6 +136,9 @@ function taskRow(t) {
   if (t.attempt_id > 0) {
     status.append(el('span', { className: 'counts', textContent: 'attempt ' + t.attempt_id + ' of ' + t.max_attempts }));
   }
+  if (t.status === 'queued' && t.run_at && new Date(t.run_at) > new Date()) {
+    status.append(el('span', { className: 'counts scheduled', textContent: 'scheduled for ' + new Date(t.run_at).toLocaleString() }));
+  }
   if (t.status === 'failed' && t.retry_at) {
     status.append(el('span', { className: 'counts', textContent: 'retry at ' + new Date(t.retry_at).toLocaleTimeString() }));
   }
