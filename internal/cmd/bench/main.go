@@ -1,5 +1,5 @@
 // Command bench measures what s3task costs in the units S3 bills and users
-// wait for: requests by kind and round trips. It runs six scenarios and
+// wait for: requests by kind and round trips. It runs seven scenarios and
 // prints one table (or a few) per scenario, in Markdown:
 //
 //	life        the requests of one task's life, next to the fewest this design allows
@@ -8,6 +8,10 @@
 //	naive       the same work through the naive designs of internal/baseline
 //	paging      the cost of a List page as the bucket grows
 //	large       a large CSV through a streaming handler: memory and MB/s
+//	fleet       a fleet of 16 workers: polling cost against the backlog, oldest
+//	            first, the reconcile bill, local pickup, delayed start, next to
+//	            an emulation of the previous design (markers newest first,
+//	            every poll listing every page)
 //
 // By default everything runs against an in-process S3 (gofakes3, a fresh one
 // per scenario). Give -endpoint and friends to run against any S3-compatible
@@ -17,6 +21,7 @@
 //	go run ./internal/cmd/bench                     # full size
 //	go run ./internal/cmd/bench -small              # CI smoke test, well under a minute
 //	go run ./internal/cmd/bench -scenarios life,idle
+//	go run ./internal/cmd/bench -scenarios fleet -svg docs/   # also draws docs/*.svg
 //	go run ./internal/cmd/bench -endpoint http://127.0.0.1:7070 -bucket b -access-key k -secret-key s
 //
 // Requests are counted by an instrumented HTTP transport under every S3
@@ -35,6 +40,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/s3task/s3task"
 )
 
 func main() {
@@ -53,7 +60,7 @@ func main() {
 }
 
 // scenarioNames lists the scenarios in the order they run.
-var scenarioNames = []string{"life", "idle", "contention", "naive", "paging", "large"}
+var scenarioNames = []string{"life", "idle", "contention", "naive", "paging", "large", "fleet"}
 
 // config is everything the flags set.
 type config struct {
@@ -87,6 +94,11 @@ type config struct {
 
 	largeBytes int64
 	largeChild bool // run the large scenario's worker in a child process
+
+	fleet fleetConfig
+
+	// svgDir, if set, is where the fleet scenario draws its charts.
+	svgDir string
 }
 
 // report is what run measured, scenario by scenario, in the order run.
@@ -167,6 +179,8 @@ func runScenario(ctx context.Context, cfg *config, name string, log io.Writer) (
 		return runPaging(ctx, cfg, log)
 	case "large":
 		return runLarge(ctx, cfg, log)
+	case "fleet":
+		return runFleet(ctx, cfg, log)
 	}
 	return nil, fmt.Errorf("unknown scenario %q", name)
 }
@@ -176,7 +190,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(stderr)
 	c := &config{}
 	fs.BoolVar(&c.small, "small", false, "run every scenario at a small size (CI smoke test)")
-	scen := fs.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios to run, by name or number 1-6: "+strings.Join(scenarioNames, ","))
+	scen := fs.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios to run, by name or number 1-7: "+strings.Join(scenarioNames, ","))
 	fs.StringVar(&c.endpoint, "endpoint", "", "S3 endpoint URL (path-style); empty runs an in-process gofakes3 per scenario")
 	fs.StringVar(&c.bucket, "bucket", "", "bucket to use with -endpoint (default: the in-process server's)")
 	fs.StringVar(&c.accessKey, "access-key", "test", "access key for -endpoint")
@@ -205,6 +219,21 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.pageReps, "paging-reps", 20, "times each page is read (paging)")
 	largeMB := fs.Int("large-mb", 200, "size of the generated CSV in MiB (large)")
 	fs.BoolVar(&c.largeChild, "large-child", true, "run the large scenario's worker in a child process, so its RSS is its own")
+	fl := &c.fleet
+	backlogs := fs.String("fleet-backlogs", "1000,10000,100000", "queued tasks seeded before the workers start, one run per size (fleet)")
+	fs.IntVar(&fl.claims, "fleet-claims", 320, "claims measured per backlog and design, after a warm-up of one claim per worker (fleet)")
+	fs.IntVar(&fl.oldPages, "fleet-old-pages", 4000, "most marker pages the emulated previous design may list in the measured claims of one backlog: where a full listing per claim would pass it, it measures fewer claims (fleet)")
+	fs.IntVar(&fl.workers, "fleet-workers", 16, "workers of the fleet (fleet)")
+	fs.IntVar(&fl.queue, "fleet-queue", 2000, "queued tasks drained in the oldest-first run (fleet)")
+	fs.DurationVar(&fl.work, "fleet-work", 10*time.Millisecond, "how long the handler of the oldest-first run sleeps (fleet)")
+	fs.IntVar(&fl.finished, "fleet-finished", 500, "finished tasks in the bucket of the reconcile run (fleet)")
+	fs.DurationVar(&fl.reconcile, "fleet-reconcile", 2*time.Second, "ReconcileInterval of the reconcile run, watched for 4 intervals (fleet)")
+	fs.IntVar(&fl.samples, "fleet-samples", 20, "pickups timed per variant in the local pickup run (fleet)")
+	fs.DurationVar(&fl.runAt, "fleet-run-at", 3*time.Second, "how far ahead CreateParams.RunAt is set in the delayed start run (fleet)")
+	idleWorkers := fs.String("fleet-idle-workers", "1,4,16", "idle worker counts of the LISTs-per-submit run (fleet)")
+	fs.IntVar(&fl.idleSamples, "fleet-idle-samples", 4, "submits per worker count in the LISTs-per-submit run (fleet)")
+	fs.DurationVar(&fl.idlePoll, "fleet-idle-poll", s3task.DefaultPollInterval, "PollInterval of the idle workers in the LISTs-per-submit run (fleet)")
+	fs.StringVar(&c.svgDir, "svg", "", "directory to draw the fleet scenario's charts in (lists-per-claim.svg, queue-wait.svg); empty draws none")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -216,18 +245,27 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if c.small {
 		// Small sizes for whatever was not set explicitly.
 		smalls := map[string]func(){
-			"lives":           func() { c.lives = 3 },
-			"idle-window":     func() { c.idleWindow = 3 * time.Second },
-			"idle-scale":      func() { c.idleScale = 100 },
-			"idle-samples":    func() { c.idleSamples = 5 },
-			"workers":         func() { *workers = "1,2,4,8,16" },
-			"tasks":           func() { c.contTasks = 100 },
-			"naive-tasks":     func() { c.naiveTasks = 60 },
-			"naive-workers":   func() { c.naiveWorkers = 4 },
-			"naive-producers": func() { c.naiveProducers = 2 },
-			"paging-sizes":    func() { *sizes = "100,1000,5000" },
-			"paging-reps":     func() { c.pageReps = 5 },
-			"large-mb":        func() { *largeMB = 5 },
+			"lives":              func() { c.lives = 3 },
+			"idle-window":        func() { c.idleWindow = 3 * time.Second },
+			"idle-scale":         func() { c.idleScale = 100 },
+			"idle-samples":       func() { c.idleSamples = 5 },
+			"workers":            func() { *workers = "1,2,4,8,16" },
+			"tasks":              func() { c.contTasks = 100 },
+			"naive-tasks":        func() { c.naiveTasks = 60 },
+			"naive-workers":      func() { c.naiveWorkers = 4 },
+			"naive-producers":    func() { c.naiveProducers = 2 },
+			"paging-sizes":       func() { *sizes = "100,1000,5000" },
+			"paging-reps":        func() { c.pageReps = 5 },
+			"large-mb":           func() { *largeMB = 5 },
+			"fleet-backlogs":     func() { *backlogs = "1000,5000" },
+			"fleet-claims":       func() { fl.claims = 160 },
+			"fleet-queue":        func() { fl.queue = 500 },
+			"fleet-finished":     func() { fl.finished = 200 },
+			"fleet-reconcile":    func() { fl.reconcile = time.Second },
+			"fleet-samples":      func() { fl.samples = 5 },
+			"fleet-run-at":       func() { fl.runAt = 2 * time.Second },
+			"fleet-idle-samples": func() { fl.idleSamples = 3 },
+			"fleet-idle-poll":    func() { fl.idlePoll = 500 * time.Millisecond },
 		}
 		for name, f := range smalls {
 			if !set[name] {
@@ -249,6 +287,18 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("-paging-sizes: %w", err)
 	}
 	c.largeBytes = int64(*largeMB) << 20
+	if fl.backlogs, err = parseInts(*backlogs); err != nil {
+		return nil, fmt.Errorf("-fleet-backlogs: %w", err)
+	}
+	if fl.idleWorkers, err = parseInts(*idleWorkers); err != nil {
+		return nil, fmt.Errorf("-fleet-idle-workers: %w", err)
+	}
+	switch {
+	case fl.claims < 1, fl.workers < 1, fl.queue < 1, fl.finished < 1, fl.samples < 1, fl.idleSamples < 1, fl.oldPages < 1:
+		return nil, errors.New("fleet sizes and counts must be positive")
+	case fl.work < 0, fl.reconcile <= 0, fl.runAt <= 0, fl.idlePoll <= 0:
+		return nil, errors.New("-fleet-work must not be negative, -fleet-reconcile, -fleet-run-at and -fleet-idle-poll must be positive")
+	}
 	switch {
 	case c.lives < 1, c.idleSamples < 0, c.contTasks < 1, c.naiveTasks < 1, c.naiveWorkers < 1,
 		c.naiveProducers < 1, c.pageReps < 1, *largeMB < 1:
