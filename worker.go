@@ -580,13 +580,16 @@ func (w *Worker) takeDue() time.Time {
 }
 
 // poll reads the marker index from its head, where the markers due first
-// are, and visits those due while a slot is free: the first pickSpread in
-// random order, so that workers polling at once spread over the oldest
-// tasks, then the rest in order. It reads one page, and the next only if a
+// are, and visits those due while a slot is free: the first few (pickSpread
+// per free slot, more when it meets tasks others took) in random order, so
+// that workers polling at once spread over the oldest tasks. It reads one
+// page, and the next only if a
 // page held nothing to visit (markers of notices this worker holds, or of
 // tasks it knows not to be due). It reports whether it ran out of slots
 // with markers left to visit, and the earliest time, by the server's clock,
-// at which a task it saw will need a worker (zero if none).
+// at which a task it saw will need a worker (zero if none). A poll that
+// started tasks from a page full of due markers reports itself saturated
+// too: more are due behind that page.
 func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time) {
 	s := w.store
 	start, started, seen := time.Now(), 0, 0
@@ -667,9 +670,17 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 			}
 			todo = append(todo, m)
 		}
+		// Only the head, at random: going on in order through a listing
+		// that others read too would have every worker reach for the same
+		// markers.
 		head := min(len(todo), w.spread*(cap(w.slots)-len(w.slots)))
 		mrand.Shuffle(head, func(i, j int) { todo[i], todo[j] = todo[j], todo[i] })
-		if serve(todo) {
+		if serve(todo[:head]) {
+			return true, due
+		}
+		if (head < len(todo) || more && !ahead) && started > 0 {
+			// Due markers are left behind the head this poll worked
+			// through while slots freed: list again now.
 			return true, due
 		}
 		if ahead || !more || len(todo) > 0 {
