@@ -20,7 +20,7 @@
 //	batch-tasks/<id>/input<ext>               the uploaded input
 //	batch-tasks/<id>/output-attempt-<n><ext>  the output of attempt n, never overwritten
 //	batch-tasks/active/<due>_<id>             marker: "this task needs a worker from <due>"
-//	batch-tasks/_wake, batch-tasks/_reconciler  a hint for idle workers; the fleet's reconciler lease
+//	batch-tasks/_wake, batch-tasks/_reconciler  the latest announcements for idle workers; the fleet's reconciler lease
 //
 // Task IDs are ULIDs whose time field is inverted ((2^48-1) - unix_ms), so
 // S3's ascending listing shows the newest task first. See [NewID]. Marker
@@ -254,13 +254,14 @@
 //
 // # Requests per call
 //
-// Create: 1 PUT. Get: 1 GET. Submit: GET, HEAD, then PUTs of the marker, the
-// record and the wake object. Cancel: GET, PUT, and a DELETE of the marker
+// Create: 1 PUT. Get: 1 GET. Submit: GET, HEAD, then PUTs of the marker and
+// the record, and a GET and a PUT of the wake object. Cancel: GET, PUT, and a DELETE of the marker
 // of a task that had one (plus a PUT of a marker first for a task never
 // submitted, when the Store has an OnTerminal hook). Retry: GET, HEAD, then
-// PUTs of the marker, the record and the wake object, and a DELETE of the
-// old marker of a task that was waiting for its retry. Schedule: GET, PUT
-// of the new marker, PUT of the record, DELETE of the old marker.
+// PUTs of the marker and the record, a GET and a PUT of the wake object,
+// and a DELETE of the old marker of a task that was waiting for its retry.
+// Schedule: GET, PUT of the new marker, PUT of the record, DELETE of the
+// old marker, and the wake object's GET and PUT when the task is due now.
 // List: 1 LIST plus one GET per task in the page, whatever the bucket holds.
 // PresignUpload, PresignUploadForm, PresignDownload: 1 GET (signing is
 // local); CreateForUpload creates and presigns with 1 PUT. One attempt: a
@@ -277,9 +278,10 @@
 // and 43,000 LISTs a month, $0.80 at S3 Standard prices, where a LIST every
 // 2s would cost about six and a half dollars. Its hourly turn at the
 // reconciler lease adds one GET; the one worker of the fleet that holds it
-// pays for the reconcile itself. Submit and Retry change the wake
-// object, so new work is picked up within PollInterval plus a few round
-// trips; a Worker in the process that called Submit starts at once (see
+// pays for the reconcile itself. Submit and Retry add their task's marker
+// to the wake object, so new work is picked up within PollInterval plus a
+// few round trips; the first idle worker to notice lists, and the others,
+// finding the announced marker gone (one HEAD), do not; a Worker in the process that called Submit starts at once (see
 // [Worker.Wake] for waking workers from a signal of the host's own).
 // BENCHMARKS.md has the measurements.
 //

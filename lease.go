@@ -205,7 +205,7 @@ func (l *lease) finish(ctx context.Context, handlerErr error) {
 			}
 		})
 	case evRelease:
-		l.w.store.wake(wctx)
+		l.w.store.wake(wctx, l.w.store.MarkerKey(t))
 		l.log.Info("s3task: task released for another worker")
 		l.w.hook("OnRelease", func(h *Hooks) {
 			if h.OnRelease != nil {

@@ -6,13 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-
-	"github.com/s3task/s3task/internal/s3x"
 )
 
 // The marker index. Every task a worker may have to look at has an empty
@@ -211,78 +208,4 @@ func (s *Store) commitMarked(ctx context.Context, cur *Task, etag string, next *
 		_ = s.dropMarker(ctx, want)
 	}
 	return got, gotETag, err
-}
-
-// wake tells idle workers that there is new work by giving the wake object a
-// new ETag, and tells the workers running in this process at once. It is
-// only a hint that saves them a LIST: a failure is logged, and workers still
-// list the markers every MaxPollInterval.
-func (s *Store) wake(ctx context.Context) {
-	key, body := s.wakeKey(), newRevision()
-	out, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: strings.NewReader(body), ContentLength: aws.Int64(int64(len(body)))})
-	etag := ""
-	if err != nil {
-		s.log.WarnContext(ctx, "s3task: write wake object", "err", err)
-	} else {
-		etag = aws.ToString(out.ETag)
-	}
-	s.local.wake(etag)
-}
-
-// checkWake reports whether the wake object's ETag differs from etag, and
-// returns its current ETag. A missing object has the ETag "". It costs one
-// GET, with If-None-Match so an unchanged object sends no body.
-func (s *Store) checkWake(ctx context.Context, etag string) (string, bool, error) {
-	key := s.wakeKey()
-	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key}
-	if etag != "" {
-		in.IfNoneMatch = aws.String(etag)
-	}
-	out, err := s.client.GetObject(ctx, in)
-	switch {
-	case err == nil:
-		out.Body.Close()
-		s.observe(out.ResultMetadata)
-		now := aws.ToString(out.ETag)
-		return now, now != etag, nil
-	case s3x.NotModified(err):
-		s.observeErr(err) // an idle worker's only sight of the server's clock
-		return etag, false, nil
-	case s3x.NotFound(err):
-		return "", etag != "", nil
-	}
-	return etag, false, fmt.Errorf("s3task: check %s: %w", key, err)
-}
-
-// localWorkers are the workers running in this process on a Store: a Submit
-// or Retry through the same Store starts them at once, without waiting for
-// their next look at the wake object.
-type localWorkers struct {
-	mu      sync.Mutex
-	workers map[*Worker]struct{}
-}
-
-func (l *localWorkers) add(w *Worker) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.workers == nil {
-		l.workers = map[*Worker]struct{}{}
-	}
-	l.workers[w] = struct{}{}
-}
-
-func (l *localWorkers) remove(w *Worker) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.workers, w)
-}
-
-// wake kicks every local worker; etag is the wake object's new ETag, if
-// known, so that their next check of it does not make them list again.
-func (l *localWorkers) wake(etag string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for w := range l.workers {
-		w.kick(etag)
-	}
 }

@@ -496,10 +496,10 @@ func (s *Store) settle(ctx context.Context, t *Task, etag string) {
 // StoreOptions.MaxInputSize bytes, records the input's ETag (a worker refuses
 // an input replaced after this point), writes the active marker (named
 // after the submit time, or the task's RunAt if later), then the record,
-// then the wake object that tells idle workers to look; workers running in
-// this process on this Store start looking at once. Submitting a queued
-// task again changes nothing and returns it. Requests: GET, HEAD, PUT
-// marker, PUT record, PUT wake.
+// then adds the marker to the wake object that tells idle workers to look;
+// workers running in this process on this Store start looking at once.
+// Submitting a queued task again changes nothing and returns it. Requests:
+// GET, HEAD, PUT marker, PUT record, GET and PUT wake.
 //
 // Errors: [ErrInvalidID]; [ErrNotFound]; [ErrInputMissing]; an
 // *[InputSizeError] wrapping [ErrInputTooLarge]; a *[TransitionError] for any
@@ -523,7 +523,7 @@ func (s *Store) Submit(ctx context.Context, id string) (*Task, error) {
 	}
 	got, changed, err := s.apply(ctx, t, etag, e)
 	if changed {
-		s.wake(ctx)
+		s.wake(ctx, s.MarkerKey(got))
 	}
 	return got, err
 }
@@ -566,8 +566,8 @@ func (s *Store) submittedInput(t *Task) string {
 // The new marker is written before the record and the old one, if the task
 // was waiting for its retry, deleted after it (see the package
 // documentation, Markers); then the wake object tells idle workers to look.
-// Requests: GET, HEAD, PUT marker, PUT record, PUT wake, and DELETE of the
-// old marker if there was one (more on a lost compare-and-set).
+// Requests: GET, HEAD, PUT marker, PUT record, GET and PUT wake, and DELETE
+// of the old marker if there was one (more on a lost compare-and-set).
 //
 // Errors: [ErrInvalidID]; [ErrNotFound]; a *[TransitionError] unless the task
 // is failed; [ErrInputMissing] or an *[InputSizeError] if the input is gone
@@ -603,7 +603,7 @@ func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
 	if err != nil || !changed {
 		return got, err
 	}
-	s.wake(ctx)
+	s.wake(ctx, s.MarkerKey(got))
 	return got, nil
 }
 
@@ -647,8 +647,8 @@ func (s *Store) Cancel(ctx context.Context, id, reason string) (*Task, error) {
 // that time, so no worker looks at it before, and one starts it within
 // PollInterval after, without listing in between; zero (or a time past)
 // makes a scheduled task run now. Requests: GET, PUT marker, PUT record,
-// DELETE old marker, and PUT wake when the task is due now; a created task
-// only gets its record written.
+// DELETE old marker, and GET and PUT wake when the task is due now; a
+// created task only gets its record written.
 //
 // Errors: [ErrInvalidID]; [ErrNotFound]; a *[TransitionError] unless the
 // task is created or queued; [ErrConflict]; [ErrOutcomeUnknown]; S3 errors
@@ -659,7 +659,7 @@ func (s *Store) Schedule(ctx context.Context, id string, at time.Time) (*Task, e
 		return nil, err
 	}
 	if changed && got.Status == StatusQueued && !got.Scheduled(s.serverNow()) {
-		s.wake(ctx)
+		s.wake(ctx, s.MarkerKey(got))
 	}
 	return got, nil
 }
@@ -1010,7 +1010,7 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 		return nil, err
 	}
 	if len(r.Restored) > 0 && !opts.DryRun {
-		s.wake(ctx) // the restored tasks are new to idle workers
+		s.wake(ctx, "") // the restored tasks are new to idle workers
 	}
 	return r, firstErr
 }

@@ -898,7 +898,7 @@ func TestSubmit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantCounts(t, e, map[string]int{"GET": 1, "HEAD": 1, "PUT": 3}) // marker, record, wake
+		wantCounts(t, e, map[string]int{"GET": 2, "HEAD": 1, "PUT": 3}) // record and wake object read; marker, record, wake written
 		want := task
 		want.Status, want.InputETag, want.InputSize = s3task.StatusQueued, etag, int64(len(input))
 		want.DueAt = got.DueAt // checked below
@@ -1219,7 +1219,7 @@ func TestSchedule(t *testing.T) {
 				t.Fatal(err)
 			}
 			// New marker, record, wake; the marker due in an hour goes.
-			wantCounts(t, e, map[string]int{"GET": 1, "PUT": 3, "DELETE": 1})
+			wantCounts(t, e, map[string]int{"GET": 2, "PUT": 3, "DELETE": 1}) // record and wake object read
 			if rec.index("PUT "+wakeKey) < 0 {
 				t.Errorf("no wake after a run-now: %s", rec)
 			}
@@ -1265,7 +1265,7 @@ func TestSchedule(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantCounts(t, e, map[string]int{"GET": 1, "PUT": 3, "DELETE": 1}) // marker, record, wake; the scheduled marker
+		wantCounts(t, e, map[string]int{"GET": 2, "PUT": 3, "DELETE": 1}) // record and wake object read; marker, record, wake written; the scheduled marker deleted
 		if !got.RunAt.Equal(past) || got.Scheduled(got.UpdatedAt) {
 			t.Errorf("RunAt %v, Scheduled %v; want %v, false", got.RunAt, got.Scheduled(got.UpdatedAt), past)
 		}
@@ -1340,7 +1340,7 @@ func TestCreateRunAt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCounts(t, e, map[string]int{"GET": 1, "HEAD": 1, "PUT": 3}) // marker, record, wake
+	wantCounts(t, e, map[string]int{"GET": 2, "HEAD": 1, "PUT": 3}) // record and wake object read; marker, record, wake written
 	if got.Status != s3task.StatusQueued || !got.RunAt.Equal(at) || !got.DueAt.Equal(at) {
 		t.Errorf("submitted: status %s, RunAt %v, DueAt %v; want queued, both %v", got.Status, got.RunAt, got.DueAt, at)
 	}
@@ -1508,7 +1508,7 @@ func TestRetry(t *testing.T) {
 			}
 			// Input check; the new marker, the record, the old marker if
 			// there was one, the wake object.
-			wantReqs := map[string]int{"GET": 1, "HEAD": 1, "PUT": 3}
+			wantReqs := map[string]int{"GET": 2, "HEAD": 1, "PUT": 3} // the second GET reads the wake object to add to it
 			if tc.marked {
 				wantReqs["DELETE"] = 1
 			}

@@ -298,6 +298,8 @@ type Worker struct {
 	spread int                  // poll loop only: how many of the markers due first to pick among, per free slot
 	legacy bool                 // poll loop only: markers named as earlier versions did may be left
 
+	wakeSeen map[string]bool // poll loop only: the wake object's announcements seen last
+
 	kickMu   sync.Mutex
 	kickETag string        // the wake object's ETag as the latest local Submit left it
 	kicked   chan struct{} // pinged by Wake and by local Submits
@@ -486,8 +488,9 @@ func (w *Worker) loop(ctx, base context.Context) {
 	)
 	// Read the wake object before the first listing, so that the first
 	// check after it does not take the wake it already covers for news.
-	if etag, _, err := s.checkWake(ctx, ""); err == nil {
+	if etag, body, _, err := s.checkWake(ctx, ""); err == nil {
 		wakeETag = etag
+		w.wakeNews(ctx, body) // takes note of what was announced so far
 	}
 	rec := w.newReconciler()
 	defer rec.wait()
@@ -519,11 +522,11 @@ func (w *Worker) loop(ctx, base context.Context) {
 			case !due.IsZero() && !s.serverNow().Before(due):
 				listNow = true
 			default:
-				etag, changed, err := s.checkWake(ctx, wakeETag)
+				etag, body, changed, err := s.checkWake(ctx, wakeETag)
 				if err != nil && ctx.Err() == nil {
 					w.log.Warn("s3task: poll", "err", err)
 				}
-				wakeETag, listNow = etag, changed
+				wakeETag, listNow = etag, changed && w.wakeNews(ctx, body)
 			}
 		}
 		if listNow {
