@@ -72,8 +72,16 @@ func TestSmall(t *testing.T) {
 		if measured < floor {
 			t.Errorf("a task's life took %s requests, below the floor of %s: the floor or the counting is wrong", num(measured), num(floor))
 		}
-		if measured > floor+2 {
-			t.Errorf("a task's life took %s requests, more than 2 above the floor of %s: %v", num(measured), num(floor), short.extraOverFloor())
+		// Above the floor, on purpose: the wake object's read and write (it
+		// names the task's marker) and the idle worker's HEAD of that marker
+		// before it lists. Each must be explained in lifeExtras.
+		if measured > floor+3 {
+			t.Errorf("a task's life took %s requests, more than 3 above the floor of %s: %v", num(measured), num(floor), short.extraOverFloor())
+		}
+		for k := range short.extraOverFloor() {
+			if _, ok := lifeExtras[k]; !ok {
+				t.Errorf("an extra request beyond the floor that lifeExtras does not explain: %v", k)
+			}
 		}
 		long := res.variants[1]
 		if hb := long.task()[labelKey{"handler", "PUT record If-Match"}]; hb < 1 {

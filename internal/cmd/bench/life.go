@@ -56,17 +56,22 @@ var lifeFloor = []floorItem{
 
 // lifeExtras explains the requests the library makes beyond the floor.
 var lifeExtras = map[labelKey]string{
-	{"submit", "PUT marker"}:           "Store.Submit writes the marker again after the record, so a worker or a Reconcile that judged the task by its old record and deleted the first one cannot leave a queued task unlisted",
-	{"submit", "PUT wake"}:             "the wake object: tells idle workers to LIST now. One PUT per submit lets every idle worker poll with a conditional GET instead of a LIST (see the idle scenario)",
-	{"handler", "PUT record If-Match"}: "heartbeat: renews the lease and carries progress, one per HeartbeatInterval; none for a task shorter than one",
-	{"finish", "GET record"}:           "after deleting a failed task's marker the worker re-reads the record, in case an operator's Retry raced the delete",
-	{"finish", "PUT record If-Match"}:  "the failed record (attempt 1)",
-	{"finish", "DELETE marker"}:        "the marker of a finally failed task",
-	{"retry", "GET record"}:            "Store.Retry reads the record for the compare-and-set",
-	{"retry", "HEAD input"}:            "Store.Retry verifies the input again, as Submit does, and pins its current ETag",
-	{"retry", "PUT marker"}:            "Store.Retry writes the marker before the record and once more after it, for a worker that deleted it in between",
-	{"retry", "PUT record If-Match"}:   "failed → queued",
-	{"retry", "PUT wake"}:              "wake the idle workers",
+	{"submit", "GET wake"}:               "read the wake object to add this task's marker to its announcements (compare-and-set)",
+	{"submit", "GET wake →404"}:          "read the wake object to add this task's marker to its announcements (none yet)",
+	{"submit", "PUT wake If-Match"}:      "the wake object: tells idle workers to look, naming the marker. One PUT per submit lets every idle worker poll with a conditional GET instead of a LIST (see the idle scenario), and lets all but the first skip the LIST",
+	{"submit", "PUT wake If-None-Match"}: "the wake object, created by the first submit",
+	{"pickup", "HEAD marker"}:            "the idle worker checks that the announced marker is still there before it lists; other idle workers find it gone and do not list",
+	{"handler", "PUT record If-Match"}:   "heartbeat: renews the lease and carries progress, one per HeartbeatInterval; none for a task shorter than one",
+	{"finish", "GET record"}:             "after deleting a failed task's marker the worker re-reads the record, in case an operator's Retry raced the delete",
+	{"finish", "PUT record If-Match"}:    "the failed record (attempt 1)",
+	{"finish", "DELETE marker"}:          "the marker of a finally failed task",
+	{"retry", "GET record"}:              "Store.Retry reads the record for the compare-and-set",
+	{"retry", "HEAD input"}:              "Store.Retry verifies the input again, as Submit does, and pins its current ETag",
+	{"retry", "PUT marker"}:              "Store.Retry writes the new marker before the record",
+	{"retry", "PUT record If-Match"}:     "failed → queued",
+	{"retry", "GET wake"}:                "read the wake object to add the marker to its announcements",
+	{"retry", "PUT wake If-Match"}:       "wake the idle workers",
+	{"pickup 2", "HEAD marker"}:          "the idle worker checks the announced marker before it lists",
 }
 
 // lifeSpec is one variant of a task's life.
@@ -93,9 +98,12 @@ type lifeVariant struct {
 // worker's wake checks and what it did while idle between lives.
 func (v *lifeVariant) task() map[labelKey]float64 {
 	out := map[labelKey]float64{}
-	for _, c := range []counts{v.client, v.worker} {
+	for i, c := range []counts{v.client, v.worker} {
+		worker := i == 1
 		for k, n := range c.labels {
-			if strings.HasPrefix(k.label, "GET wake") || k.phase == "idle" {
+			// The worker's wake checks are counted apart; the producer's
+			// read of the wake object, to add its announcement, is Submit's.
+			if worker && strings.HasPrefix(k.label, "GET wake") || k.phase == "idle" {
 				continue
 			}
 			out[k] += float64(n) / float64(v.lives)
