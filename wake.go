@@ -196,7 +196,7 @@ func (s *Store) markerGone(ctx context.Context, key string) (bool, error) {
 // news without a marker, when it may have missed announcements (none of
 // those kept was seen before), and when an announced marker is still
 // there (or cannot be checked); not when every new one is gone, taken by
-// another worker.
+// another worker, or is due later, which it notes for the poll loop.
 func (w *Worker) wakeNews(ctx context.Context, body []byte) bool {
 	s := w.store
 	notes, ok := parseWake(body)
@@ -217,9 +217,17 @@ func (w *Worker) wakeNews(ctx context.Context, body []byte) bool {
 	if len(fresh) == len(notes) && len(notes) >= wakeKeep {
 		return true // some may have scrolled out unseen
 	}
+	now := s.serverNow()
 	for _, n := range fresh {
-		if n.key == "*" || !strings.HasPrefix(n.key, s.markerDir()) {
+		m, ok := s.parseMarker(n.key)
+		switch {
+		case n.key == "*" || !ok:
 			return true
+		case m.due.After(now):
+			// Scheduled for later: the marker's name says when, and the
+			// poll loop lists then, not now.
+			w.noteDue(m.due)
+			continue
 		}
 		if gone, err := s.markerGone(ctx, n.key); err != nil || !gone {
 			return true

@@ -1,6 +1,7 @@
 package s3task
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -41,6 +42,9 @@ func TestWakeNews(t *testing.T) {
 	dir := e.admin.markerDir()
 	present, gone := dir+"20261130T144702.123Z_"+NewID(), dir+"20261130T144702.124Z_"+NewID()
 	e.putRaw(present, nil)
+	due := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+	later := dir + due.Format(markerTimeLayout) + "_" + NewID()
+	e.putRaw(later, nil)
 	seen := wakeNote{"seen", gone}
 	base := formatWake([]wakeNote{seen})
 	many := []wakeNote{}
@@ -59,12 +63,17 @@ func TestWakeNews(t *testing.T) {
 		{"none of those kept was seen: some may be missed", formatWake(many), true},
 		{"a body of an earlier version", []byte("7c3f0a9e"), true},
 		{"nothing new", base, false},
+		{"an announced marker due later", formatWake([]wakeNote{seen, {"n1", later}}), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w.wakeSeen = nil
 			w.wakeNews(e.ctx, base) // what the worker saw before
+			w.takeDue()
 			if got := w.wakeNews(e.ctx, tc.body); got != tc.want {
 				t.Errorf("wakeNews = %v, want %v", got, tc.want)
+			}
+			if noted := w.takeDue(); bytes.Contains(tc.body, []byte(later)) != noted.Equal(due) {
+				t.Errorf("noted due %s; want %s only for the marker due later", noted, due)
 			}
 		})
 	}

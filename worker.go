@@ -539,6 +539,9 @@ func (w *Worker) loop(ctx, base context.Context) {
 		}
 		// Jitter only shortens the wait, so pickup stays within PollInterval.
 		wait := w.opts.PollInterval*3/4 + jitter(w.opts.PollInterval/4)
+		if d := w.takeDue(); !d.IsZero() && (due.IsZero() || d.Before(due)) {
+			due = d // noted since the top of the loop: a scheduled task announced
+		}
 		if !due.IsZero() {
 			// The server's clock as read here is whole milliseconds: wait
 			// at least one, or a due time within it would spin the loop.

@@ -1426,7 +1426,7 @@ func (r *fleetResult) tables() []*table {
 	}
 	e.add(r.delayed.late, r.delayed.listsBefore, r.delayed.listsAfter, strings.Join(at, ", "), "1 LIST in all, at or after RunAt")
 	e.note("One idle worker on a Store of its own at the default PollInterval; the producer on another. Counted from Create's start to the claim: %s.", labelSummary(r.delayed.c))
-	e.note("Submit writes the wake object even for a task scheduled later, so the worker lists once on noticing it, finds the marker not yet due (its key starts with RunAt), and sleeps until then instead of polling; the LIST at RunAt claims the task. RunAt counts to the millisecond here, as the marker's key holds it: the worker's wait ends at that millisecond.")
+	e.note("Submit announces the task's marker in the wake object; the worker reads RunAt from the marker's name (its key starts with it), lists nothing then, and sleeps until RunAt instead of polling; the LIST at RunAt claims the task. RunAt counts to the millisecond here, as the marker's key holds it: the worker's wait ends at that millisecond.")
 
 	f := newTable("Scenario 7f: LISTs per submitted task with idle workers",
 		"idle workers", "PollInterval", "submits", "LIST per task", "wake GET per task", "all worker requests per task", "pickup p50", "pickup max")
