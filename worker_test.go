@@ -2223,15 +2223,17 @@ func TestWorkerReconcilerLease(t *testing.T) {
 // a record without due_at and its marker at the plain active/<id>, which
 // sorts after every marker named after a time. A worker must still start
 // it while other markers, not yet due, come first: here that of a task
-// running on the worker's other slot, whose marker its heartbeats keep
-// ahead of the lease's end.
+// running on another worker, whose marker its heartbeats keep ahead of the
+// lease's end.
 func TestWorkerPicksUpLegacyMarkers(t *testing.T) {
 	t.Parallel()
 	e := setupWorker(t)
 	release := newHandlerGate(t)
 	ev := newHookEvents()
+	// The first worker's one slot runs the blocker, so it cannot take the
+	// task while the test turns it into one an earlier version left.
 	opts := workerOptions("legacy-reader", ev.hooks())
-	opts.Concurrency = 2
+	opts.Concurrency = 1
 	startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
 		if job.Task.Name == "blocker" {
 			return release.wait(ctx)
