@@ -1203,13 +1203,8 @@ func TestAdversityScheduledStart(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				e := newAdvEnv(t)
-				var lists atomic.Int32
-				counted := advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
-					if s3test.Op(r) == "LIST" {
-						lists.Add(1)
-					}
-					return next.RoundTrip(r)
-				})
+				var reqs s3test.Counter
+				counted := reqs.Wrap
 				started := make(chan time.Time, 1)
 				const poll = 2 * time.Second
 				w := e.run(e.store(nil, counted), func(ctx context.Context, job *Job) error {
@@ -1218,7 +1213,7 @@ func TestAdversityScheduledStart(t *testing.T) {
 				}, &WorkerOptions{ID: "w", PollInterval: poll, MaxPollInterval: time.Hour, ReconcileInterval: -1}) // no reconcile LISTs
 				defer w.stop()
 				time.Sleep(2 * poll) // the worker's first listing is behind it
-				lists.Store(0)
+				reqs.Reset()
 
 				runAt := time.Now().Add(tc.ahead)
 				task := e.create(CreateParams{Name: "later", RunAt: runAt})
@@ -1242,7 +1237,7 @@ func TestAdversityScheduledStart(t *testing.T) {
 				if late := at.Sub(runAt); late > poll {
 					t.Errorf("started %s after run_at, want within PollInterval %s", late, poll)
 				}
-				if n := lists.Load(); n > 2 {
+				if n := reqs.Counts()["LIST"]; n > 2 {
 					t.Errorf("%d LISTs from Submit to the start, want at most 2 (for the wake object, and once the marker fell due)", n)
 				}
 			})

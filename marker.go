@@ -209,3 +209,25 @@ func (s *Store) commitMarked(ctx context.Context, cur *Task, etag string, next *
 	}
 	return got, gotETag, err
 }
+
+// staleSubmitAge is how long a marker written for a change that never
+// landed (a Submit that died between its marker and its record, say) is
+// kept before Reconcile takes the change for dead.
+const staleSubmitAge = 10 * time.Minute
+
+// staleMarker reports whether m, a marker of task t other than the one its
+// record calls for, can go: the task is completed or abandoned, which no
+// change follows; or the marker was written before the record's last
+// change, so it belongs to a phase that is over; or it is newer than the record but
+// so old that the change it was written for evidently never landed (a
+// Submit that died, say). A marker newer than the record may belong to a
+// change under way, which writes its marker first.
+func staleMarker(m marker, t *Task, now time.Time) bool {
+	switch {
+	case t.Status == StatusCompleted || t.Status == StatusAbandoned:
+		return true // nothing follows these: no change can be under way
+	case m.written.Before(t.UpdatedAt.Add(-markerSkew)):
+		return true
+	}
+	return now.Sub(m.written) > staleSubmitAge
+}

@@ -633,100 +633,68 @@ func runningTask(lease time.Time) *Task {
 	return t
 }
 
-func TestTransitionClaimWaitsForRetryAt(t *testing.T) {
+// TestTransitionClaimWaitsForDueTime: a failed task cannot be claimed
+// before its RetryAt, nor a queued one scheduled to start later before its
+// RunAt; both can from then on.
+func TestTransitionClaimWaitsForDueTime(t *testing.T) {
 	t.Parallel()
 
-	retryAt := transitionNow.Add(time.Minute)
+	at := transitionNow.Add(time.Minute)
+	starts := map[string]func() *Task{
+		"failed, retry at": func() *Task {
+			t := baseRecord()
+			t.Status, t.Attempt, t.RetryAt, t.DueAt = StatusFailed, 1, at, at
+			return t
+		},
+		"queued, run at": func() *Task {
+			t := baseRecord()
+			t.Status, t.RunAt, t.DueAt = StatusQueued, at, at
+			return t
+		},
+	}
 	tests := []struct {
 		name    string
 		now     time.Time
 		allowed bool
 	}{
-		{name: "an hour early", now: retryAt.Add(-time.Hour), allowed: false},
-		{name: "1ns early", now: retryAt.Add(-time.Nanosecond), allowed: false},
-		{name: "at RetryAt", now: retryAt, allowed: true},
-		{name: "later", now: retryAt.Add(time.Hour), allowed: true},
+		{name: "an hour early", now: at.Add(-time.Hour), allowed: false},
+		{name: "1ns early", now: at.Add(-time.Nanosecond), allowed: false},
+		{name: "at the time", now: at, allowed: true},
+		{name: "later", now: at.Add(time.Hour), allowed: true},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
+	for kind, start := range starts {
+		for _, tt := range tests {
+			t.Run(kind+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
 
-			start := baseRecord()
-			start.Status = StatusFailed
-			start.Attempt = 1
-			start.RetryAt = retryAt
-			start.DueAt = retryAt
-			ev := event{kind: evClaim, worker: "worker-b", lease: time.Minute, margin: evMargin}
-			next, write, err := transition(start, ev, tt.now)
-			if !tt.allowed {
-				checkDenied(t, start, evClaim, next, write, err)
-				return
-			}
-			if err != nil || !write {
-				t.Fatalf("claim at %v = (_, %v, %v), want a write", tt.now, write, err)
-			}
-			want := copyTask(start)
-			want.Status = StatusRunning
-			want.Attempt = 2
-			want.WorkerID = "worker-b"
-			want.LeaseExpiresAt = tt.now.Add(time.Minute)
-			want.DueAt = want.LeaseExpiresAt.Add(evMargin)
-			want.RetryAt = time.Time{}
-			if diff := gocmp.Diff(want, next); diff != "" {
-				t.Errorf("claimed record differs (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-// A queued task scheduled to start later cannot be claimed before its
-// RunAt, and can from then on, like a failed one before its retry.
-func TestTransitionClaimWaitsForRunAt(t *testing.T) {
-	t.Parallel()
-
-	runAt := transitionNow.Add(time.Minute)
-	tests := []struct {
-		name    string
-		now     time.Time
-		allowed bool
-	}{
-		{name: "an hour early", now: runAt.Add(-time.Hour), allowed: false},
-		{name: "1ns early", now: runAt.Add(-time.Nanosecond), allowed: false},
-		{name: "at RunAt", now: runAt, allowed: true},
-		{name: "later", now: runAt.Add(time.Hour), allowed: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-
-			start := baseRecord()
-			start.Status = StatusQueued
-			start.RunAt, start.DueAt = runAt, runAt
-			if got := start.Scheduled(tt.now); got == tt.allowed {
-				t.Errorf("Scheduled(%v) = %v, want %v", tt.now, got, !tt.allowed)
-			}
-			ev := event{kind: evClaim, worker: "worker-b", lease: time.Minute, margin: evMargin}
-			next, write, err := transition(start, ev, tt.now)
-			if !tt.allowed {
-				checkDenied(t, start, evClaim, next, write, err)
-				return
-			}
-			if err != nil || !write {
-				t.Fatalf("claim at %v = (_, %v, %v), want a write", tt.now, write, err)
-			}
-			want := copyTask(start)
-			want.Status = StatusRunning
-			want.Attempt = 1
-			want.WorkerID = "worker-b"
-			want.LeaseExpiresAt = tt.now.Add(time.Minute)
-			want.DueAt = want.LeaseExpiresAt.Add(evMargin)
-			if diff := gocmp.Diff(want, next); diff != "" {
-				t.Errorf("claimed record differs (-want +got):\n%s", diff)
-			}
-			if next.Scheduled(tt.now) {
-				t.Errorf("a running task reports Scheduled")
-			}
-		})
+				start := start()
+				if scheduled := start.Status == StatusQueued && !tt.allowed; start.Scheduled(tt.now) != scheduled {
+					t.Errorf("Scheduled(%v) = %v, want %v", tt.now, !scheduled, scheduled)
+				}
+				ev := event{kind: evClaim, worker: "worker-b", lease: time.Minute, margin: evMargin}
+				next, write, err := transition(start, ev, tt.now)
+				if !tt.allowed {
+					checkDenied(t, start, evClaim, next, write, err)
+					return
+				}
+				if err != nil || !write {
+					t.Fatalf("claim at %v = (_, %v, %v), want a write", tt.now, write, err)
+				}
+				want := copyTask(start)
+				want.Status = StatusRunning
+				want.Attempt = start.Attempt + 1
+				want.WorkerID = "worker-b"
+				want.LeaseExpiresAt = tt.now.Add(time.Minute)
+				want.DueAt = want.LeaseExpiresAt.Add(evMargin)
+				want.RetryAt = time.Time{}
+				if diff := gocmp.Diff(want, next); diff != "" {
+					t.Errorf("claimed record differs (-want +got):\n%s", diff)
+				}
+				if next.Scheduled(tt.now) {
+					t.Errorf("a running task reports Scheduled")
+				}
+			})
+		}
 	}
 }
 

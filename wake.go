@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -196,8 +197,9 @@ func (s *Store) markerGone(ctx context.Context, key string) (bool, error) {
 // news without a marker, when it may have missed announcements (none of
 // those kept was seen before), and when an announced marker is still
 // there (or cannot be checked); not when every new one is gone, taken by
-// another worker, or is due later, which it notes for the poll loop.
-func (w *Worker) wakeNews(ctx context.Context, body []byte) bool {
+// another worker, or is due later: it returns the earliest such time, for
+// the poll loop to list then.
+func (w *Worker) wakeNews(ctx context.Context, body []byte) (list bool, due time.Time) {
 	s := w.store
 	notes, ok := parseWake(body)
 	prev := w.wakeSeen
@@ -206,7 +208,7 @@ func (w *Worker) wakeNews(ctx context.Context, body []byte) bool {
 		w.wakeSeen[n.rev] = true
 	}
 	if !ok || len(notes) == 0 || prev == nil {
-		return true
+		return true, due
 	}
 	var fresh []wakeNote
 	for _, n := range notes {
@@ -215,25 +217,25 @@ func (w *Worker) wakeNews(ctx context.Context, body []byte) bool {
 		}
 	}
 	if len(fresh) == len(notes) && len(notes) >= wakeKeep {
-		return true // some may have scrolled out unseen
+		return true, due // some may have scrolled out unseen
 	}
 	now := s.serverNow()
 	for _, n := range fresh {
 		m, ok := s.parseMarker(n.key)
 		switch {
 		case n.key == "*" || !ok:
-			return true
+			return true, due
 		case m.due.After(now):
 			// Scheduled for later: the marker's name says when, and the
 			// poll loop lists then, not now.
-			w.noteDue(m.due)
+			due = sooner(due, m.due)
 			continue
 		}
 		if gone, err := s.markerGone(ctx, n.key); err != nil || !gone {
-			return true
+			return true, due
 		}
 	}
-	return false
+	return false, due
 }
 
 // localWorkers are the workers running in this process on a Store: a Submit

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -68,12 +66,12 @@ func TestWakeNews(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w.wakeSeen = nil
 			w.wakeNews(e.ctx, base) // what the worker saw before
-			w.takeDue()
-			if got := w.wakeNews(e.ctx, tc.body); got != tc.want {
+			got, noted := w.wakeNews(e.ctx, tc.body)
+			if got != tc.want {
 				t.Errorf("wakeNews = %v, want %v", got, tc.want)
 			}
-			if noted := w.takeDue(); bytes.Contains(tc.body, []byte(later)) != noted.Equal(due) {
-				t.Errorf("noted due %s; want %s only for the marker due later", noted, due)
+			if bytes.Contains(tc.body, []byte(later)) != noted.Equal(due) {
+				t.Errorf("wakeNews returned the due time %s; want %s only for the marker due later", noted, due)
 			}
 		})
 	}
@@ -85,13 +83,8 @@ func TestWakeNews(t *testing.T) {
 func TestWakeOneListPerSubmit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newAdvEnv(t)
-		var lists atomic.Int32
-		counted := advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
-			if s3test.Op(r) == "LIST" {
-				lists.Add(1)
-			}
-			return next.RoundTrip(r)
-		})
+		var reqs s3test.Counter
+		counted := reqs.Wrap
 		done := make(chan string, 10)
 		const workers, submits = 6, 5
 		for i := range workers {
@@ -102,7 +95,7 @@ func TestWakeOneListPerSubmit(t *testing.T) {
 			defer w.stop()
 		}
 		time.Sleep(10 * time.Second) // every worker's first listing is behind it
-		lists.Store(0)
+		reqs.Reset()
 		for range submits {
 			task := e.submit(CreateParams{Name: "one"})
 			if got := advAwait(t, done, time.Minute, "the submitted task to run"); got != task.ID {
@@ -110,7 +103,7 @@ func TestWakeOneListPerSubmit(t *testing.T) {
 			}
 			time.Sleep(10 * time.Second) // every worker has looked at the wake object
 		}
-		if n := lists.Load(); n > submits*2 {
+		if n := reqs.Counts()["LIST"]; n > submits*2 {
 			t.Errorf("%d LISTs for %d submits with %d idle workers; want about one per submit", n, submits, workers)
 		} else {
 			t.Logf("%d LISTs for %d submits with %d idle workers", n, submits, workers)

@@ -490,7 +490,7 @@ func (w *Worker) loop(ctx, base context.Context) {
 	// check after it does not take the wake it already covers for news.
 	if etag, body, _, err := s.checkWake(ctx, ""); err == nil {
 		wakeETag = etag
-		w.wakeNews(ctx, body) // takes note of what was announced so far
+		w.wakeNews(ctx, body) // notes what was announced so far
 	}
 	rec := w.newReconciler()
 	defer rec.wait()
@@ -512,9 +512,7 @@ func (w *Worker) loop(ctx, base context.Context) {
 			}
 			continue
 		}
-		if d := w.takeDue(); !d.IsZero() && (due.IsZero() || d.Before(due)) {
-			due = d
-		}
+		due = sooner(due, w.takeDue())
 		if !listNow {
 			switch {
 			case time.Since(lastList) >= w.opts.MaxPollInterval:
@@ -526,7 +524,12 @@ func (w *Worker) loop(ctx, base context.Context) {
 				if err != nil && ctx.Err() == nil {
 					w.log.Warn("s3task: poll", "err", err)
 				}
-				wakeETag, listNow = etag, changed && w.wakeNews(ctx, body)
+				wakeETag = etag
+				if changed {
+					var later time.Time
+					listNow, later = w.wakeNews(ctx, body)
+					due = sooner(due, later)
+				}
 			}
 		}
 		if listNow {
@@ -539,9 +542,6 @@ func (w *Worker) loop(ctx, base context.Context) {
 		}
 		// Jitter only shortens the wait, so pickup stays within PollInterval.
 		wait := w.opts.PollInterval*3/4 + jitter(w.opts.PollInterval/4)
-		if d := w.takeDue(); !d.IsZero() && (due.IsZero() || d.Before(due)) {
-			due = d // noted since the top of the loop: a scheduled task announced
-		}
 		if !due.IsZero() {
 			// The server's clock as read here is whole milliseconds: wait
 			// at least one, or a due time within it would spin the loop.
@@ -577,6 +577,14 @@ func (w *Worker) noteDue(t time.Time) {
 	w.dueMu.Unlock()
 }
 
+// sooner returns the earlier of two times, a zero one meaning none.
+func sooner(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
 func (w *Worker) takeDue() time.Time {
 	w.dueMu.Lock()
 	defer w.dueMu.Unlock()
@@ -599,11 +607,7 @@ func (w *Worker) takeDue() time.Time {
 func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time) {
 	s := w.store
 	start, started, seen := time.Now(), 0, 0
-	soonest := func(t time.Time) {
-		if !t.IsZero() && (due.IsZero() || t.Before(due)) {
-			due = t
-		}
-	}
+	soonest := func(t time.Time) { due = sooner(due, t) }
 	now := s.serverNow()
 	for at, until := range w.skip {
 		if !now.Before(until) {

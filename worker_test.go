@@ -2301,3 +2301,44 @@ func TestWorkerPicksUpLegacyMarkers(t *testing.T) {
 	release.open()
 	awaitSignal(t, ev.completed, "the blocker to complete")
 }
+
+// TestWorkerHeartbeatsMoveMarker: while a task runs longer than its lease,
+// its holder moves the task's marker on to the end of the renewed lease,
+// about once a lease, so the marker never falls due while the lease is
+// live and polls do not visit a running task.
+func TestWorkerHeartbeatsMoveMarker(t *testing.T) {
+	t.Parallel()
+	e := setupWorker(t)
+	release := newHandlerGate(t)
+	ev := newHookEvents()
+	opts := workerOptions("mover", ev.hooks())
+	opts.LeaseDuration, opts.HeartbeatInterval, opts.ClockMargin = time.Second, 100*time.Millisecond, 200*time.Millisecond
+	startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		return release.wait(ctx)
+	}), opts)
+	task := e.submit(t, s3task.CreateParams{Name: "long"}, "x\n")
+	awaitSignal(t, ev.claimed, "the claim")
+
+	dir := e.store.Prefix() + "active/"
+	seen := map[string]bool{}
+	for end := time.Now().Add(3500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		key := e.markerKey(task.ID)
+		name, _, ok := strings.Cut(strings.TrimPrefix(key, dir), "_")
+		due, err := time.Parse("20060102T150405.000Z", name)
+		if !ok || err != nil {
+			t.Fatalf("running task's marker %q: want one named after its due time", key)
+		}
+		if now := e.srv.Now(); !due.After(now) {
+			t.Errorf("marker %s fell due at %s while the lease was live (server time %s)", key, due, now)
+		}
+		seen[key] = true
+	}
+	if len(seen) < 3 {
+		t.Errorf("the marker moved %d times in 3.5 leases, want at least twice: %v", len(seen)-1, seen)
+	}
+	release.open()
+	awaitSignal(t, ev.completed, "the task to complete")
+	if key := e.markerKey(task.ID); key != e.store.Prefix()+"active/"+task.ID {
+		t.Errorf("the completed task keeps the marker %s", key)
+	}
+}
