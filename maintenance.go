@@ -1,0 +1,373 @@
+package s3task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+)
+
+// ReconcileOptions selects what [Store.Reconcile] walks.
+type ReconcileOptions struct {
+	// Since limits the walk to tasks created at or after this time; zero
+	// walks every task.
+	Since time.Time
+	// DryRun reports what would change and changes nothing.
+	DryRun bool
+}
+
+// ReconcileReport says what [Store.Reconcile] found and did.
+type ReconcileReport struct {
+	// Tasks is the number of task records read.
+	Tasks int
+	// Restored lists the tasks that needed a worker but had no marker; their
+	// markers were written (unless DryRun).
+	Restored []string
+	// Removed lists the keys of stale markers that were deleted (unless
+	// DryRun): markers of finished tasks, of tasks that no longer exist, of
+	// created tasks whose Submit evidently never finished, and objects in
+	// the marker folder that are not task IDs.
+	Removed []string
+	// Broken lists the records that could not be read, with their keys. They
+	// are left as they are.
+	Broken []*RecordError
+}
+
+// Clean reports whether the run found nothing to repair.
+func (r *ReconcileReport) Clean() bool {
+	return len(r.Restored) == 0 && len(r.Removed) == 0 && len(r.Broken) == 0
+}
+
+// Reconcile repairs the marker index against the records, the only truth:
+// it writes the missing marker of every task a worker should look at (queued,
+// running, failed with a retry scheduled) and removes stale markers. It
+// changes no record and no other object, so it is safe to run at any time
+// from any number of processes, next to running workers; a marker removed
+// while a Retry makes the task pending again is put back. Workers run it
+// on their own (WorkerOptions.ReconcileInterval).
+//
+// Requests: one LIST per 1,000 task folders walked and one GET per task,
+// the LISTs of the marker folder, one PUT per restored marker, and a DELETE
+// (with a GET to recheck a failed task) per stale one.
+//
+// Errors: S3 errors from the listings and ctx's, with no report; if some
+// repair failed, the report with the first such error (the next run retries
+// it). Unreadable records are reported, not returned.
+func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*ReconcileReport, error) {
+	markers, stray, err := s.allMarkers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string][]marker{}
+	for _, m := range markers {
+		byID[m.id] = append(byID[m.id], m)
+	}
+	now := s.serverNow()
+	r := &ReconcileReport{}
+	var firstErr error
+	note := func(err error) {
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	drop := func(key string) {
+		r.Removed = append(r.Removed, key)
+		if !opts.DryRun {
+			note(s.dropMarker(ctx, key))
+		}
+	}
+	_, err = s.walk(ctx, time.Time{}, opts.Since, 0, func(t *Task) bool {
+		r.Tasks++
+		want, has := s.markerOf(t), false
+		for _, m := range byID[t.ID] {
+			switch {
+			case m.key == want:
+				has = true
+			case staleMarker(m, t, now):
+				drop(m.key)
+			}
+		}
+		delete(byID, t.ID)
+		if want != "" && !has {
+			r.Restored = append(r.Restored, t.ID)
+			if !opts.DryRun {
+				note(s.putMarker(ctx, want))
+			}
+		}
+		return true
+	}, func(re *RecordError) { r.Broken = append(r.Broken, re) })
+	if err != nil {
+		return nil, err
+	}
+	// Markers whose task the walk did not meet: in range, the task has no
+	// record (a folder without status.json was reported as broken).
+	for id, ms := range byID {
+		if at, _ := IDTime(id); at.Before(opts.Since) || brokenID(r.Broken, s.recordKey(id)) {
+			continue
+		}
+		if _, _, err := s.read(ctx, id); !errors.Is(err, ErrNotFound) {
+			continue // created since the walk passed it, or unreadable now
+		}
+		for _, m := range ms {
+			drop(m.key)
+		}
+	}
+	for _, key := range stray {
+		r.Removed = append(r.Removed, key)
+		if !opts.DryRun {
+			_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key})
+			note(err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(r.Restored) > 0 && !opts.DryRun {
+		s.wake(ctx, "") // the restored tasks are new to idle workers
+	}
+	return r, firstErr
+}
+
+func brokenID(broken []*RecordError, key string) bool {
+	for _, re := range broken {
+		if re.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// StatsOptions bounds what [Store.Stats] reads.
+type StatsOptions struct {
+	// Since limits the count to tasks created at or after this time; zero
+	// means no limit.
+	Since time.Time
+	// MaxTasks caps the records read, newest first. Zero means
+	// [DefaultStatsMaxTasks]; negative means no cap.
+	MaxTasks int
+	// AttemptsOver counts tasks whose attempt number is above it. Zero means
+	// 1: tasks that needed more than one attempt.
+	AttemptsOver int
+}
+
+// DefaultStatsMaxTasks is the default cap on the records Stats reads.
+const DefaultStatsMaxTasks = 1000
+
+// Stats describes the tasks [Store.Stats] read. It tells apart a quiet
+// system from a stuck one: what is waiting, for how long, and why things
+// failed.
+type Stats struct {
+	// Tasks is the number of records read.
+	Tasks int
+	// Truncated says MaxTasks stopped the count before the tasks (or Since)
+	// ended: the figures cover the newest Tasks tasks only.
+	Truncated bool
+	// ByStatus counts the tasks by status.
+	ByStatus map[Status]int
+	// Unfinished counts the tasks that are not terminal: queued, running, or
+	// failed with a retry scheduled. Created tasks, which wait for their
+	// upload rather than for a worker, are not counted.
+	Unfinished int
+	// OldestUnfinished is the oldest unfinished task, nil if none, and
+	// OldestUnfinishedAge its age by the S3 server's clock.
+	OldestUnfinished    *Task
+	OldestUnfinishedAge time.Duration
+	// WaitingRetry counts failed tasks with a retry scheduled.
+	WaitingRetry int
+	// OverAttempts counts the tasks whose attempt number is above
+	// StatsOptions.AttemptsOver.
+	OverAttempts int
+	// Failures counts failed tasks, final or waiting for a retry, by
+	// error_category ("permanent", "transient", a handler's own, ...).
+	Failures map[string]int
+	// Broken counts the records that could not be read.
+	Broken int
+}
+
+// Stats counts the tasks, newest first, within the bounds of opts. Requests:
+// one LIST per 1,000 task folders and one GET per task read: at most
+// MaxTasks GETs and MaxTasks/1000+2 LISTs.
+//
+// Errors: [ErrInvalidArgument] for a negative AttemptsOver; S3 errors and
+// ctx's.
+func (s *Store) Stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
+	if opts.AttemptsOver < 0 {
+		return nil, invalidArg("AttemptsOver %d, must not be negative", opts.AttemptsOver)
+	}
+	over := cmp(opts.AttemptsOver, 1)
+	limit := cmp(opts.MaxTasks, DefaultStatsMaxTasks)
+	st := &Stats{ByStatus: map[Status]int{}, Failures: map[string]int{}}
+	more, err := s.walk(ctx, time.Time{}, opts.Since, max(limit, 0), func(t *Task) bool {
+		st.Tasks++
+		st.ByStatus[t.Status]++
+		if t.Attempt > over {
+			st.OverAttempts++
+		}
+		if t.Status == StatusFailed {
+			st.Failures[cmpString(t.ErrorCategory, "unknown")]++
+		}
+		if t.Status == StatusFailed && !t.Terminal() {
+			st.WaitingRetry++
+		}
+		if t.pending() {
+			st.Unfinished++
+			st.OldestUnfinished = t // newest first: the last one seen is the oldest
+		}
+		return true
+	}, func(*RecordError) { st.Broken++ })
+	if err != nil {
+		return nil, err
+	}
+	st.Truncated = more
+	if st.OldestUnfinished != nil {
+		st.OldestUnfinishedAge = s.serverNow().Sub(st.OldestUnfinished.CreatedAt)
+	}
+	return st, nil
+}
+
+func cmpString(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// PurgeOptions controls [Store.Purge].
+type PurgeOptions struct {
+	// DryRun reports what would be deleted and deletes nothing.
+	DryRun bool
+	// Limit caps the tasks deleted by one call; zero means no cap.
+	Limit int
+	// DropPendingNotices purges finished tasks whose OnTerminal notice was
+	// never delivered too (the hook keeps failing, or was removed from the
+	// configuration); those notices are then lost. By default such tasks are
+	// kept until their notice goes out.
+	DropPendingNotices bool
+}
+
+// PurgeReport says what [Store.Purge] found and did.
+type PurgeReport struct {
+	// Tasks is the number of task records read (all created before the
+	// cutoff).
+	Tasks int
+	// Purged lists the tasks deleted (or, with DryRun, that would be).
+	Purged []string
+	// Objects is the number of objects deleted, records included.
+	Objects int
+	// Kept is the number of tasks left because they are not finished.
+	Kept int
+	// Broken lists the records that could not be read; their folders are
+	// left alone.
+	Broken []*RecordError
+}
+
+// Purge deletes the finished tasks (completed, abandoned, or failed with no
+// retry scheduled) created before olderThan, newest first: every object in
+// the task's folder, then its marker if any, then the record last. It never
+// deletes a task that is queued, running, or waiting for a retry. Before
+// deleting anything it marks the record as purging with a compare-and-set,
+// after which no transition is allowed, so a Retry that races with it either
+// wins first (and the task is kept) or is refused. A purge cut short is
+// completed by the next one.
+//
+// An S3 lifecycle rule can expire the objects under the prefix instead, with
+// no requests from here; but a rule goes by object age, not by task status,
+// so it would delete a long-waiting task's record as readily as a finished
+// one. Use it only with an expiry well beyond any task's life.
+//
+// Requests: one LIST per 1,000 task folders walked and one GET per task;
+// per task deleted, a PUT (the purging mark), a LIST of its folder, one
+// DeleteObjects per 1,000 objects, a DELETE of the marker and one of the
+// record.
+//
+// Errors: [ErrInvalidArgument] for a zero cutoff or a negative limit; S3
+// errors and ctx's, with the report of what was done so far.
+func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOptions) (*PurgeReport, error) {
+	if olderThan.IsZero() {
+		return nil, invalidArg("purge needs a cutoff time")
+	}
+	if opts.Limit < 0 {
+		return nil, invalidArg("purge limit %d, must not be negative", opts.Limit)
+	}
+	r := &PurgeReport{}
+	var err error
+	_, werr := s.walk(ctx, olderThan.Add(-time.Millisecond), time.Time{}, 0, func(t *Task) bool {
+		r.Tasks++
+		if !t.Terminal() {
+			r.Kept++
+			return true
+		}
+		if t.NotifyPending && !opts.DropPendingNotices {
+			r.Kept++ // its notice has not gone out yet
+			return true
+		}
+		if opts.DryRun {
+			r.Purged = append(r.Purged, t.ID)
+			return opts.Limit == 0 || len(r.Purged) < opts.Limit
+		}
+		var n int
+		n, err = s.purgeTask(ctx, t.ID, opts.DropPendingNotices)
+		r.Objects += n
+		switch {
+		case errors.Is(err, ErrInvalidTransition):
+			r.Kept++ // a Retry got there first
+			err = nil
+		case err != nil:
+			return false
+		default:
+			r.Purged = append(r.Purged, t.ID)
+		}
+		return opts.Limit == 0 || len(r.Purged) < opts.Limit
+	}, func(re *RecordError) { r.Broken = append(r.Broken, re) })
+	return r, errors.Join(werr, err)
+}
+
+// purgeTask locks a finished task's record for deletion and deletes its
+// folder, marker and record, in that order. It returns the number of objects
+// deleted.
+func (s *Store) purgeTask(ctx context.Context, id string, force bool) (int, error) {
+	t, _, err := s.change(ctx, id, event{kind: evPurge, force: force})
+	if err != nil {
+		return 0, err
+	}
+	dir, record := s.taskDir(id), s.recordKey(id)
+	deleted := 0
+	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &dir}
+	for {
+		out, err := s.client.ListObjectsV2(ctx, in)
+		if err != nil {
+			return deleted, fmt.Errorf("s3task: list %s: %w", dir, err)
+		}
+		var objs []types.ObjectIdentifier
+		for _, obj := range out.Contents {
+			if aws.ToString(obj.Key) != record {
+				objs = append(objs, types.ObjectIdentifier{Key: obj.Key})
+			}
+		}
+		if len(objs) > 0 {
+			res, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: &s.bucket, Delete: &types.Delete{Objects: objs, Quiet: aws.Bool(true)}})
+			if err != nil {
+				return deleted, fmt.Errorf("s3task: delete objects of %s: %w", dir, err)
+			}
+			if len(res.Errors) > 0 {
+				e := res.Errors[0]
+				return deleted, fmt.Errorf("s3task: delete %s: %s: %s", aws.ToString(e.Key), aws.ToString(e.Code), aws.ToString(e.Message))
+			}
+			deleted += len(objs)
+		}
+		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
+			break
+		}
+		in.ContinuationToken = out.NextContinuationToken
+	}
+	for _, key := range []string{s.MarkerKey(t), record} {
+		if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
+			return deleted, fmt.Errorf("s3task: delete %s: %w", key, err)
+		}
+	}
+	return deleted + 1, nil
+}

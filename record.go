@@ -1,0 +1,223 @@
+package s3task
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/s3task/s3task/internal/s3x"
+)
+
+// newRevision returns a fresh random revision tag.
+func newRevision() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+// read fetches a task's record and its ETag.
+func (s *Store) read(ctx context.Context, id string) (*Task, string, error) {
+	key := s.recordKey(id)
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
+	if err != nil {
+		if s3x.NotFound(err) {
+			return nil, "", fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		return nil, "", fmt.Errorf("s3task: read %s: %w", key, err)
+	}
+	defer out.Body.Close()
+	s.observe(out.ResultMetadata)
+	data, err := io.ReadAll(io.LimitReader(out.Body, maxRecordSize+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("s3task: read %s: %w", key, err)
+	}
+	if len(data) > maxRecordSize {
+		return nil, "", &RecordError{Key: key, Err: fmt.Errorf("%w: larger than %d bytes", ErrCorruptRecord, maxRecordSize)}
+	}
+	t, err := decodeTask(key, id, data, s.opts.MaxAttempts)
+	if err != nil {
+		return nil, "", err
+	}
+	return t, aws.ToString(out.ETag), nil
+}
+
+// errLost says a compare-and-set found the record changed by someone else
+// and our write did not take effect.
+var errLost = errors.New("s3task: lost compare-and-set")
+
+// errOvertaken says our write took effect, but others have written since.
+var errOvertaken = errors.New("s3task: write overtaken")
+
+// settleWithin bounds how long a write whose answer was unclear keeps
+// re-reading the record to learn whether it landed.
+const settleWithin = 30 * time.Second
+
+// commit writes next over the record whose ETag is etag (or creates it when
+// cur is nil). On success it returns the written record and its new ETag.
+//
+// When the outcome is unclear (a 412 or 409 that may answer the SDK's own
+// resend of a write that was applied, a 5xx, a timeout) it re-reads the
+// record, with backoff if need be, and judges by the revisions it keeps
+// (see landed): our write is the record (success); it landed and was
+// overwritten since (errOvertaken); it did not land (errLost after a
+// precondition failure, the write's own error otherwise, the record being
+// as it was); or the record cannot tell, or cannot be read in time
+// (ErrOutcomeUnknown). With errLost and errOvertaken it returns the fresh
+// record and ETag, so the caller can decide again without another GET.
+func (s *Store) commit(ctx context.Context, cur *Task, etag string, next *Task) (*Task, string, error) {
+	n := next.clone()
+	succeed(cur, n, newRevision())
+	n.UpdatedAt = s.stamp()
+	body, err := json.Marshal(n)
+	if err != nil {
+		return nil, "", fmt.Errorf("s3task: encode record %s: %w", n.ID, err)
+	}
+	key := s.recordKey(n.ID)
+	in := &s3.PutObjectInput{
+		Bucket:        &s.bucket,
+		Key:           &key,
+		Body:          bytes.NewReader(body),
+		ContentLength: aws.Int64(int64(len(body))),
+		ContentType:   aws.String("application/json"),
+	}
+	if cur == nil {
+		in.IfNoneMatch = aws.String("*")
+	} else {
+		in.IfMatch = aws.String(etag)
+	}
+	out, err := s.client.PutObject(ctx, in)
+	if err == nil {
+		s.observe(out.ResultMetadata)
+		return n, aws.ToString(out.ETag), nil
+	}
+	s.observeErr(err)
+	now, nowETag, rerr := s.reread(ctx, n.ID)
+	switch {
+	case errors.Is(rerr, ErrNotFound) && (cur == nil || s3x.Lost(err)):
+		// Never created, or deleted under us (a 404 on If-Match).
+		if cur == nil {
+			return nil, "", fmt.Errorf("s3task: write %s: %w", key, err)
+		}
+		return nil, "", rerr
+	case rerr != nil:
+		return nil, "", fmt.Errorf("%w: write %s: %w (and reading it back: %w)", ErrOutcomeUnknown, key, err, rerr)
+	}
+	switch landed(cur, n, now) {
+	case landedHere:
+		return now, nowETag, nil
+	case overtaken:
+		return now, nowETag, errOvertaken
+	case notLanded:
+		if s3x.Lost(err) {
+			return now, nowETag, errLost
+		}
+		return nil, "", fmt.Errorf("s3task: write %s: %w", key, err)
+	}
+	return nil, "", fmt.Errorf("%w: write %s: %w, and %d writes followed it", ErrOutcomeUnknown, key, err, now.Writes-n.Writes)
+}
+
+// reread reads a record after a doubtful write. A read that fails for a
+// passing reason is tried again with backoff for up to settleWithin (or
+// until ctx ends): a claim whose answer was lost must not be given up
+// because one read failed.
+func (s *Store) reread(ctx context.Context, id string) (*Task, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, settleWithin)
+	defer cancel()
+	for try := 0; ; try++ {
+		t, etag, err := s.read(ctx, id)
+		var re *RecordError
+		if err == nil || errors.Is(err, ErrNotFound) || errors.As(err, &re) {
+			return t, etag, err
+		}
+		if !sleepCtx(ctx, backoff(try, 250*time.Millisecond, 4*time.Second)) {
+			return nil, "", err
+		}
+	}
+}
+
+// backoff returns the wait before try number try (from 0): first about
+// base, doubling up to about most, the second half of each wait random.
+func backoff(try int, base, most time.Duration) time.Duration {
+	d := min(base<<min(try, 20), most)
+	return d/2 + jitter(d/2)
+}
+
+// sleepCtx waits for d, or until ctx ends; it reports whether it waited
+// the whole time.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// apply decides event e against the record (t, etag) and writes the result
+// with the marker index in step (see commitMarked). After a
+// lost compare-and-set it waits a moment (with jitter, so that contending
+// callers drift apart) and decides again against the fresh record, up to
+// ConflictRetries times, then returns ErrConflict. It returns the record as
+// stored afterwards and whether this call changed it.
+func (s *Store) apply(ctx context.Context, t *Task, etag string, e event) (*Task, bool, error) {
+	for try := 0; ; try++ {
+		next, write, err := transition(t, e, s.serverNow())
+		if err != nil {
+			return nil, false, err
+		}
+		if !write {
+			return t, false, nil
+		}
+		if try > s.opts.ConflictRetries {
+			return nil, false, fmt.Errorf("%w: task %s changed %d times in a row", ErrConflict, t.ID, try)
+		}
+		if try > 0 && !sleepCtx(ctx, backoff(try-1, 20*time.Millisecond, time.Second)) {
+			return nil, false, ctx.Err()
+		}
+		got, gotETag, err := s.commitMarked(ctx, t, etag, next)
+		switch {
+		case err == nil, errors.Is(err, errOvertaken):
+			return got, true, nil
+		case !errors.Is(err, errLost):
+			return nil, false, err
+		}
+		// Decide again against what is there now: the goal may be reached
+		// already (a concurrent Cancel), or no longer allowed.
+		t, etag = got, gotETag
+	}
+}
+
+// change reads task id and applies e; see apply.
+func (s *Store) change(ctx context.Context, id string, e event) (*Task, bool, error) {
+	if err := ParseID(id); err != nil {
+		return nil, false, err
+	}
+	t, etag, err := s.read(ctx, id)
+	if err != nil {
+		return nil, false, err
+	}
+	return s.apply(ctx, t, etag, e)
+}
+
+// settle finishes the bookkeeping of a task that a Store call made
+// terminal: it delivers the task's pending OnTerminal notice if this store
+// has the hook, then removes the marker. A notice that cannot be delivered
+// here keeps the marker, so a worker comes back to it. An empty etag means
+// "read it".
+func (s *Store) settle(ctx context.Context, t *Task, etag string) {
+	if t.NotifyPending && s.opts.OnTerminal == nil {
+		return // a store with the hook will deliver it
+	}
+	_ = s.deliver(ctx, t, etag)
+}

@@ -1,0 +1,322 @@
+package s3task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/s3task/s3task/internal/s3x"
+)
+
+// PresignedRequest is a presigned S3 request a client can send without
+// credentials until Expires.
+type PresignedRequest struct {
+	Method  string
+	URL     string
+	Header  http.Header // headers the client must send exactly as given
+	Expires time.Time
+}
+
+// PresignedForm is a presigned browser-style POST upload. Send a
+// multipart/form-data POST to URL with every field of Fields, then the file in
+// a field named "file" (it must come last). S3 refuses a file larger than
+// MaxSize.
+type PresignedForm struct {
+	URL     string
+	Fields  map[string]string
+	MaxSize int64
+	Expires time.Time
+}
+
+// MaxPresignTTL is the longest lifetime S3 allows for a presigned URL.
+const MaxPresignTTL = 7 * 24 * time.Hour
+
+func checkTTL(ttl time.Duration) error {
+	if ttl < time.Second || ttl > MaxPresignTTL {
+		return invalidArg("presign TTL %s, want 1s to %s", ttl, MaxPresignTTL)
+	}
+	return nil
+}
+
+// checkUpload verifies that the task exists and still takes an input.
+func (s *Store) checkUpload(ctx context.Context, id string, ttl time.Duration) error {
+	if err := ParseID(id); err != nil {
+		return err
+	}
+	if err := checkTTL(ttl); err != nil {
+		return err
+	}
+	t, _, err := s.read(ctx, id)
+	if err != nil {
+		return err
+	}
+	_, _, err = transition(t, event{kind: evUpload}, s.serverNow())
+	return err
+}
+
+// PresignUpload returns a presigned PUT of the task's input, valid for ttl.
+// It is only issued while the task is created. Its signed headers include
+// If-None-Match: *, which the client must send as given (Header): S3 then
+// refuses a second upload, so the input Submit verifies cannot be replaced. A PUT cannot cap the size of
+// what is sent; Submit checks it afterwards, or use [Store.PresignUploadForm].
+// Requests: one GET (presigning itself is local).
+//
+// Errors: [ErrInvalidID]; [ErrInvalidArgument] for a TTL outside 1s to 7 days;
+// [ErrNotFound]; a *[TransitionError] once the task is submitted.
+func (s *Store) PresignUpload(ctx context.Context, id string, ttl time.Duration) (*PresignedRequest, error) {
+	if err := s.checkUpload(ctx, id, ttl); err != nil {
+		return nil, err
+	}
+	return s.presignPut(ctx, id, ttl)
+}
+
+// PresignUploadForm returns a presigned POST form for the task's input, valid
+// for ttl, whose policy makes S3 refuse a file over
+// StoreOptions.MaxInputSize. It is only issued while the task is created.
+// Requests: one GET.
+//
+// Errors: as [Store.PresignUpload].
+func (s *Store) PresignUploadForm(ctx context.Context, id string, ttl time.Duration) (*PresignedForm, error) {
+	if err := s.checkUpload(ctx, id, ttl); err != nil {
+		return nil, err
+	}
+	return s.presignForm(ctx, id, ttl)
+}
+
+// Upload is how a client sends a task's input straight to S3: a presigned
+// PUT, or a presigned POST form capped at StoreOptions.MaxInputSize. Either
+// will do.
+type Upload struct {
+	Put  *PresignedRequest
+	Form *PresignedForm
+}
+
+// CreateForUpload is [Store.Create] followed by presigning the input's
+// upload, valid for ttl, for the common case of a client that uploads right
+// away: it saves the record read that PresignUpload makes. Requests: one
+// PUT.
+//
+// Errors: as Create, and [ErrInvalidArgument] for a TTL outside 1s to 7
+// days (nothing is created then).
+func (s *Store) CreateForUpload(ctx context.Context, p CreateParams, ttl time.Duration) (*Task, *Upload, error) {
+	if err := checkTTL(ttl); err != nil {
+		return nil, nil, err
+	}
+	t, err := s.Create(ctx, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	put, err := s.presignPut(ctx, t.ID, ttl)
+	if err != nil {
+		return nil, nil, err
+	}
+	form, err := s.presignForm(ctx, t.ID, ttl)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, &Upload{Put: put, Form: form}, nil
+}
+
+func (s *Store) presignPut(ctx context.Context, id string, ttl time.Duration) (*PresignedRequest, error) {
+	key := s.inputKey(id)
+	req, err := s.presign.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, IfNoneMatch: aws.String("*")}, s3.WithPresignExpires(ttl))
+	if err != nil {
+		return nil, fmt.Errorf("s3task: presign upload %s: %w", key, err)
+	}
+	return &PresignedRequest{Method: req.Method, URL: req.URL, Header: req.SignedHeader, Expires: s.opts.Clock().Add(ttl)}, nil
+}
+
+func (s *Store) presignForm(ctx context.Context, id string, ttl time.Duration) (*PresignedForm, error) {
+	key := s.inputKey(id)
+	req, err := s.presign.PresignPostObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key}, func(o *s3.PresignPostOptions) {
+		o.Expires = ttl
+		o.Conditions = []any{[]any{"content-length-range", 0, s.opts.MaxInputSize}}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("s3task: presign upload form %s: %w", key, err)
+	}
+	return &PresignedForm{URL: req.URL, Fields: req.Values, MaxSize: s.opts.MaxInputSize, Expires: s.opts.Clock().Add(ttl)}, nil
+}
+
+// UploadInput stores r as the task's input, for producers that run next to
+// the service. It is only allowed while the task is created; it does not
+// submit. If r is not an io.Seeker it is first copied to a temporary file, so
+// memory stays bounded. The input is written once, with If-None-Match: *,
+// so it cannot be replaced after Submit verified it. Requests: GET, PUT
+// (plus a HEAD if the outcome was unclear).
+//
+// Errors: [ErrInvalidID]; [ErrNotFound]; a *[TransitionError] once the task is
+// submitted; [ErrInputExists] if the task already has its input; an
+// *[InputSizeError] over StoreOptions.MaxInputSize (nothing is uploaded);
+// I/O and S3 errors otherwise.
+func (s *Store) UploadInput(ctx context.Context, id string, r io.Reader) error {
+	if err := s.checkUpload(ctx, id, time.Minute); err != nil {
+		return err
+	}
+	key := s.inputKey(id)
+	body, size, cleanup, err := seekable(r, s.opts.MaxInputSize)
+	if err != nil {
+		var se *InputSizeError
+		if errors.As(err, &se) {
+			se.Key = key
+		}
+		return err
+	}
+	defer cleanup()
+	switch created, err := s.createObject(ctx, key, body, size); {
+	case err != nil:
+		return fmt.Errorf("s3task: upload %s: %w", key, err)
+	case !created:
+		return fmt.Errorf("%w: %s", ErrInputExists, key)
+	}
+	return nil
+}
+
+// createObject creates the object key from body, with If-None-Match: * so
+// that it never replaces one. It reports false if the key was taken. When a
+// refusal may answer the SDK's resend of our own write whose response was
+// lost, a token in the object's metadata tells whose it is.
+func (s *Store) createObject(ctx context.Context, key string, body io.ReadSeeker, size int64) (bool, error) {
+	token := newRevision()
+	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: &s.bucket, Key: &key, Body: body, ContentLength: aws.Int64(size),
+		IfNoneMatch: aws.String("*"),
+		Metadata:    map[string]string{"s3task-token": token},
+	})
+	if err == nil || !s3x.Lost(err) {
+		return err == nil, err
+	}
+	head, herr := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
+	if herr != nil {
+		return false, fmt.Errorf("%w (and checking the object: %w)", err, herr)
+	}
+	return head.Metadata["s3task-token"] == token, nil
+}
+
+// seekable returns r as a ReadSeeker positioned at its start, with its size,
+// spooling it to a temporary file if r cannot seek. More than limit bytes is
+// an *InputSizeError.
+func seekable(r io.Reader, limit int64) (io.ReadSeeker, int64, func(), error) {
+	if rs, ok := r.(io.ReadSeeker); ok {
+		start, err := rs.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		end, err := rs.Seek(0, io.SeekEnd)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		if _, err := rs.Seek(start, io.SeekStart); err != nil {
+			return nil, 0, nil, err
+		}
+		if end-start > limit {
+			return nil, 0, nil, &InputSizeError{Size: end - start, Limit: limit}
+		}
+		return io.NewSectionReader(readerAt{rs, start}, 0, end-start), end - start, func() {}, nil
+	}
+	f, err := os.CreateTemp("", "s3task-*")
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	cleanup := func() { f.Close(); os.Remove(f.Name()) }
+	src := r
+	if limit < math.MaxInt64 {
+		src = io.LimitReader(r, limit+1) // one byte more tells "too large"
+	}
+	n, err := io.Copy(f, src)
+	if err == nil && n > limit {
+		err = &InputSizeError{Size: n, Limit: limit}
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		cleanup()
+		return nil, 0, nil, err
+	}
+	return f, n, cleanup, nil
+}
+
+// readerAt adapts a ReadSeeker for io.SectionReader. It is only used by one
+// goroutine at a time.
+type readerAt struct {
+	rs    io.ReadSeeker
+	start int64
+}
+
+func (r readerAt) ReadAt(p []byte, off int64) (int, error) {
+	if _, err := r.rs.Seek(r.start+off, io.SeekStart); err != nil {
+		return 0, err
+	}
+	return io.ReadFull(r.rs, p)
+}
+
+// completedOutput returns the output key of a completed task.
+func (s *Store) completedOutput(ctx context.Context, id string) (string, error) {
+	if err := ParseID(id); err != nil {
+		return "", err
+	}
+	t, _, err := s.read(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if t.Status != StatusCompleted {
+		return "", fmt.Errorf("%w: task %s is %s", ErrNotCompleted, id, t.Status)
+	}
+	// The key is derived from the attempt, never taken from the record, so
+	// a tampered record cannot point outside the task's folder.
+	return s.outputKey(id, t.Attempt), nil
+}
+
+// PresignDownload returns a presigned GET of a completed task's output, valid
+// for ttl. Requests: one GET.
+//
+// Errors: [ErrInvalidID]; [ErrInvalidArgument] for a TTL outside 1s to 7 days;
+// [ErrNotFound]; [ErrNotCompleted].
+func (s *Store) PresignDownload(ctx context.Context, id string, ttl time.Duration) (*PresignedRequest, error) {
+	if err := checkTTL(ttl); err != nil {
+		return nil, err
+	}
+	key, err := s.completedOutput(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	name := id + "-output" + s.opts.OutputExt
+	req, err := s.presign.PresignGetObject(ctx, &s3.GetObjectInput{
+		Bucket:                     &s.bucket,
+		Key:                        &key,
+		ResponseContentDisposition: aws.String(`attachment; filename="` + name + `"`),
+	}, s3.WithPresignExpires(ttl))
+	if err != nil {
+		return nil, fmt.Errorf("s3task: presign download %s: %w", key, err)
+	}
+	return &PresignedRequest{Method: req.Method, URL: req.URL, Header: req.SignedHeader, Expires: s.opts.Clock().Add(ttl)}, nil
+}
+
+// OpenOutput opens a completed task's output for reading; the caller closes
+// it. Requests: two GETs.
+//
+// Errors: [ErrInvalidID]; [ErrNotFound] (also when the output object is
+// gone); [ErrNotCompleted]; S3 errors otherwise.
+func (s *Store) OpenOutput(ctx context.Context, id string) (io.ReadCloser, error) {
+	key, err := s.completedOutput(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
+	if err != nil {
+		if s3x.NotFound(err) {
+			return nil, fmt.Errorf("%w: output %s", ErrNotFound, key)
+		}
+		return nil, fmt.Errorf("s3task: open output %s: %w", key, err)
+	}
+	return out.Body, nil
+}
