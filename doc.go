@@ -102,7 +102,7 @@
 //		// Return s3task.Permanent(err) for input that can never succeed.
 //		return out.Close()
 //	})
-//	w, err := s3task.NewWorker(store, s3task.HandlerFunc(mux.Dispatch), &s3task.WorkerOptions{Concurrency: 2})
+//	w, err := s3task.NewWorker(store, mux, &s3task.WorkerOptions{Concurrency: 2})
 //	go w.Run(ctx) // returns after ctx is done and running tasks are settled
 //	// ... at shutdown, bound the wait:
 //	err = w.Stop(shutdownCtx)

@@ -178,11 +178,36 @@ func RetryAfter(err error, d time.Duration) error {
 	return wrapHandlerError(err, func(he *handlerError) { he.delay, he.hasDelay = max(d, 0), true })
 }
 
+// Failure categories the library records in a task's error_category
+// ([Task.ErrorCategory]) when the handler's error names none of its own
+// (see [WithCategory]). [Store.Stats] counts failures by category.
+const (
+	// CategoryTransient is a handler's plain error: retried while attempts
+	// are left.
+	CategoryTransient = "transient"
+	// CategoryPermanent is an error made by [Permanent].
+	CategoryPermanent = "permanent"
+	// CategoryPanic is a handler's panic.
+	CategoryPanic = "panic"
+	// CategoryLeaseExpired is an attempt whose worker stopped renewing its
+	// lease (it crashed, or lost S3): another worker recovered the task.
+	CategoryLeaseExpired = "lease_expired"
+	// CategoryShutdown is an attempt given back by a worker that shut down
+	// before its handler finished; it does not use up an attempt.
+	CategoryShutdown = "shutdown"
+	// CategoryBadPayload is a payload that a handler registered with
+	// [HandleJSON] could not decode or validate; the failure is permanent.
+	CategoryBadPayload = "bad_payload"
+	// CategoryUnknownType is a task a [Mux] had no handler for; the failure
+	// is permanent.
+	CategoryUnknownType = "unknown_type"
+)
+
 // WithCategory labels err with a failure category, such as "bad_input" or
 // "upstream_timeout". The worker records it in the task's error_category,
 // and [Store.Stats] groups failures by it. Without one, a failure is
-// "permanent" or "transient" (see [Permanent]); a panic is "panic", an
-// expired lease "lease_expired". WithCategory(nil, c) is nil.
+// [CategoryPermanent] or [CategoryTransient] (see [Permanent]); a panic is
+// [CategoryPanic]. WithCategory(nil, c) is nil.
 func WithCategory(err error, category string) error {
 	return wrapHandlerError(err, func(he *handlerError) { he.category = truncate(category, 64) })
 }
@@ -229,11 +254,11 @@ func failureCategory(err error) string {
 	case errors.As(err, &he) && he.category != "":
 		return he.category
 	case IsPermanent(err):
-		return "permanent"
+		return CategoryPermanent
 	case errors.As(err, new(*panicError)):
-		return "panic"
+		return CategoryPanic
 	}
-	return "transient"
+	return CategoryTransient
 }
 
 // panicError is a handler's panic as an error.

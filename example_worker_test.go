@@ -52,7 +52,7 @@ func ExampleWorker() {
 	}
 
 	done := make(chan *s3task.Task, 1)
-	worker, err := s3task.NewWorker(store, s3task.HandlerFunc(mux.Dispatch), &s3task.WorkerOptions{
+	worker, err := s3task.NewWorker(store, mux, &s3task.WorkerOptions{
 		PollInterval:    10 * time.Millisecond,
 		MaxPollInterval: 100 * time.Millisecond,
 		Logger:          quiet,

@@ -2,8 +2,11 @@ package s3task
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"sync"
 )
 
@@ -15,45 +18,72 @@ import (
 // ctx is cancelled when the worker stops holding the task; context.Cause(ctx)
 // then says why: [ErrTaskCanceled], [ErrLeaseLost] or [ErrWorkerStopping].
 // After that nothing the handler does reaches the task's record.
+//
+// A Handler that also implements [TypedHandler] is offered only the task
+// types it lists; any other Handler is offered every task.
 type Handler interface {
-	Handle(ctx context.Context, job *Job) error
+	Work(ctx context.Context, job *Job) error
 }
 
-// HandlerFunc adapts a function to a [Handler].
+// TypedHandler is a [Handler] that declares the task types (Task.Type) it
+// serves. A [Worker] whose handler is a TypedHandler claims only tasks of
+// those types: a task of any other type stays queued, untouched, for a
+// worker that serves it, which is what a rolling deploy needs when new
+// workers learn a type the old ones do not know. [Store.Stats] counts
+// unfinished tasks by type, so a type nobody serves shows there.
+//
+// The worker asks Types each time it considers a task, so a handler may
+// add types while the worker runs. A [Mux] is a TypedHandler.
+type TypedHandler interface {
+	Handler
+	Types() []string
+}
+
+// HandlerFunc adapts a function to a [Handler] that serves every task type.
 type HandlerFunc func(ctx context.Context, job *Job) error
 
-// Handle calls f(ctx, job).
-func (f HandlerFunc) Handle(ctx context.Context, job *Job) error { return f(ctx, job) }
+// Work calls f(ctx, job).
+func (f HandlerFunc) Work(ctx context.Context, job *Job) error { return f(ctx, job) }
 
-// ErrUnknownTaskType is what [Mux.Dispatch] fails a task with when no handler
-// is registered for its type; the failure is permanent.
+// ErrUnknownTaskType is what [Mux.Work] fails a task with when no handler is
+// registered for its type; the failure is permanent, with the category
+// [CategoryUnknownType]. A worker whose handler is the Mux itself never
+// claims such a task; this happens only when the Mux is wrapped in a
+// handler that does not declare its types.
 var ErrUnknownTaskType = errors.New("s3task: no handler for task type")
 
-// Mux dispatches jobs to handlers by task type (Task.Type). Register
-// handlers before the worker starts; a Mux is safe for concurrent use. Pass
-// it to a worker as HandlerFunc(mux.Dispatch).
+// Mux routes jobs to handlers by task type (Task.Type). The zero value is
+// an empty Mux ready to use, and a *Mux is itself a [TypedHandler]: give it
+// to [NewWorker] as it is, and the worker claims only the types registered
+// on it. A Mux is safe for concurrent use.
 type Mux struct {
 	mu       sync.RWMutex
 	handlers map[string]Handler
 }
 
-// NewMux returns an empty Mux.
-func NewMux() *Mux { return &Mux{handlers: map[string]Handler{}} }
+// NewMux returns an empty Mux; new(Mux) is the same.
+func NewMux() *Mux { return new(Mux) }
 
-// Handle registers h for taskType. Registering a type twice, a nil handler
-// or a type longer than 128 bytes returns an error wrapping
+// maxTypeLen bounds a task type's length, here and in [CreateParams].
+const maxTypeLen = 128
+
+// Handle registers h for taskType. Registering a type twice, a nil handler,
+// an empty type or one longer than 128 bytes returns an error wrapping
 // [ErrInvalidArgument]; the first registration stays.
 func (m *Mux) Handle(taskType string, h Handler) error {
 	if h == nil {
 		return invalidArg("nil handler for task type %q", taskType)
 	}
-	if len(taskType) > 128 {
-		return invalidArg("task type longer than 128 bytes")
+	if taskType == "" || len(taskType) > maxTypeLen {
+		return invalidArg("task type must be 1 to %d bytes, got %d", maxTypeLen, len(taskType))
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, dup := m.handlers[taskType]; dup {
 		return invalidArg("task type %q already has a handler", taskType)
+	}
+	if m.handlers == nil {
+		m.handlers = map[string]Handler{}
 	}
 	m.handlers[taskType] = h
 	return nil
@@ -67,14 +97,103 @@ func (m *Mux) HandleFunc(taskType string, f func(ctx context.Context, job *Job) 
 	return m.Handle(taskType, HandlerFunc(f))
 }
 
-// Dispatch runs the handler registered for job.Task.Type. A task of a type
-// with no handler fails permanently with [ErrUnknownTaskType].
-func (m *Mux) Dispatch(ctx context.Context, job *Job) error {
+// Work runs the handler registered for job.Task.Type. A task of a type with
+// no handler fails permanently with [ErrUnknownTaskType].
+func (m *Mux) Work(ctx context.Context, job *Job) error {
 	m.mu.RLock()
 	h, ok := m.handlers[job.Task.Type]
 	m.mu.RUnlock()
 	if !ok {
-		return Permanent(fmt.Errorf("%w %q", ErrUnknownTaskType, job.Task.Type))
+		return Permanent(WithCategory(fmt.Errorf("%w %q", ErrUnknownTaskType, job.Task.Type), CategoryUnknownType))
 	}
-	return h.Handle(ctx, job)
+	return h.Work(ctx, job)
+}
+
+// Types returns the registered task types, sorted.
+func (m *Mux) Types() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	types := make([]string, 0, len(m.handlers))
+	for t := range m.handlers {
+		types = append(types, t)
+	}
+	slices.Sort(types)
+	return types
+}
+
+// serves reports whether m has a handler for taskType, without building
+// the list Types returns.
+func (m *Mux) serves(taskType string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	_, ok := m.handlers[taskType]
+	return ok
+}
+
+// serves reports whether h takes tasks of taskType.
+func serves(h Handler, taskType string) bool {
+	switch h := h.(type) {
+	case *Mux:
+		return h.serves(taskType)
+	case TypedHandler:
+		return slices.Contains(h.Types(), taskType)
+	}
+	return true
+}
+
+// Validator is implemented by payload types that check themselves. [Store.Create]
+// calls Validate on CreateParams.Args, and a handler registered with
+// [HandleJSON] on the decoded payload, before anything else happens.
+type Validator interface {
+	Validate() error
+}
+
+// HandleJSON registers fn on m for taskType, with the task's payload decoded
+// from JSON into a T: the typed counterpart of [CreateParams.Args]. A
+// missing payload decodes as T's zero value. If T (or *T) implements
+// [Validator], the decoded value is validated too. A payload that does not
+// decode, or is not valid, fails the attempt permanently, with category
+// [CategoryBadPayload] and a last_error that names the type and the
+// problem; fn is not called.
+//
+// Decoding is lenient as encoding/json is: fields T does not know are
+// ignored, so producers may add fields before every worker knows them.
+func HandleJSON[T any](m *Mux, taskType string, fn func(ctx context.Context, job *Job, args T) error) error {
+	if fn == nil {
+		return invalidArg("nil handler for task type %q", taskType)
+	}
+	return m.Handle(taskType, HandlerFunc(func(ctx context.Context, job *Job) error {
+		var args T
+		if err := decodeArgs(job.Task.Payload, &args); err != nil {
+			return Permanent(WithCategory(fmt.Errorf("payload of task type %q: %w", job.Task.Type, err), CategoryBadPayload))
+		}
+		return fn(ctx, job, args)
+	}))
+}
+
+// decodeArgs decodes a payload into *v and validates it.
+func decodeArgs(payload json.RawMessage, v any) error {
+	if len(payload) > 0 {
+		if err := json.Unmarshal(payload, v); err != nil {
+			return fmt.Errorf("does not decode as %T: %w", v, err)
+		}
+	}
+	return validate(v)
+}
+
+// validate calls Validate on v if v, or a pointer to a copy of it, has one.
+func validate(v any) error {
+	if val, ok := v.(Validator); ok {
+		return val.Validate()
+	}
+	rv := reflect.ValueOf(v)
+	if !rv.IsValid() || rv.Kind() == reflect.Pointer {
+		return nil
+	}
+	p := reflect.New(rv.Type())
+	p.Elem().Set(rv)
+	if val, ok := p.Interface().(Validator); ok {
+		return val.Validate()
+	}
+	return nil
 }

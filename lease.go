@@ -28,7 +28,7 @@ type lease struct {
 
 // start runs the claimed task t in its own goroutine. The slot taken in poll
 // is released when the attempt is settled.
-func (w *Worker) start(base context.Context, t *Task, etag string) {
+func (w *Worker) start(base context.Context, t *Task, etag string) (settled <-chan struct{}) {
 	ctx, cancel := context.WithCancelCause(base)
 	l := &lease{
 		w:      w,
@@ -37,15 +37,18 @@ func (w *Worker) start(base context.Context, t *Task, etag string) {
 		cancel: cancel,
 	}
 	l.hold(t, etag)
+	done := make(chan struct{})
 	w.wg.Add(1)
 	go func() {
 		defer func() {
 			cancel(nil)
 			w.freeSlot()
+			close(done)
 			w.wg.Done()
 		}()
 		l.run(ctx)
 	}()
+	return done
 }
 
 // hold records t, just written with etag, as the lease's record, and moves
@@ -89,7 +92,7 @@ func (l *lease) callHandler(ctx context.Context) (err error) {
 			err = &panicError{value: r}
 		}
 	}()
-	return l.w.h.Handle(ctx, l.job)
+	return l.w.h.Work(ctx, l.job)
 }
 
 // heartbeats renews the lease until stop is closed (the handler returned)

@@ -172,6 +172,10 @@ type Stats struct {
 	// failed with a retry scheduled. Created tasks, which wait for their
 	// upload rather than for a worker, are not counted.
 	Unfinished int
+	// UnfinishedByType counts the unfinished tasks by Task.Type: a type
+	// that grows here and never shrinks is one no running worker serves
+	// (see [TypedHandler]).
+	UnfinishedByType map[string]int
 	// OldestUnfinished is the oldest unfinished task, nil if none, and
 	// OldestUnfinishedAge its age by the S3 server's clock.
 	OldestUnfinished    *Task
@@ -200,7 +204,7 @@ func (s *Store) Stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
 	}
 	over := cmp(opts.AttemptsOver, 1)
 	limit := cmp(opts.MaxTasks, DefaultStatsMaxTasks)
-	st := &Stats{ByStatus: map[Status]int{}, Failures: map[string]int{}}
+	st := &Stats{ByStatus: map[Status]int{}, Failures: map[string]int{}, UnfinishedByType: map[string]int{}}
 	more, err := s.walk(ctx, time.Time{}, opts.Since, max(limit, 0), func(t *Task) bool {
 		st.Tasks++
 		st.ByStatus[t.Status]++
@@ -215,6 +219,7 @@ func (s *Store) Stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
 		}
 		if t.pending() {
 			st.Unfinished++
+			st.UnfinishedByType[t.Type]++
 			st.OldestUnfinished = t // newest first: the last one seen is the oldest
 		}
 		return true
@@ -332,6 +337,9 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOption
 func (s *Store) purgeTask(ctx context.Context, id string, force bool) (int, error) {
 	t, _, err := s.change(ctx, id, event{kind: evPurge, force: force})
 	if err != nil {
+		return 0, err
+	}
+	if err := s.forgetKey(ctx, t); err != nil {
 		return 0, err
 	}
 	dir, record := s.taskDir(id), s.recordKey(id)

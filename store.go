@@ -113,6 +113,23 @@ type CreateParams struct {
 	// Payload is free JSON for the handler, at most
 	// StoreOptions.MaxPayloadSize bytes. Optional.
 	Payload json.RawMessage
+	// Args, if not nil, is encoded as JSON into the payload, for a handler
+	// registered with [HandleJSON] to decode; set Args or Payload, not
+	// both. If Args (or a pointer to it) implements [Validator], Create
+	// calls Validate first and refuses the task if it fails.
+	Args any
+	// Key, if set, makes Create idempotent: every Create with the same Key
+	// returns the one task the first made, with its parameters (the later
+	// calls' are not compared), as long as that task exists, which is
+	// until [Store.Purge] removes it. Use a form's submission token or an
+	// upstream event ID, so that a double click or a resent request makes
+	// one task. At most 256 bytes of printable UTF-8; it is stored in the
+	// record (Task.IdempotencyKey).
+	//
+	// Cost: a keyed Create adds one PUT (the key's object) to the task's
+	// own; a repeated one costs one PUT, refused, and two GETs, and writes
+	// nothing.
+	Key string
 	// CreatedBy names who asked for the task, at most 256 bytes. Optional.
 	CreatedBy string
 	// MaxAttempts caps the attempts, from 1 to 1000; zero means
@@ -134,6 +151,24 @@ func (p *CreateParams) validate(maxPayload int) error {
 			return invalidArg("CreateParams.%s must be at most %d bytes of UTF-8", f.name, f.max)
 		}
 	}
+	if p.Args != nil {
+		if len(p.Payload) > 0 {
+			return invalidArg("CreateParams has both Args and Payload; set one")
+		}
+		if err := validate(p.Args); err != nil {
+			return fmt.Errorf("%w: CreateParams.Args: %w", ErrInvalidArgument, err)
+		}
+		payload, err := json.Marshal(p.Args)
+		if err != nil {
+			return invalidArg("CreateParams.Args does not encode as JSON: %v", err)
+		}
+		p.Payload, p.Args = payload, nil
+	}
+	if p.Key != "" {
+		if err := checkKey(p.Key); err != nil {
+			return err
+		}
+	}
 	if len(p.Payload) > maxPayload {
 		return invalidArg("CreateParams.Payload is %d bytes, over the limit of %d", len(p.Payload), maxPayload)
 	}
@@ -148,9 +183,10 @@ func (p *CreateParams) validate(maxPayload int) error {
 
 // Create writes a new task in status created and returns it. The record is
 // written with If-None-Match: *, so it can never replace another task's.
-// Requests: one PUT.
+// Requests: one PUT; with a Key, see [CreateParams.Key].
 //
-// Errors: [ErrInvalidArgument] for bad params; S3 errors otherwise.
+// Errors: [ErrInvalidArgument] for bad params, an Args that does not encode
+// or does not validate; S3 errors otherwise.
 func (s *Store) Create(ctx context.Context, p CreateParams) (*Task, error) {
 	if err := p.validate(s.opts.MaxPayloadSize); err != nil {
 		return nil, err
@@ -158,16 +194,17 @@ func (s *Store) Create(ctx context.Context, p CreateParams) (*Task, error) {
 	now := s.stamp()
 	id := NewIDAt(now)
 	t := &Task{
-		SchemaVersion: SchemaVersion,
-		ID:            id,
-		Type:          p.Type,
-		Name:          p.Name,
-		Status:        StatusCreated,
-		MaxAttempts:   cmp(p.MaxAttempts, s.opts.MaxAttempts),
-		InputPath:     s.inputKey(id),
-		CreatedAt:     now,
-		CreatedBy:     p.CreatedBy,
-		RunAt:         runAt(p.RunAt),
+		SchemaVersion:  SchemaVersion,
+		ID:             id,
+		Type:           p.Type,
+		Name:           p.Name,
+		Status:         StatusCreated,
+		MaxAttempts:    cmp(p.MaxAttempts, s.opts.MaxAttempts),
+		InputPath:      s.inputKey(id),
+		CreatedAt:      now,
+		CreatedBy:      p.CreatedBy,
+		RunAt:          runAt(p.RunAt),
+		IdempotencyKey: p.Key,
 	}
 	if len(p.Payload) > 0 {
 		var buf bytes.Buffer
@@ -175,6 +212,13 @@ func (s *Store) Create(ctx context.Context, p CreateParams) (*Task, error) {
 			return nil, invalidArg("CreateParams.Payload: %v", err)
 		}
 		t.Payload = buf.Bytes()
+	}
+	if t.IdempotencyKey != "" {
+		got, err := s.createKeyed(ctx, t)
+		if err != nil {
+			return nil, fmt.Errorf("s3task: create task with key %q: %w", truncate(p.Key, 64), err)
+		}
+		return got, nil
 	}
 	got, _, err := s.commit(ctx, nil, "", t)
 	if errors.Is(err, errOvertaken) {

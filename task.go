@@ -73,7 +73,9 @@ type Task struct {
 	ReleasedAttempts int    `json:"released_attempts,omitempty"`
 	LastError        string `json:"last_error,omitempty"`
 	// ErrorCategory classifies LastError: a handler's [WithCategory], or
-	// "permanent", "transient", "panic", "lease_expired", "shutdown".
+	// one of the library's: [CategoryTransient], [CategoryPermanent],
+	// [CategoryPanic], [CategoryLeaseExpired], [CategoryShutdown],
+	// [CategoryBadPayload], [CategoryUnknownType].
 	ErrorCategory string    `json:"error_category,omitempty"`
 	RetryAt       time.Time `json:"retry_at,omitzero"` // set on a failed task that will be retried, not before this time
 	// RunAt, if set, is the earliest time (by the S3 server's clock) the
@@ -110,7 +112,10 @@ type Task struct {
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 	CreatedBy string    `json:"created_by,omitempty"`
-	Revision  string    `json:"revision"` // random, new on every write; tells identical bodies apart
+	// IdempotencyKey is the caller's key the task was created with, if any
+	// (see [CreateParams.Key]).
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	Revision       string `json:"revision"` // random, new on every write; tells identical bodies apart
 	// Writes counts the writes of this record, and PriorRevisions holds the
 	// revisions of the latest ones before it, newest first (at most
 	// [priorRevisions]). A writer whose answer was lost reads them to prove
@@ -361,7 +366,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 			return deny("its lease is live until %s", t.LeaseExpiresAt.Format(time.RFC3339Nano))
 		}
 		n.LastError = fmt.Sprintf("attempt %d: lease of worker %q expired at %s", t.Attempt, t.WorkerID, t.LeaseExpiresAt.Format(time.RFC3339))
-		n.ErrorCategory = "lease_expired"
+		n.ErrorCategory = CategoryLeaseExpired
 		n.WorkerID, n.LeaseExpiresAt = "", time.Time{}
 		n.Status = StatusQueued
 		n.DueAt = now
@@ -377,7 +382,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		n.Status = StatusQueued
 		n.ReleasedAttempts++ // the interrupted attempt does not count
 		n.LastError = fmt.Sprintf("attempt %d: interrupted by worker shutdown", t.Attempt)
-		n.ErrorCategory = "shutdown"
+		n.ErrorCategory = CategoryShutdown
 		n.WorkerID, n.LeaseExpiresAt = "", time.Time{}
 		n.DueAt = now
 		return n, true, nil

@@ -519,6 +519,11 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 	case t.Status == StatusQueued && now.Before(t.RunAt):
 		drop()
 		return false, t.DueAt, false
+	case !serves(w.h, t.Type):
+		// Left for a worker that serves the type; a task's type never
+		// changes, so this one looks again only now and then.
+		drop()
+		return false, now.Add(unservedRecheck), false
 	case t.Status == StatusRunning:
 		// The lease counts as expired only ClockMargin after its end by the
 		// server's clock, so a live holder is never overtaken.
@@ -552,6 +557,10 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 	ok, lost := w.claim(ctx, base, t, etag, next, stale)
 	return ok, due, lost
 }
+
+// unservedRecheck is how long a worker leaves the marker of a task whose
+// type its handler does not serve before it reads the record again.
+const unservedRecheck = 10 * time.Minute
 
 // cleanupGrace is how long after a change a worker leaves the marker of
 // the phase it ended to the change's writer, who deletes it a round trip
@@ -607,6 +616,63 @@ func (w *Worker) claim(ctx, base context.Context, t *Task, etag string, next *Ta
 	}
 	w.start(base, got, gotETag)
 	return true, false
+}
+
+// RunTask claims the task id now and runs the worker's handler on it, then
+// returns the record as the attempt left it: completed, failed (with or
+// without a retry to come), or queued again if the attempt was given back.
+// It takes one of the worker's Concurrency slots, waiting for one if Run
+// holds them all, and works whether or not Run is running. The attempt is
+// held, renewed and settled as one Run starts; only the finding differs.
+// Use it to run a task on demand, and in tests (package s3tasktest does).
+//
+// Requests: one GET to read the task, then the claim's and the attempt's
+// own, and one GET to return the record.
+//
+// Errors: [ErrInvalidID]; [ErrNotFound]; [ErrUnknownTaskType] if the
+// worker's handler does not serve the task's type; a *[TransitionError]
+// if the task is not due (created, scheduled, waiting for a retry,
+// running under a live lease, or finished); [ErrConflict] if another
+// writer changed it first; ctx's error while it waits for a slot.
+func (w *Worker) RunTask(ctx context.Context, id string) (*Task, error) {
+	if err := ParseID(id); err != nil {
+		return nil, err
+	}
+	s := w.store
+	t, etag, err := s.read(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !serves(w.h, t.Type) {
+		return nil, fmt.Errorf("%w %q: task %s", ErrUnknownTaskType, t.Type, id)
+	}
+	cur := t
+	next, _, err := transition(t, w.claimEvent(), s.serverNow())
+	if t.Status == StatusRunning {
+		// Take over an expired lease as a poll would.
+		cur, _, err = transition(t, event{kind: evLeaseExpired}, s.serverNow().Add(-w.opts.ClockMargin))
+		if err == nil {
+			next, _, err = transition(cur, w.claimEvent(), s.serverNow())
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case w.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	got, gotETag, err := s.commitMarked(ctx, t, etag, next)
+	if err != nil {
+		<-w.slots
+		if errors.Is(err, errLost) || errors.Is(err, errOvertaken) {
+			err = fmt.Errorf("%w: task %s changed while it was claimed", ErrConflict, id)
+		}
+		return nil, err
+	}
+	<-w.start(ctx, got, gotETag)
+	return s.Get(context.WithoutCancel(ctx), id)
 }
 
 // settle finishes the bookkeeping of a finished task found by a poll: its

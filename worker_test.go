@@ -937,7 +937,7 @@ func TestWorkerPanickingHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := newHookEvents()
-	rw := startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(mux.Dispatch), workerOptions("panic-worker", ev.hooks()))
+	rw := startWorker(t, e.newStore(t, nil), mux, workerOptions("panic-worker", ev.hooks()))
 
 	bad := e.submit(t, s3task.CreateParams{Name: "explodes", Type: "explode", MaxAttempts: 1}, "x\n")
 	f := awaitSignal(t, ev.failed, "the panicking attempt to fail")
@@ -964,7 +964,7 @@ func TestMuxUnknownTaskTypeFailsPermanently(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := newHookEvents()
-	startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(mux.Dispatch), workerOptions("mux-worker", ev.hooks()))
+	startWorker(t, e.newStore(t, nil), mux, workerOptions("mux-worker", ev.hooks()))
 	task := e.submit(t, s3task.CreateParams{Name: "mystery", Type: "no-such-type"}, "x\n")
 
 	f := awaitSignal(t, ev.failed, "the unknown type to fail")
@@ -1009,15 +1009,15 @@ func TestMuxHandle(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrInvalidArgument", tt.name, err)
 		}
 	}
-	if err := mux.Dispatch(context.Background(), &s3task.Job{Task: s3task.Task{Type: "report"}}); err != nil {
-		t.Fatalf("Dispatch: %v", err)
+	if err := mux.Work(context.Background(), &s3task.Job{Task: s3task.Task{Type: "report"}}); err != nil {
+		t.Fatalf("Work: %v", err)
 	}
 	if diff := cmp.Diff([]string{"first"}, calls); diff != "" {
 		t.Errorf("handlers called (-want +got):\n%s", diff)
 	}
-	err := mux.Dispatch(context.Background(), &s3task.Job{Task: s3task.Task{Type: "other"}})
+	err := mux.Work(context.Background(), &s3task.Job{Task: s3task.Task{Type: "other"}})
 	if !errors.Is(err, s3task.ErrUnknownTaskType) || !s3task.IsPermanent(err) {
-		t.Errorf("Dispatch of a type whose registration failed: %v, want a permanent ErrUnknownTaskType", err)
+		t.Errorf("Work on a type whose registration failed: %v, want a permanent ErrUnknownTaskType", err)
 	}
 }
 
@@ -1041,7 +1041,7 @@ func TestMuxDispatchesByType(t *testing.T) {
 		}
 	}
 	ev := newHookEvents()
-	startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(mux.Dispatch), workerOptions("mux-worker", ev.hooks()))
+	startWorker(t, e.newStore(t, nil), mux, workerOptions("mux-worker", ev.hooks()))
 	want := map[string]string{}
 	for _, typ := range []string{"resize", "transcode", "resize"} {
 		task := e.submit(t, s3task.CreateParams{Name: typ, Type: typ}, "x\n")

@@ -168,7 +168,7 @@ func (a *app) startWorker(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w, err := s3task.NewWorker(a.store, s3task.HandlerFunc(mux.Dispatch), &s3task.WorkerOptions{
+	w, err := s3task.NewWorker(a.store, mux, &s3task.WorkerOptions{
 		Concurrency:     a.cfg.concurrency,
 		PollInterval:    a.cfg.pollInterval,
 		MaxPollInterval: a.cfg.maxPollInterval,

@@ -73,7 +73,7 @@ func run(rows, workers int, verbose bool) error {
 		if err != nil {
 			return err
 		}
-		w, err := s3task.NewWorker(ws, s3task.HandlerFunc(mux.Dispatch), &s3task.WorkerOptions{
+		w, err := s3task.NewWorker(ws, mux, &s3task.WorkerOptions{
 			ID:           "worker-" + strconv.Itoa(i+1),
 			PollInterval: 100 * time.Millisecond,
 			Hooks:        s3task.Hooks{OnComplete: func(t *s3task.Task) { done <- t }},

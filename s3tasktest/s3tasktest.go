@@ -1,0 +1,295 @@
+// Package s3tasktest helps a host application test its own use of s3task:
+// its handlers, its HTTP endpoints, the flow between them. Everything runs
+// in process, on an S3 that keeps its objects in memory and needs no
+// network, no server and no credentials.
+//
+// [NewStore] gives a ready [s3task.Store] on an empty bucket in one call.
+// [Submit] creates a task with its input and queues it. [Run] runs a
+// handler on one given task, synchronously, and returns what the attempt
+// left: the record, the handler's error, the output. [Drain] works the
+// queue until nothing is due, as a worker would, inside the test.
+//
+//	func TestImport(t *testing.T) {
+//		store := s3tasktest.NewStore(t, nil)
+//		task := s3tasktest.Submit(t, store, s3task.CreateParams{Type: "import"}, []byte("a,b\n"))
+//		res := s3tasktest.Run(t, store, myHandler, task.ID)
+//		if res.Err != nil || string(res.Output) != "..." { ... }
+//	}
+//
+// The in-memory S3 runs inside a testing/synctest bubble too, where hours of
+// retries and leases pass in moments of virtual time.
+package s3tasktest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/internal/s3test"
+)
+
+// S3 is an in-process S3 with one bucket. Its clients reach it through
+// their transport, with no sockets. Requests are served one at a time, each
+// applied atomically. Its zero value is not usable; call [NewS3].
+type S3 struct {
+	mem *s3test.Memory
+}
+
+// NewS3 returns an empty in-process S3 with one bucket.
+func NewS3(t testing.TB) *S3 {
+	t.Helper()
+	mem, err := s3test.NewMemory()
+	if err != nil {
+		t.Fatalf("s3tasktest: %v", err)
+	}
+	return &S3{mem: mem}
+}
+
+// Bucket returns the name of the bucket.
+func (s *S3) Bucket() string { return s.mem.Bucket }
+
+// Client returns a new S3 client for the bucket. Each wrap wraps the
+// client's transport, innermost first: use it to count, delay or fail
+// requests.
+func (s *S3) Client(wrap ...func(http.RoundTripper) http.RoundTripper) *s3.Client {
+	return s.mem.Client(wrap...)
+}
+
+// NewStore returns a Store on the bucket, with its own client (wrapped as
+// [S3.Client] does), failing t if opts are invalid. Stores made from one S3
+// see the same tasks, as processes sharing a bucket do.
+func (s *S3) NewStore(t testing.TB, opts *s3task.StoreOptions, wrap ...func(http.RoundTripper) http.RoundTripper) *s3task.Store {
+	t.Helper()
+	st, err := s3task.NewStore(s.Client(wrap...), s.Bucket(), opts)
+	if err != nil {
+		t.Fatalf("s3tasktest: %v", err)
+	}
+	return st
+}
+
+// Object returns an object's bytes, read without a request, and whether it
+// exists.
+func (s *S3) Object(key string) ([]byte, bool) { return s.mem.Object(key) }
+
+// Keys returns the object keys under prefix, in order, read without a
+// request.
+func (s *S3) Keys(prefix string) []string { return s.mem.Keys(prefix) }
+
+// Now returns the time by the S3 server's clock.
+func (s *S3) Now() time.Time { return s.mem.Now() }
+
+// Advance moves the S3 server's clock forward by d. Stores follow the
+// server's clock, so this is how a test makes a retry or a scheduled task
+// fall due, or a lease expire, without waiting.
+func (s *S3) Advance(d time.Duration) { s.mem.Advance(d) }
+
+// NewStore returns a Store on a new, empty in-process bucket: NewS3(t) and
+// [S3.NewStore] in one call.
+func NewStore(t testing.TB, opts *s3task.StoreOptions) *s3task.Store {
+	t.Helper()
+	return NewS3(t).NewStore(t, opts)
+}
+
+// Submit creates a task with p, uploads input as its input and submits it,
+// failing t on any error. It returns the queued task.
+func Submit(t testing.TB, store *s3task.Store, p s3task.CreateParams, input []byte) *s3task.Task {
+	t.Helper()
+	ctx := context.Background()
+	task, err := store.Create(ctx, p)
+	if err != nil {
+		t.Fatalf("s3tasktest: create: %v", err)
+	}
+	if err := store.UploadInput(ctx, task.ID, bytes.NewReader(input)); err != nil {
+		t.Fatalf("s3tasktest: upload input of %s: %v", task.ID, err)
+	}
+	task, err = store.Submit(ctx, task.ID)
+	if err != nil {
+		t.Fatalf("s3tasktest: submit %s: %v", task.ID, err)
+	}
+	return task
+}
+
+// Result is what one attempt left.
+type Result struct {
+	// Task is the record after the attempt: completed, failed (see
+	// Task.Terminal for whether a retry is to come), or queued again if the
+	// handler gave its attempt back on shutdown.
+	Task *s3task.Task
+	// Err is the error the handler returned (a panic as an error), nil if
+	// it succeeded.
+	Err error
+	// Output is the output of a completed task, nil if the attempt did not
+	// complete it.
+	Output []byte
+}
+
+// Run claims the task id of store, runs h on it once, synchronously, and
+// returns the result. The task must be due: queued (and not scheduled for
+// later), or failed with its retry due. It fails t if the task cannot be
+// claimed or read.
+//
+// The handler gets a real [s3task.Job], as a worker's handler does: its
+// input, its outputs and its progress go to the store. The worker that
+// runs it is made with opts (at most one; nil means the defaults) and ID
+// "s3tasktest" unless the options name one.
+func Run(t testing.TB, store *s3task.Store, h s3task.Handler, id string, opts ...*s3task.WorkerOptions) *Result {
+	t.Helper()
+	r := newRunner(t, store, h, opts)
+	res, err := r.run(context.Background(), id)
+	if err != nil {
+		t.Fatalf("s3tasktest: run %s: %v", id, err)
+	}
+	return res
+}
+
+// Drain works store's queue with h until no task is due, running each due
+// task, oldest first, as [Run] does, and returns the results in the order
+// it ran them. A task that fails with a retry falls due again only when its
+// backoff has passed by the server's clock: advance it ([S3.Advance]) and
+// drain again to run the retry. Tasks of types h does not serve (see
+// [s3task.TypedHandler]) are left queued. It fails t on any error other
+// than a handler's.
+func Drain(t testing.TB, store *s3task.Store, h s3task.Handler, opts ...*s3task.WorkerOptions) []*Result {
+	t.Helper()
+	ctx := context.Background()
+	r := newRunner(t, store, h, opts)
+	var ran []*Result
+	for {
+		ids, err := pending(ctx, store)
+		if err != nil {
+			t.Fatalf("s3tasktest: drain: %v", err)
+		}
+		before := len(ran)
+		for _, id := range ids {
+			res, err := r.run(ctx, id)
+			switch {
+			case errors.Is(err, s3task.ErrInvalidTransition), errors.Is(err, s3task.ErrUnknownTaskType):
+				continue // not due, or not served
+			case err != nil:
+				t.Fatalf("s3tasktest: drain: run %s: %v", id, err)
+			}
+			ran = append(ran, res)
+		}
+		if len(ran) == before {
+			return ran
+		}
+	}
+}
+
+// pending returns the IDs of the tasks that are not finished, oldest
+// first.
+func pending(ctx context.Context, store *s3task.Store) ([]string, error) {
+	var ids []string
+	opts := s3task.ListOptions{Limit: s3task.MaxListLimit}
+	for {
+		page, err := store.List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, task := range page.Tasks {
+			if !task.Terminal() && task.Status != s3task.StatusCreated {
+				ids = append(ids, task.ID)
+			}
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		opts.Cursor = page.NextCursor
+	}
+	slices.Reverse(ids)
+	return ids, nil
+}
+
+// runner runs attempts with a worker whose handler notes what h returned.
+type runner struct {
+	store *s3task.Store
+	w     *s3task.Worker
+	mu    sync.Mutex
+	errs  map[string]error // by task ID: the latest attempt's error
+}
+
+func newRunner(t testing.TB, store *s3task.Store, h s3task.Handler, opts []*s3task.WorkerOptions) *runner {
+	t.Helper()
+	var o s3task.WorkerOptions
+	if len(opts) > 0 && opts[0] != nil {
+		o = *opts[0]
+	}
+	if o.ID == "" {
+		o.ID = "s3tasktest"
+	}
+	r := &runner{store: store, errs: map[string]error{}}
+	var wh s3task.Handler = noting{r, h}
+	if th, ok := h.(s3task.TypedHandler); ok {
+		wh = typedNoting{noting{r, h}, th}
+	}
+	w, err := s3task.NewWorker(store, wh, &o)
+	if err != nil {
+		t.Fatalf("s3tasktest: %v", err)
+	}
+	r.w = w
+	return r
+}
+
+// run runs one attempt of task id and reads what it left.
+func (r *runner) run(ctx context.Context, id string) (*Result, error) {
+	task, err := r.w.RunTask(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	res := &Result{Task: task, Err: r.errs[id]}
+	r.mu.Unlock()
+	if task.Status == s3task.StatusCompleted {
+		out, err := r.store.OpenOutput(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		defer out.Close()
+		if res.Output, err = io.ReadAll(out); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// noting runs h and notes its error, a panic included.
+type noting struct {
+	r *runner
+	h s3task.Handler
+}
+
+func (n noting) Work(ctx context.Context, job *s3task.Job) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v", p)
+			n.r.note(job.Task.ID, err)
+			panic(p) // the worker records it as a panic
+		}
+		n.r.note(job.Task.ID, err)
+	}()
+	return n.h.Work(ctx, job)
+}
+
+// typedNoting is noting for a handler that declares its types.
+type typedNoting struct {
+	noting
+	th s3task.TypedHandler
+}
+
+func (n typedNoting) Types() []string { return n.th.Types() }
+
+func (r *runner) note(id string, err error) {
+	r.mu.Lock()
+	r.errs[id] = err
+	r.mu.Unlock()
+}
