@@ -26,9 +26,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"sync"
-	"net/http"
 	"testing"
 	"time"
 
