@@ -46,13 +46,18 @@ func checkKey(key string) error {
 // returns the ID the key names: id if this call wrote it.
 func (s *Store) claimKey(ctx context.Context, key, id string) (string, error) {
 	obj := s.keyObject(key)
-	created, err := s.createObject(ctx, obj, strings.NewReader(id), int64(len(id)))
-	if err != nil && !s3x.Lost(err) {
+	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: &s.bucket, Key: &obj, Body: strings.NewReader(id), ContentLength: aws.Int64(int64(len(id))),
+		IfNoneMatch: aws.String("*"),
+	})
+	switch {
+	case err == nil:
+		return id, nil
+	case !s3x.Lost(err):
 		return "", fmt.Errorf("s3task: create idempotency key %s: %w", obj, err)
 	}
-	if created {
-		return id, nil
-	}
+	// Taken; by this very call if the SDK resent a PUT that had landed,
+	// and then the object holds our ID.
 	return s.keyTask(ctx, obj)
 }
 

@@ -287,7 +287,8 @@ type PurgeReport struct {
 // Requests: one LIST per 1,000 task folders walked and one GET per task;
 // per task deleted, a PUT (the purging mark), a LIST of its folder, one
 // DeleteObjects per 1,000 objects, a DELETE of the marker and one of the
-// record.
+// record; and for a task created with a key ([CreateParams.Key]), a GET and
+// a DELETE of the key's object, after which the key may name a new task.
 //
 // Errors: [ErrInvalidArgument] for a zero cutoff or a negative limit; S3
 // errors and ctx's, with the report of what was done so far.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -77,7 +76,7 @@ func (s *Store) commit(ctx context.Context, cur *Task, etag string, next *Task) 
 	n := next.clone()
 	succeed(cur, n, newRevision())
 	n.UpdatedAt = s.stamp()
-	body, err := json.Marshal(n)
+	body, err := encodeRecord(n)
 	if err != nil {
 		return nil, "", fmt.Errorf("s3task: encode record %s: %w", n.ID, err)
 	}

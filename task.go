@@ -518,7 +518,42 @@ func decodeTask(key, id string, data []byte, defaultMax int) (*Task, error) {
 	if t.MaxAttempts == 0 {
 		t.MaxAttempts = max(defaultMax, t.AttemptsUsed())
 	}
+	if string(t.Payload) == "null" {
+		t.Payload = nil // written as null when unset
+	}
 	return &t, nil
+}
+
+// encodeRecord encodes t as its status.json. Every field of the seed's
+// record format is there, null when unset, so that a script in another
+// language that looks a key up finds it; the library's own additions are
+// left out when unset.
+func encodeRecord(t *Task) ([]byte, error) {
+	type plain Task // Task's fields, without this function's overrides
+	str := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	var payload json.RawMessage // nil encodes as null
+	if len(t.Payload) > 0 {
+		payload = t.Payload
+	}
+	var lease *time.Time
+	if !t.LeaseExpiresAt.IsZero() {
+		lease = &t.LeaseExpiresAt
+	}
+	return json.Marshal(struct {
+		*plain
+		Type           *string         `json:"task_type"`
+		Payload        json.RawMessage `json:"payload"`
+		LastError      *string         `json:"last_error"`
+		WorkerID       *string         `json:"worker_id"`
+		LeaseExpiresAt *time.Time      `json:"lease_expires_at"`
+		OutputPath     *string         `json:"output_object_path"`
+		CreatedBy      *string         `json:"created_by"`
+	}{(*plain)(t), str(t.Type), payload, str(t.LastError), str(t.WorkerID), lease, str(t.OutputPath), str(t.CreatedBy)})
 }
 
 // priorRevisions is how many earlier revisions a record remembers.

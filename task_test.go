@@ -1384,6 +1384,7 @@ func goldenTask() *Task {
 		CreatedAt:        time.Date(2026, 6, 21, 10, 0, 0, 0, time.UTC),
 		UpdatedAt:        time.Date(2026, 6, 21, 10, 5, 0, 0, time.UTC),
 		CreatedBy:        "john.doe",
+		IdempotencyKey:   "june-import-2026",
 		Revision:         "6b1f0c2e9a7d4e58",
 		ReleasedAttempts: 1,
 		Writes:           9,
@@ -1415,15 +1416,19 @@ func TestTaskGolden(t *testing.T) {
 	if zero := zeroFields(reflect.ValueOf(*task)); len(zero) > 0 {
 		t.Fatalf("goldenTask leaves fields zero: %v; set them so the golden file pins their encoding", zero)
 	}
-	got, err := json.MarshalIndent(task, "", "  ")
+	enc, err := encodeRecord(task)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got = append(got, '\n')
+	var got bytes.Buffer
+	if err := json.Indent(&got, enc, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	got.WriteByte('\n')
 
 	path := filepath.Join("testdata", "task_golden.json")
 	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
+		if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1431,7 +1436,7 @@ func TestTaskGolden(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (run go test -run TestTaskGolden -update to create it)", err)
 	}
-	if diff := gocmp.Diff(string(want), string(got)); diff != "" {
+	if diff := gocmp.Diff(string(want), got.String()); diff != "" {
 		t.Errorf("encoding of the full record changed (-%s +got); run with -update if intended:\n%s", path, diff)
 	}
 

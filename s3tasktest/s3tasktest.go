@@ -26,9 +26,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,12 +68,37 @@ func (s *S3) Client(wrap ...func(http.RoundTripper) http.RoundTripper) *s3.Clien
 	return s.mem.Client(wrap...)
 }
 
+// RoundTripFunc adapts a function to an [http.RoundTripper], for the wraps
+// of [S3.Client] and [S3.NewStore]: a test fails, delays or counts
+// requests with one.
+//
+//	store := s3.NewStore(t, nil, func(next http.RoundTripper) http.RoundTripper {
+//		return s3tasktest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
+//			if r.Method == http.MethodDelete {
+//				return nil, errors.New("injected")
+//			}
+//			return next.RoundTrip(r)
+//		})
+//	})
+type RoundTripFunc func(*http.Request) (*http.Response, error)
+
+// RoundTrip calls f(r).
+func (f RoundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
 // NewStore returns a Store on the bucket, with its own client (wrapped as
-// [S3.Client] does), failing t if opts are invalid. Stores made from one S3
+// [S3.Client] does), logging to t ([Logger]) unless opts name a logger,
+// failing t if opts are invalid. Stores made from one S3
 // see the same tasks, as processes sharing a bucket do.
 func (s *S3) NewStore(t testing.TB, opts *s3task.StoreOptions, wrap ...func(http.RoundTripper) http.RoundTripper) *s3task.Store {
 	t.Helper()
-	st, err := s3task.NewStore(s.Client(wrap...), s.Bucket(), opts)
+	var o s3task.StoreOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = Logger(t)
+	}
+	st, err := s3task.NewStore(s.Client(wrap...), s.Bucket(), &o)
 	if err != nil {
 		t.Fatalf("s3tasktest: %v", err)
 	}
@@ -92,6 +120,26 @@ func (s *S3) Now() time.Time { return s.mem.Now() }
 // server's clock, so this is how a test makes a retry or a scheduled task
 // fall due, or a lease expire, without waiting.
 func (s *S3) Advance(d time.Duration) { s.mem.Advance(d) }
+
+// Logger returns a logger that writes to t's log, which the test prints
+// when it fails or runs with -v. What is logged after t ends is dropped.
+func Logger(t testing.TB) *slog.Logger {
+	w := &logWriter{t: t}
+	t.Cleanup(func() { w.done.Store(true) })
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type logWriter struct {
+	t    testing.TB
+	done atomic.Bool
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	if !w.done.Load() {
+		w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	}
+	return len(p), nil
+}
 
 // NewStore returns a Store on a new, empty in-process bucket: NewS3(t) and
 // [S3.NewStore] in one call.
@@ -227,6 +275,9 @@ func newRunner(t testing.TB, store *s3task.Store, h s3task.Handler, opts []*s3ta
 	if o.ID == "" {
 		o.ID = "s3tasktest"
 	}
+	if o.Logger == nil {
+		o.Logger = Logger(t)
+	}
 	r := &runner{store: store, errs: map[string]error{}}
 	var wh s3task.Handler = noting{r, h}
 	if th, ok := h.(s3task.TypedHandler); ok {
@@ -251,6 +302,9 @@ func (r *runner) run(ctx context.Context, id string) (*Result, error) {
 	r.mu.Unlock()
 	if task.Status == s3task.StatusCompleted {
 		out, err := r.store.OpenOutput(ctx, id)
+		if errors.Is(err, s3task.ErrNotFound) {
+			return res, nil // completed without an output
+		}
 		if err != nil {
 			return nil, err
 		}
