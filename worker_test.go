@@ -956,6 +956,9 @@ func TestWorkerPanickingHandler(t *testing.T) {
 	rw.stop()
 }
 
+// A Mux given to a worker as it is never claims a type it does not serve
+// (see TestWorkerClaimsOnlyTheTypesItServes); wrapped in a handler that
+// serves every type, it fails the task permanently.
 func TestMuxUnknownTaskTypeFailsPermanently(t *testing.T) {
 	t.Parallel()
 	e := setupWorker(t)
@@ -964,7 +967,7 @@ func TestMuxUnknownTaskTypeFailsPermanently(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := newHookEvents()
-	startWorker(t, e.newStore(t, nil), mux, workerOptions("mux-worker", ev.hooks()))
+	startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(mux.Work), workerOptions("mux-worker", ev.hooks()))
 	task := e.submit(t, s3task.CreateParams{Name: "mystery", Type: "no-such-type"}, "x\n")
 
 	f := awaitSignal(t, ev.failed, "the unknown type to fail")
@@ -977,8 +980,8 @@ func TestMuxUnknownTaskTypeFailsPermanently(t *testing.T) {
 		t.Errorf("record: %s, terminal %v, attempt %d of %d; want failed for good after 1 of %d",
 			got.Status, got.Terminal(), got.Attempt, got.MaxAttempts, task.MaxAttempts)
 	}
-	if !strings.Contains(got.LastError, "no-such-type") {
-		t.Errorf("last_error = %q, want it to name the type", got.LastError)
+	if !strings.Contains(got.LastError, "no-such-type") || got.ErrorCategory != s3task.CategoryUnknownType {
+		t.Errorf("last_error = %q, category %q; want it to name the type, category %q", got.LastError, got.ErrorCategory, s3task.CategoryUnknownType)
 	}
 	if n := len(ev.claimed); n != 1 {
 		t.Errorf("%d claims, want 1", n)
