@@ -2,6 +2,11 @@
 GOBIN ?= $(CURDIR)/.cache/bin
 export GOBIN
 
+# The library is the root module; examples/ is a module of its own (so the
+# library's go.mod names none of its dependencies), tied in by go.work. In
+# workspace mode ./... stops at examples/go.mod, so the commands name both.
+PKGS := ./... ./examples/...
+
 .PHONY: help
 help: ## list the targets
 	@grep -E '^[a-zA-Z/_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-18s %s\n", $$1, $$2}'
@@ -11,28 +16,37 @@ run: ## run the example service against an embedded S3
 	go run ./examples/csvbatch
 
 .PHONY: test
-test: ## run the tests
-	go test -count=1 ./...
+test: ## run the tests of both modules
+	go test -count=1 $(PKGS)
 
 .PHONY: test/race
-test/race: ## run the tests with the race detector
-	go test -race -count=1 ./...
+test/race: ## run the tests with the race detector (the README's command)
+	go test -race -count=1 $(PKGS)
 
 .PHONY: test/integration
 test/integration: ## run the tests, also against a versitygw server on 127.0.0.1 (what CI runs)
 	@test -x $(GOBIN)/versitygw || go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
-	go run ./internal/cmd/s3gw -- go test -race -count=1 ./...
+	go run ./internal/cmd/s3gw -- go test -race -count=1 $(PKGS)
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
-	go vet ./...
+	go vet $(PKGS)
 	go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
-	$(GOBIN)/staticcheck ./...
+	$(GOBIN)/staticcheck $(PKGS)
 
 .PHONY: bench
 bench: ## run the benchmark program: S3 requests per task, idle cost, contention, baselines, paging, large inputs
 	go run ./internal/cmd/bench
+
+.PHONY: test/outside
+test/outside: ## test a host module outside the repository that uses s3task and s3tasktest, and check its go.sum
+	bash .ci/outside.sh
+
+.PHONY: tidy
+tidy: ## go mod tidy in each module
+	GOWORK=off go mod tidy
+	cd examples && GOWORK=off go mod tidy
 
 .PHONY: bench/micro
 bench/micro: ## run the micro-benchmarks with allocation counts
