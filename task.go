@@ -530,11 +530,11 @@ func decodeTask(key, id string, data []byte, defaultMax int) (*Task, error) {
 // left out when unset.
 func encodeRecord(t *Task) ([]byte, error) {
 	type plain Task // Task's fields, without this function's overrides
-	str := func(s string) *string {
-		if s == "" {
+	str := func(s *string) *string { // t's own field, or nil for null
+		if *s == "" {
 			return nil
 		}
-		return &s
+		return s
 	}
 	var payload json.RawMessage // nil encodes as null
 	if len(t.Payload) > 0 {
@@ -553,7 +553,7 @@ func encodeRecord(t *Task) ([]byte, error) {
 		LeaseExpiresAt *time.Time      `json:"lease_expires_at"`
 		OutputPath     *string         `json:"output_object_path"`
 		CreatedBy      *string         `json:"created_by"`
-	}{(*plain)(t), str(t.Type), payload, str(t.LastError), str(t.WorkerID), lease, str(t.OutputPath), str(t.CreatedBy)})
+	}{(*plain)(t), str(&t.Type), payload, str(&t.LastError), str(&t.WorkerID), lease, str(&t.OutputPath), str(&t.CreatedBy)})
 }
 
 // priorRevisions is how many earlier revisions a record remembers.

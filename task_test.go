@@ -1762,7 +1762,7 @@ func BenchmarkEncodeDecodeTask(b *testing.B) {
 	task := goldenTask()
 	b.ReportAllocs()
 	for b.Loop() {
-		data, err := json.Marshal(task)
+		data, err := encodeRecord(task) // what Store.commit writes
 		if err != nil {
 			b.Fatal(err)
 		}
