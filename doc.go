@@ -20,6 +20,7 @@
 //	batch-tasks/<id>/input<ext>               the uploaded input
 //	batch-tasks/<id>/output-attempt-<n><ext>  the output of attempt n, never overwritten
 //	batch-tasks/active/<due>_<id>             marker: "this task needs a worker from <due>"
+//	batch-tasks/_keys/<sha256 of key>         the task an idempotency key names (CreateParams.Key)
 //	batch-tasks/_wake, batch-tasks/_reconciler  the latest announcements for idle workers; the fleet's reconciler lease
 //
 // Task IDs are ULIDs whose time field is inverted ((2^48-1) - unix_ms), so
@@ -45,14 +46,24 @@
 //
 // # Setting up
 //
-// The application builds the S3 client; the library never loads credentials
-// or reads the environment:
+// The code snippets from here on are taken from the package's examples,
+// the Example functions shown with [NewStore], [Store.CreateForUpload],
+// [Worker], [HandleJSON] and the other names they illustrate. Each example
+// is a complete program on an in-process S3, and go test runs it and
+// checks what it prints, so the snippets are known to work.
 //
-//	cfg, err := config.LoadDefaultConfig(ctx)
-//	client := s3.NewFromConfig(cfg)
-//	store, err := s3task.NewStore(client, "my-bucket", &s3task.StoreOptions{
-//		InputExt: ".csv", OutputExt: ".csv",
+// The application builds the S3 client, typically s3.NewFromConfig on the
+// configuration it loads with the AWS SDK's config package; the library
+// never loads credentials or reads the environment. A [Store] is made on
+// that client and a bucket, and [Store.CheckBackend], run once at
+// start-up, proves the bucket enforces conditional writes:
+//
+//	store, err := s3task.NewStore(client, bucket, &s3task.StoreOptions{
+//		Prefix: "reports/", InputExt: ".csv", OutputExt: ".csv",
 //	})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
 //	if err := store.CheckBackend(ctx); err != nil {
 //		log.Fatal(err) // the bucket does not enforce conditional writes
 //	}
@@ -65,30 +76,57 @@
 //
 // The application's own HTTP handlers call the Store. Files never pass
 // through the service: uploads and downloads go straight to S3 with
-// presigned URLs.
+// presigned URLs. [Store.CreateForUpload] creates a task and presigns the
+// upload of its input; once the client has uploaded, [Store.Submit] checks
+// the input is there and not too large, and queues the task:
 //
-//	t, up, err := store.CreateForUpload(ctx, s3task.CreateParams{Name: "June import", Type: "csv_import", CreatedBy: user}, 15*time.Minute)
-//	// up.Form is a size-capped POST form for the browser, up.Put a plain PUT URL.
-//	// (PresignUpload and PresignUploadForm sign again for a created task.)
-//	// ... once the upload is done:
-//	t, err = store.Submit(ctx, t.ID) // checks the input is there and not too large, queues the task
-//	page, err := store.List(ctx, s3task.ListOptions{Limit: 50, Cursor: cursor})
-//	t, err = store.Get(ctx, id)
-//	t, err = store.Cancel(ctx, id, "wrong file")
-//	t, err = store.Retry(ctx, id)
-//	url, err := store.PresignDownload(ctx, id, 5*time.Minute) // completed tasks only
+//	task, up, err := store.CreateForUpload(ctx, s3task.CreateParams{
+//		Name: "June import", Type: "csv_import", CreatedBy: "ada",
+//	}, 15*time.Minute)
+//	// up.Form is a size-capped POST form for a browser; up.Put a plain PUT.
+//	// ... once the client says it is done:
+//	task, err = store.Submit(ctx, task.ID)
+//
+// From there the application reads and steers its tasks: [Store.List]
+// pages through them newest first with an opaque cursor, [Store.Get] reads
+// one, [Store.Cancel] abandons one, [Store.Retry] queues a failed one
+// again, [Store.Schedule] moves its start, and [Store.PresignDownload] (or
+// [Store.OpenOutput]) hands out the output of a completed one. A producer
+// that holds the input itself uses [Store.Create] and [Store.UploadInput]
+// instead of the presigned upload ([Store.PresignUpload] and
+// [Store.PresignUploadForm] sign again for a created task).
 //
 // Every ID that comes from outside is validated before it becomes part of an
 // object key ([ErrInvalidID]); nothing like "../x" or "active" can address
 // another object.
 //
+// # Creating a task once
+//
+// A request can arrive twice: a double click, a client that resends after
+// a timeout, an upstream event delivered again. [CreateParams.Key] makes
+// Create idempotent: every Create with the same key returns the task the
+// first one made, for as long as that task exists (until [Store.Purge]
+// removes it). A form's submission token or an upstream event ID makes a
+// good key:
+//
+//	p := s3task.CreateParams{Name: "June import", Type: "csv_import", Key: "upload-form-7f3a9c"}
+//	first, err := store.Create(ctx, p)
+//	// The same request again, say a retry after a timeout:
+//	again, err := store.Create(ctx, p) // again.ID == first.ID
+//
+// The key decides alone: a later call's other parameters are not compared.
+// The key has an object of its own, created with If-None-Match: *, that
+// names its task. A keyed Create costs one PUT more than a plain one; a
+// repeat costs one refused PUT and two GETs, and writes nothing.
+//
 // # The worker side
 //
-// A [Worker] runs a [Handler] for each claimed task. A [Mux] dispatches on
-// the task's type:
+// A [Worker] runs a [Handler] for each task it claims. A [Mux] routes each
+// task to the handler registered for its type (Task.Type); its zero value is
+// ready to use, and a *Mux is itself the Handler to give to [NewWorker]:
 //
-//	mux := s3task.NewMux()
-//	mux.HandleFunc("csv_import", func(ctx context.Context, job *s3task.Job) error {
+//	var mux s3task.Mux // the zero value is ready to use
+//	err := mux.HandleFunc("shout", func(ctx context.Context, job *s3task.Job) error {
 //		in, err := job.OpenInput(ctx)
 //		if err != nil {
 //			return err
@@ -98,14 +136,134 @@
 //		if err != nil {
 //			return err
 //		}
-//		// ... read rows from in, write rows to out, call job.SetProgress now and then.
-//		// Return s3task.Permanent(err) for input that can never succeed.
+//		// ... read from in, write to out, call job.SetProgress now and then;
+//		// on an error, out.Discard() and return it.
 //		return out.Close()
 //	})
-//	w, err := s3task.NewWorker(store, mux, &s3task.WorkerOptions{Concurrency: 2})
-//	go w.Run(ctx) // returns after ctx is done and running tasks are settled
+//	worker, err := s3task.NewWorker(store, &mux, &s3task.WorkerOptions{Concurrency: 2})
+//	go worker.Run(ctx) // returns once stopped and its running tasks are settled
 //	// ... at shutdown, bound the wait:
-//	err = w.Stop(shutdownCtx)
+//	err = worker.Stop(stopCtx)
+//
+// A handler returns nil to complete its task, or an error to fail the
+// attempt (see Failures below). A Submit through the same Store wakes a
+// Worker of the same process at once; other workers notice within
+// WorkerOptions.PollInterval.
+//
+// # Typed payloads
+//
+// A task carries a small JSON payload for its handler. [HandleJSON]
+// registers a handler that gets it decoded into a Go type, and
+// [CreateParams.Args] encodes one. A type with a Validate method (a
+// [Validator]) is checked on both sides: Create refuses invalid arguments
+// with [ErrInvalidArgument], and the handler is not called on an invalid
+// payload:
+//
+//	type resizeParams struct {
+//		Width  int `json:"width"`
+//		Height int `json:"height"`
+//	}
+//
+//	func (a resizeParams) Validate() error { ... } // optional
+//
+//	err := s3task.HandleJSON(&mux, "resize", func(ctx context.Context, job *s3task.Job, args resizeParams) error {
+//		fmt.Printf("resizing %s to %dx%d\n", job.Task.Name, args.Width, args.Height)
+//		return nil
+//	})
+//	// The producer passes the arguments as a value:
+//	task, err := store.Create(ctx, s3task.CreateParams{
+//		Name: "avatar", Type: "resize", Args: resizeParams{Width: 64, Height: 64},
+//	})
+//
+// A payload that does not decode into the type, or is not valid, fails its
+// task permanently with the category [CategoryBadPayload], whatever
+// attempts are left. Decoding is as lenient as encoding/json: fields the
+// type does not know are ignored, so producers may add fields before every
+// worker knows them.
+//
+// # Which worker takes which task
+//
+// A handler that lists the types it serves is a [TypedHandler], and a *Mux
+// is one. A worker whose handler is a TypedHandler claims only those types;
+// a task of any other type stays queued, untouched, until a worker that
+// serves it comes. So in a rolling deploy, tasks of a type the old workers
+// do not know wait for the new ones, and [Stats] counts them by type
+// meanwhile:
+//
+//	var old s3task.Mux
+//	err := old.HandleFunc("resize", resize)  // this worker knows "resize" only
+//	worker, err := s3task.NewWorker(store, &old, nil)
+//	// ... a "watermark" task submitted now waits:
+//	st, err := store.Stats(ctx, s3task.StatsOptions{})
+//	fmt.Println(st.UnfinishedByType) // map[watermark:1]
+//
+// A handler that is not a TypedHandler, such as a [HandlerFunc], is offered
+// every task. A Mux wrapped in such a handler (a middleware that does not
+// pass Types on) fails a task of a type it lacks permanently, with
+// [ErrUnknownTaskType] and the category [CategoryUnknownType].
+//
+// # Failures
+//
+// A handler's error fails the attempt. A plain error is retried after
+// WorkerOptions.Backoff while attempts are left (CreateParams.MaxAttempts,
+// three by default); [Permanent] marks an error no retry can fix, and
+// [RetryAfter] asks for a wait of its own. [WithCategory] labels a failure;
+// the worker records the label in the task's error_category, and
+// [Store.Stats] and the worker's [Hooks] group failures by it. They
+// combine:
+//
+//	return s3task.Permanent(s3task.WithCategory(errors.New("row 2: no email"), "bad_input"))
+//	return s3task.RetryAfter(s3task.WithCategory(errors.New("CRM answered 503"), "upstream"), time.Minute)
+//
+// A failure the handler did not label gets one of the library's
+// categories: [CategoryTransient] for a plain error, [CategoryPermanent]
+// for a Permanent one, [CategoryPanic] for a panic, [CategoryBadPayload]
+// and [CategoryUnknownType] as above, and, for attempts that ended without
+// the handler's word, [CategoryLeaseExpired] (its worker stopped renewing
+// the lease) and [CategoryShutdown] (its worker shut down). A task whose
+// attempts ran out, or that failed permanently, stays failed until an
+// operator calls [Store.Retry].
+//
+// # Running one task now
+//
+// [Worker.RunTask] claims a given task at once and runs the worker's
+// handler on it, synchronously, whether or not Run is running, then
+// returns the record as the attempt left it. It suits work an application
+// wants done on demand, and tests:
+//
+//	worker, err := s3task.NewWorker(store, &mux, nil)
+//	task, err = worker.RunTask(ctx, task.ID) // task.Status is completed, or failed
+//
+// A task that is not due (not yet submitted, scheduled for later, waiting
+// for a retry, running under a live lease, or finished) is refused with a
+// *[TransitionError], and one of a type the handler does not serve with
+// [ErrUnknownTaskType].
+//
+// # Testing your handlers
+//
+// Package [github.com/s3task/s3task/s3tasktest] runs the library in a test,
+// on an in-process S3 that needs no network and no credentials: a Store in
+// one call, a task submitted in one more, and one attempt run
+// synchronously, with the handler's error and the output to check:
+//
+//	func TestCountWords(t *testing.T) {
+//		var mux s3task.Mux
+//		if err := s3task.HandleJSON(&mux, "count", countWords); err != nil {
+//			t.Fatal(err)
+//		}
+//		store := s3tasktest.NewStore(t, nil)
+//		task := s3tasktest.Submit(t, store, s3task.CreateParams{Type: "count", Args: countArgs{Min: 2}}, []byte("to be or not"))
+//		res := s3tasktest.Run(t, store, &mux, task.ID)
+//		if res.Err != nil || string(res.Output) != "4" {
+//			t.Errorf("got error %v, output %q", res.Err, res.Output)
+//		}
+//	}
+//
+// countWords is the handler under test, a func(ctx, *s3task.Job, countArgs)
+// error; the example of s3tasktest.Run, which that package runs as a test,
+// has it whole.
+// s3tasktest.Drain works the whole queue as a worker would, and the S3's
+// Advance moves its clock, so a retry falls due without waiting.
 //
 // # Guarantees, and how they are kept
 //
@@ -191,8 +349,9 @@
 // worker claims it before then. Its marker is named after that time, so it
 // costs nothing while it waits, and a worker that saw it in its last
 // listing lists again when it falls due. Schedule with a zero time runs it
-// now; Cancel works as for any queued task.
-
+// now; Cancel works as for any queued task. See [Store.Schedule] for an
+// example.
+//
 // Bad records. A status.json with a newer schema_version is refused with
 // [ErrUnsupportedSchema] and never rewritten; a corrupt one is reported as a
 // *[RecordError] naming its key. Neither stops a worker or hides other tasks
@@ -228,9 +387,9 @@
 //
 // The records are the truth and everything else can be rebuilt from them:
 //
-//   - [Store.Stats] counts tasks by status, finds the oldest unfinished one
-//     and groups failures by error_category, within a bound on the records it
-//     reads. A queue that looks empty because all went well, because markers
+//   - [Store.Stats] counts tasks by status, counts the unfinished ones by
+//     type, finds the oldest unfinished one and groups failures by
+//     error_category, within a bound on the records it reads. A queue that looks empty because all went well, because markers
 //     were lost, or because failures piled up looks different here.
 //   - [Store.Reconcile] repairs the marker index: it restores the markers of
 //     tasks that need a worker and removes stale ones, changing no record.
@@ -249,12 +408,14 @@
 //     completions, failures (with their category), lost leases, releases,
 //     polls and reconcile runs, enough to feed metrics.
 //
-// A handler labels its failures with [WithCategory]; [Permanent] and
-// [RetryAfter] steer the retries and combine with it.
+// The example of [Store.Reconcile] shows Stats and Reconcile at work on a
+// lost marker.
 //
 // # Requests per call
 //
-// Create: 1 PUT. Get: 1 GET. Submit: GET, HEAD, then PUTs of the marker and
+// Create: 1 PUT; with a Key, 2 PUTs (the key's object, then the record),
+// and a repeat of a key that names a task already: 1 refused PUT and 2
+// GETs. Get: 1 GET. Submit: GET, HEAD, then PUTs of the marker and
 // the record, and a GET and a PUT of the wake object. Cancel: GET, PUT, and a DELETE of the marker
 // of a task that had one (plus a PUT of a marker first for a task never
 // submitted, when the Store has an OnTerminal hook). Retry: GET, HEAD, then

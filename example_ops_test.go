@@ -4,48 +4,26 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3task/s3task"
-	"github.com/s3task/s3task/internal/s3test"
 )
 
 // Stats tells a quiet system from a stuck one; Reconcile repairs the
 // marker index from the records. Here a queued task has lost its marker, so
 // no worker would ever find it, until Reconcile puts it back.
 func ExampleStore_Reconcile() {
-	srv, err := s3test.Start()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer srv.Close()
+	store, fakeS3 := exampleStore(nil)
 	ctx := context.Background()
-	store, err := s3task.NewStore(srv.Client(), srv.Bucket, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
 
-	for _, name := range []string{"first", "second"} {
-		t, err := store.Create(ctx, s3task.CreateParams{Name: name})
-		if err != nil {
-			log.Fatal(err)
-		}
-		if err := store.UploadInput(ctx, t.ID, strings.NewReader("x\n")); err != nil {
-			log.Fatal(err)
-		}
-		queued, err := store.Submit(ctx, t.ID)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if name == "second" { // lose its marker, as a hand-made mistake would
-			key := store.MarkerKey(queued)
-			if _, err := srv.Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(srv.Bucket), Key: &key}); err != nil {
-				log.Fatal(err)
-			}
-		}
+	queueTask(store, s3task.CreateParams{Name: "first"}, "x\n")
+	second := queueTask(store, s3task.CreateParams{Name: "second"}, "x\n")
+	// Lose the second one's marker, as a hand-made mistake would.
+	key := store.MarkerKey(second)
+	if _, err := fakeS3.Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(fakeS3.Bucket), Key: &key}); err != nil {
+		log.Fatal(err)
 	}
 
 	st, err := store.Stats(ctx, s3task.StatsOptions{})

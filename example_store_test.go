@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net/http"
 	"path"
 	"strings"
 	"time"
@@ -13,42 +14,105 @@ import (
 	"github.com/s3task/s3task/internal/s3test"
 )
 
-// A store is built on an S3 client the caller configures; NewStore checks the
-// options and names any field it refuses.
+// A store is built on an S3 client the application configures. NewStore
+// checks the options and names any field it refuses; CheckBackend, run once
+// at start-up, proves the bucket enforces conditional writes.
 func ExampleNewStore() {
-	srv, err := s3test.Start()
+	_, fakeS3 := exampleStore(nil) // stands in for the application's S3
+	ctx := context.Background()
+	client, bucket := fakeS3.Client(), fakeS3.Bucket
+
+	store, err := s3task.NewStore(client, bucket, &s3task.StoreOptions{
+		Prefix: "reports/", InputExt: ".csv", OutputExt: ".csv",
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer srv.Close()
-
-	store, err := s3task.NewStore(srv.Client(), srv.Bucket, &s3task.StoreOptions{Prefix: "reports/", InputExt: ".csv"})
-	if err != nil {
-		log.Fatal(err)
+	if err := store.CheckBackend(ctx); err != nil {
+		log.Fatal(err) // the bucket does not enforce conditional writes
 	}
 	fmt.Println("tasks live under", store.Prefix())
 
-	_, err = s3task.NewStore(srv.Client(), srv.Bucket, &s3task.StoreOptions{Prefix: "reports"})
+	_, err = s3task.NewStore(client, bucket, &s3task.StoreOptions{Prefix: "reports"})
 	fmt.Println("invalid options:", errors.Is(err, s3task.ErrInvalidOptions))
 	// Output:
 	// tasks live under reports/
 	// invalid options: true
 }
 
+// CheckBackend refuses a store that ignores If-None-Match and If-Match:
+// workers sharing it could both claim one task.
+func ExampleStore_CheckBackend() {
+	_, fakeS3 := exampleStore(nil)
+	ctx := context.Background()
+
+	// A client whose requests lose their conditional headers on the way,
+	// as they would on a store that does not support them.
+	lax, err := s3task.NewStore(fakeS3.Client(s3test.StripConditionalHeaders), fakeS3.Bucket, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = lax.CheckBackend(ctx)
+	fmt.Println("refused:", errors.Is(err, s3task.ErrConditionalWritesUnsupported))
+	// Output:
+	// refused: true
+}
+
+// The control side: a task is created with presigned uploads, the client
+// sends its file straight to S3, and Submit checks the input and queues the
+// task. The file never passes through the application.
+func ExampleStore_CreateForUpload() {
+	store, fakeS3 := exampleStore(&s3task.StoreOptions{InputExt: ".csv"})
+	ctx := context.Background()
+
+	task, up, err := store.CreateForUpload(ctx, s3task.CreateParams{
+		Name: "June import", Type: "csv_import", CreatedBy: "ada",
+	}, 15*time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// up.Form is a size-capped POST form for a browser; up.Put a plain PUT.
+	fmt.Println(task.Status, "with", up.Put.Method, "and a form capped at", up.Form.MaxSize>>20, "MiB")
+
+	// What the client does with up.Put (here through the in-process S3's
+	// transport; a browser or curl would use the URL as it is).
+	req, err := http.NewRequest(up.Put.Method, up.Put.URL, strings.NewReader("name,email\nAda,ada@example.com\n"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for k, v := range up.Put.Header {
+		req.Header[k] = v
+	}
+	resp, err := (&http.Client{Transport: fakeS3.Transport()}).Do(req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp.Body.Close()
+	fmt.Println("upload:", resp.Status)
+
+	// Once the client says it is done:
+	task, err = store.Submit(ctx, task.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(task.Status, "with", task.InputSize, "bytes of input")
+
+	// The same upload a second time is refused: an input is written once.
+	_, err = store.PresignUpload(ctx, task.ID, time.Minute)
+	fmt.Println("presign after submit:", errors.Is(err, s3task.ErrInvalidTransition))
+	// Output:
+	// created with PUT and a form capped at 100 MiB
+	// upload: 200 OK
+	// queued with 31 bytes of input
+	// presign after submit: true
+}
+
 // A producer next to the service creates a task, uploads its input and
 // submits it; a worker picks it up from there.
 func ExampleStore_Submit() {
-	srv, err := s3test.Start()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer srv.Close()
+	store, _ := exampleStore(&s3task.StoreOptions{InputExt: ".csv"})
 	ctx := context.Background()
 
-	store, err := s3task.NewStore(srv.Client(), srv.Bucket, &s3task.StoreOptions{InputExt: ".csv"})
-	if err != nil {
-		log.Fatal(err)
-	}
 	task, err := store.Create(ctx, s3task.CreateParams{Name: "March invoices", Type: "invoices.import"})
 	if err != nil {
 		log.Fatal(err)
@@ -80,37 +144,64 @@ func ExampleStore_Submit() {
 	// again: queued <nil> true
 }
 
+// With CreateParams.Key, creating a task is idempotent: every Create with
+// the same key returns the task the first one made, for as long as that
+// task exists. A form's submission token or an upstream event ID makes a
+// good key: a double click or a resent request then makes one task.
+func ExampleStore_Create_idempotent() {
+	store, _ := exampleStore(nil)
+	ctx := context.Background()
+
+	p := s3task.CreateParams{Name: "June import", Type: "csv_import", Key: "upload-form-7f3a9c"}
+	first, err := store.Create(ctx, p)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The same request again, say a retry after a timeout:
+	again, err := store.Create(ctx, p)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("same task:", again.ID == first.ID, "key:", again.IdempotencyKey)
+
+	// A later call's other parameters are not compared: the key decides.
+	p.Name = "renamed"
+	again, err = store.Create(ctx, p)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("name:", again.Name)
+
+	// Another key, another task.
+	p.Key = "upload-form-b21e04"
+	other, err := store.Create(ctx, p)
+	if err != nil {
+		log.Fatal(err)
+	}
+	page, err := store.List(ctx, s3task.ListOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("new task:", other.ID != first.ID, "tasks in the bucket:", len(page.Tasks))
+	// Output:
+	// same task: true key: upload-form-7f3a9c
+	// name: June import
+	// new task: true tasks in the bucket: 2
+}
+
 // A task can wait for a time before any worker starts it: created with
 // RunAt, or moved with Schedule while it is queued. Its marker is named
 // after that time, so workers do not look at it before.
 func ExampleStore_Schedule() {
-	srv, err := s3test.Start()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer srv.Close()
+	store, _ := exampleStore(nil)
 	ctx := context.Background()
 
-	store, err := s3task.NewStore(srv.Client(), srv.Bucket, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
 	tonight := time.Now().Add(6 * time.Hour)
-	task, err := store.Create(ctx, s3task.CreateParams{Name: "nightly export", RunAt: tonight})
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := store.UploadInput(ctx, task.ID, strings.NewReader("x\n")); err != nil {
-		log.Fatal(err)
-	}
-	task, err = store.Submit(ctx, task.ID)
-	if err != nil {
-		log.Fatal(err)
-	}
+	task := queueTask(store, s3task.CreateParams{Name: "nightly export", RunAt: tonight}, "x\n")
 	fmt.Println(task.Status, "and scheduled:", task.Scheduled(time.Now()), "due at RunAt:", task.DueAt.Equal(task.RunAt))
 
 	// The operator wants it now after all.
-	task, err = store.Schedule(ctx, task.ID, time.Time{})
+	task, err := store.Schedule(ctx, task.ID, time.Time{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -132,17 +223,8 @@ func ExampleStore_Schedule() {
 // List pages through the tasks, newest first; pass NextCursor back to
 // continue.
 func ExampleStore_List() {
-	srv, err := s3test.Start()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer srv.Close()
+	store, _ := exampleStore(nil)
 	ctx := context.Background()
-
-	store, err := s3task.NewStore(srv.Client(), srv.Bucket, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
 	for _, name := range []string{"alpha", "bravo", "charlie"} {
 		if _, err := store.Create(ctx, s3task.CreateParams{Name: name}); err != nil {
 			log.Fatal(err)
@@ -177,17 +259,9 @@ func ExampleStore_List() {
 
 // Cancel abandons a task for good; cancelling it again changes nothing.
 func ExampleStore_Cancel() {
-	srv, err := s3test.Start()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer srv.Close()
+	store, _ := exampleStore(nil)
 	ctx := context.Background()
 
-	store, err := s3task.NewStore(srv.Client(), srv.Bucket, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
 	task, err := store.Create(ctx, s3task.CreateParams{Name: "nightly export"})
 	if err != nil {
 		log.Fatal(err)
@@ -212,35 +286,4 @@ func ExampleStore_Cancel() {
 	// cancelable: false terminal: true
 	// again: abandoned true <nil>
 	// submit after cancel refused: true
-}
-
-// CheckBackend proves, once at start-up, that the bucket refuses conflicting
-// conditional writes. A store that ignores If-None-Match and If-Match is
-// refused.
-func ExampleStore_CheckBackend() {
-	srv, err := s3test.Start()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer srv.Close()
-	ctx := context.Background()
-
-	store, err := s3task.NewStore(srv.Client(), srv.Bucket, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := store.CheckBackend(ctx); err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println("conditional writes are enforced")
-
-	lax, err := s3task.NewStore(srv.Client(s3test.StripConditionalHeaders), srv.Bucket, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	err = lax.CheckBackend(ctx)
-	fmt.Println("lax store refused:", errors.Is(err, s3task.ErrConditionalWritesUnsupported))
-	// Output:
-	// conditional writes are enforced
-	// lax store refused: true
 }

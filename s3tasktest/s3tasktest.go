@@ -7,14 +7,32 @@
 // [Submit] creates a task with its input and queues it. [Run] runs a
 // handler on one given task, synchronously, and returns what the attempt
 // left: the record, the handler's error, the output. [Drain] works the
-// queue until nothing is due, as a worker would, inside the test.
+// queue until nothing is due, as a worker would, inside the test. A test
+// of a handler registered with [s3task.HandleJSON] reads:
 //
-//	func TestImport(t *testing.T) {
+//	func TestCountWords(t *testing.T) {
+//		var mux s3task.Mux
+//		if err := s3task.HandleJSON(&mux, "count", countWords); err != nil {
+//			t.Fatal(err)
+//		}
 //		store := s3tasktest.NewStore(t, nil)
-//		task := s3tasktest.Submit(t, store, s3task.CreateParams{Type: "import"}, []byte("a,b\n"))
-//		res := s3tasktest.Run(t, store, myHandler, task.ID)
-//		if res.Err != nil || string(res.Output) != "..." { ... }
+//		task := s3tasktest.Submit(t, store, s3task.CreateParams{Type: "count", Args: countArgs{Min: 2}}, []byte("to be or not"))
+//		res := s3tasktest.Run(t, store, &mux, task.ID)
+//		if res.Err != nil || res.Task.Status != s3task.StatusCompleted || string(res.Output) != "4" {
+//			t.Errorf("got error %v, status %s, output %q", res.Err, res.Task.Status, res.Output)
+//		}
 //	}
+//
+// A test need not wait for time to pass: [S3.Advance] moves the server's
+// clock ahead, and the Stores follow it, so a retry, a scheduled start or
+// a lease's end falls due at once; drain again to run what fell due. [NewS3] gives
+// the S3 itself, for Stores that share a bucket ([S3.NewStore]), for
+// reading objects without a request ([S3.Object], [S3.Keys]) and for
+// clients that fail, delay or count requests ([S3.Client],
+// [RoundTripFunc]).
+//
+// The examples of [Run] and [Drain] are whole test bodies, with t the
+// test's; the package's own tests run them.
 //
 // The in-memory S3 runs inside a testing/synctest bubble too, where hours of
 // retries and leases pass in moments of virtual time.
