@@ -22,13 +22,7 @@
 //     workers that copy before either deletes both believe they won.
 package baseline
 
-import (
-	"context"
-	"errors"
-
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/smithy-go"
-)
+import "context"
 
 // Queue is the interface every design offers the benchmark. A Queue value
 // belongs to one producer or one worker (it holds that machine's S3 client);
@@ -43,39 +37,4 @@ type Queue interface {
 	Pop(ctx context.Context) (string, error)
 	// Done tells the queue the worker finished the task.
 	Done(ctx context.Context, id string) error
-}
-
-// errorCode returns the S3 error code of err, if any.
-func errorCode(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorCode()
-	}
-	return ""
-}
-
-// httpStatus returns the HTTP status of a failed S3 call, or 0.
-func httpStatus(err error) int {
-	var re *awshttp.ResponseError
-	if errors.As(err, &re) {
-		return re.HTTPStatusCode()
-	}
-	return 0
-}
-
-// isMissing reports whether err says the key does not exist.
-func isMissing(err error) bool {
-	c := errorCode(err)
-	return c == "NoSuchKey" || c == "NotFound" || (c != "NoSuchBucket" && httpStatus(err) == 404)
-}
-
-// isConflict reports whether a conditional write was refused because the
-// object changed (412), or a concurrent conditional write was in flight (409).
-func isConflict(err error) bool {
-	switch errorCode(err) {
-	case "PreconditionFailed", "ConditionalRequestConflict":
-		return true
-	}
-	s := httpStatus(err)
-	return s == 412 || s == 409
 }

@@ -1,7 +1,6 @@
 package baseline
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -10,75 +9,56 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3task/s3task/internal/s3test"
 )
 
-// gate holds back the first request that matches, so a test can let other
-// clients act in between, as a slow network would.
-type gate struct {
-	match   func(*http.Request) bool
-	once    sync.Once
-	reached chan struct{} // closed when the held request arrives
-	release chan struct{} // close to let it through
-}
-
-func newGate(method, keySuffix string) *gate {
-	return &gate{
-		match: func(r *http.Request) bool {
-			return r.Method == method && strings.HasSuffix(r.URL.Path, keySuffix) && r.Header.Get("X-Amz-Copy-Source") == ""
-		},
-		reached: make(chan struct{}),
-		release: make(chan struct{}),
-	}
-}
-
-func (g *gate) wrap(next http.RoundTripper) http.RoundTripper {
-	return roundTrip(func(r *http.Request) (*http.Response, error) {
-		if g.match(r) {
-			held := false
-			g.once.Do(func() { held = true })
-			if held {
-				close(g.reached)
-				select {
-				case <-g.release:
-				case <-r.Context().Done():
-					return nil, r.Context().Err()
-				}
-			}
-		}
-		return next.RoundTrip(r)
+// hold holds back the first request with method to a key ending in
+// keySuffix, other than a copy, until released.
+func hold(t *testing.T, method, keySuffix string) *s3test.Hold {
+	return s3test.NewHold(t, func(r *http.Request) bool {
+		return r.Method == method && strings.HasSuffix(r.URL.Path, keySuffix) && r.Header.Get("X-Amz-Copy-Source") == ""
 	})
 }
 
-type roundTrip func(*http.Request) (*http.Response, error)
-
-func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// wait waits for ch with a generous deadline, never a sleep.
-func wait(t *testing.T, ch <-chan struct{}, what string) {
+// popWhileHeld has worker a pop while g holds the request named by what:
+// once that request is held it runs meanwhile, then lets the request go on,
+// and returns what a's Pop returned. It waits for a signal, never a sleep.
+func popWhileHeld(t *testing.T, a Queue, g *s3test.Hold, what string, meanwhile func()) (string, error) {
 	t.Helper()
+	type result struct {
+		id  string
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		id, err := a.Pop(t.Context())
+		res <- result{id, err}
+	}()
 	select {
-	case <-ch:
+	case <-g.Arrived():
 	case <-time.After(10 * time.Second):
 		t.Fatalf("timed out waiting for %s", what)
 	}
+	meanwhile()
+	g.Release()
+	select {
+	case r := <-res:
+		return r.id, r.err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("worker A never returned after %s", what)
+		panic("unreachable")
+	}
 }
 
-type result struct {
-	id  string
-	err error
-}
-
-func popAsync(ctx context.Context, q Queue) <-chan result {
-	ch := make(chan result, 1)
-	go func() {
-		id, err := q.Pop(ctx)
-		ch <- result{id, err}
-	}()
-	return ch
+// popsT1 is a meanwhile for popWhileHeld: worker b pops t1.
+func popsT1(t *testing.T, b Queue) func() {
+	return func() {
+		if id, err := b.Pop(t.Context()); err != nil || id != "t1" {
+			t.Fatalf("worker B popped %q, %v; want t1", id, err)
+		}
+	}
 }
 
 func pending(t *testing.T, q *SharedQueue) []string {
@@ -90,15 +70,13 @@ func pending(t *testing.T, q *SharedQueue) []string {
 	return f.Pending
 }
 
-// setupShared returns an initialised shared queue holding ids, and a
-// function that makes another client's view of the same queue.
-func setupShared(t *testing.T, conditional bool, ids ...string) (*SharedQueue, func(wrap ...func(http.RoundTripper) http.RoundTripper) *SharedQueue) {
+// setup returns a queue made by mk on a new server, initialised and
+// holding ids, and a function that makes another client's view of it.
+func setup[Q Queue](t *testing.T, mk func(c *s3.Client, bucket string) Q, ids ...string) (Q, func(wrap ...func(http.RoundTripper) http.RoundTripper) Q) {
 	t.Helper()
 	srv := s3test.New(t)
-	mk := func(wrap ...func(http.RoundTripper) http.RoundTripper) *SharedQueue {
-		return &SharedQueue{Client: srv.Client(wrap...), Bucket: srv.Bucket, Key: "baseline/queue.json", Conditional: conditional}
-	}
-	q := mk()
+	view := func(wrap ...func(http.RoundTripper) http.RoundTripper) Q { return mk(srv.Client(wrap...), srv.Bucket) }
+	q := view()
 	if err := q.Init(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +85,15 @@ func setupShared(t *testing.T, conditional bool, ids ...string) (*SharedQueue, f
 			t.Fatal(err)
 		}
 	}
-	return q, mk
+	return q, view
+}
+
+// setupShared is setup for a shared queue.
+func setupShared(t *testing.T, conditional bool, ids ...string) (*SharedQueue, func(wrap ...func(http.RoundTripper) http.RoundTripper) *SharedQueue) {
+	t.Helper()
+	return setup(t, func(c *s3.Client, bucket string) *SharedQueue {
+		return &SharedQueue{Client: c, Bucket: bucket, Key: "baseline/queue.json", Conditional: conditional}
+	}, ids...)
 }
 
 // TestSharedQueueTwoWorkers lets worker A read the queue, then worker B pop
@@ -127,24 +113,10 @@ func TestSharedQueueTwoWorkers(t *testing.T) {
 		t.Run(fmt.Sprintf("conditional=%v", tc.conditional), func(t *testing.T) {
 			t.Parallel()
 			q, mk := setupShared(t, tc.conditional, "t1", "t2", "t3")
-			g := newGate(http.MethodPut, "/queue.json")
-			a, b := mk(g.wrap), mk()
-
-			resA := popAsync(t.Context(), a)
-			wait(t, g.reached, "worker A's write")
-			idB, err := b.Pop(t.Context())
-			if err != nil || idB != "t1" {
-				t.Fatalf("worker B popped %q, %v; want t1", idB, err)
-			}
-			close(g.release)
-			var rA result
-			select {
-			case rA = <-resA:
-			case <-time.After(10 * time.Second):
-				t.Fatal("worker A never returned")
-			}
-			if rA.err != nil || rA.id != tc.wantA {
-				t.Errorf("worker A popped %q, %v; want %q", rA.id, rA.err, tc.wantA)
+			g := hold(t, http.MethodPut, "/queue.json")
+			idA, err := popWhileHeld(t, mk(g.Wrap), g, "worker A's write", popsT1(t, mk()))
+			if err != nil || idA != tc.wantA {
+				t.Errorf("worker A popped %q, %v; want %q", idA, err, tc.wantA)
 			}
 			if got := pending(t, q); !slices.Equal(got, tc.wantLeft) {
 				t.Errorf("queue holds %v, want %v", got, tc.wantLeft)
@@ -168,18 +140,15 @@ func TestSharedQueueLostPush(t *testing.T) {
 		t.Run(fmt.Sprintf("conditional=%v", tc.conditional), func(t *testing.T) {
 			t.Parallel()
 			q, mk := setupShared(t, tc.conditional, "t1")
-			g := newGate(http.MethodPut, "/queue.json")
-			worker, producer := mk(g.wrap), mk()
-
-			res := popAsync(t.Context(), worker)
-			wait(t, g.reached, "the worker's write")
-			if err := producer.Push(t.Context(), "t9"); err != nil {
-				t.Fatal(err)
-			}
-			close(g.release)
-			r := <-res
-			if r.err != nil || r.id != "t1" {
-				t.Fatalf("worker popped %q, %v; want t1", r.id, r.err)
+			g := hold(t, http.MethodPut, "/queue.json")
+			producer := mk()
+			id, err := popWhileHeld(t, mk(g.Wrap), g, "the worker's write", func() {
+				if err := producer.Push(t.Context(), "t9"); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if err != nil || id != "t1" {
+				t.Fatalf("worker popped %q, %v; want t1", id, err)
 			}
 			if got := pending(t, q); !slices.Equal(got, tc.wantLeft) {
 				t.Errorf("queue holds %v, want %v", got, tc.wantLeft)
@@ -263,34 +232,24 @@ func TestSharedQueueConditionalConcurrent(t *testing.T) {
 	}
 }
 
+// setupRename is setup for a rename queue.
 func setupRename(t *testing.T, ids ...string) (*RenameQueue, func(wrap ...func(http.RoundTripper) http.RoundTripper) *RenameQueue) {
 	t.Helper()
-	srv := s3test.New(t)
-	mk := func(wrap ...func(http.RoundTripper) http.RoundTripper) *RenameQueue {
-		return &RenameQueue{Client: srv.Client(wrap...), Bucket: srv.Bucket, Prefix: "baseline/rename/"}
-	}
-	q := mk()
-	if err := q.Init(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range ids {
-		if err := q.Push(t.Context(), id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return q, mk
+	return setup(t, func(c *s3.Client, bucket string) *RenameQueue {
+		return &RenameQueue{Client: c, Bucket: bucket, Prefix: "baseline/rename/"}
+	}, ids...)
 }
 
+// keys lists the IDs in folder of q.
 func keys(t *testing.T, q *RenameQueue, folder string) []string {
 	t.Helper()
 	dir := q.Prefix + folder
-	out, err := q.Client.ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{Bucket: &q.Bucket, Prefix: &dir})
+	ks, err := s3test.Objects{Client: q.Client, Bucket: q.Bucket}.Keys(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ks []string
-	for _, o := range out.Contents {
-		ks = append(ks, strings.TrimPrefix(aws.ToString(o.Key), dir))
+	for i := range ks {
+		ks[i] = strings.TrimPrefix(ks[i], dir)
 	}
 	return ks
 }
@@ -329,19 +288,10 @@ func TestRenameQueueSequential(t *testing.T) {
 func TestRenameQueueBothWin(t *testing.T) {
 	t.Parallel()
 	q, mk := setupRename(t, "t1")
-	g := newGate(http.MethodDelete, "/pending/t1")
-	a, b := mk(g.wrap), mk()
-
-	resA := popAsync(t.Context(), a)
-	wait(t, g.reached, "worker A's delete")
-	idB, err := b.Pop(t.Context())
-	if err != nil || idB != "t1" {
-		t.Fatalf("worker B popped %q, %v; want t1", idB, err)
-	}
-	close(g.release)
-	rA := <-resA
-	if rA.err != nil || rA.id != "t1" {
-		t.Fatalf("worker A popped %q, %v; want t1 (the duplicate this design allows)", rA.id, rA.err)
+	g := hold(t, http.MethodDelete, "/pending/t1")
+	idA, err := popWhileHeld(t, mk(g.Wrap), g, "worker A's delete", popsT1(t, mk()))
+	if err != nil || idA != "t1" {
+		t.Fatalf("worker A popped %q, %v; want t1 (the duplicate this design allows)", idA, err)
 	}
 	if ks := keys(t, q, "pending/"); len(ks) != 0 {
 		t.Errorf("pending holds %v", ks)
@@ -353,18 +303,11 @@ func TestRenameQueueBothWin(t *testing.T) {
 func TestRenameQueueLoserMovesOn(t *testing.T) {
 	t.Parallel()
 	_, mk := setupRename(t, "t1", "t2")
-	g := newGate(http.MethodPut, "/processing/t1")
-	g.match = func(r *http.Request) bool {
+	g := s3test.NewHold(t, func(r *http.Request) bool { // the copy into processing/
 		return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/processing/t1")
-	}
-	a, b := mk(g.wrap), mk()
-	resA := popAsync(t.Context(), a) // lists t1, t2; its copy of t1 is held
-	wait(t, g.reached, "worker A's copy")
-	if id, err := b.Pop(t.Context()); err != nil || id != "t1" {
-		t.Fatalf("worker B popped %q, %v; want t1", id, err)
-	}
-	close(g.release)
-	if r := <-resA; r.err != nil || r.id != "t2" {
-		t.Errorf("worker A popped %q, %v; want t2", r.id, r.err)
+	})
+	// A lists t1 and t2; its copy of t1 is held while B takes t1.
+	if id, err := popWhileHeld(t, mk(g.Wrap), g, "worker A's copy", popsT1(t, mk())); err != nil || id != "t2" {
+		t.Errorf("worker A popped %q, %v; want t2", id, err)
 	}
 }

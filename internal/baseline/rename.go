@@ -7,6 +7,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/s3task/s3task/internal/s3test"
+	"github.com/s3task/s3task/internal/s3x"
 )
 
 // RenameQueue keeps one empty object per pending task under Prefix+"pending/"
@@ -23,6 +26,10 @@ type RenameQueue struct {
 
 var _ Queue = (*RenameQueue)(nil)
 
+func (q *RenameQueue) objects() s3test.Objects {
+	return s3test.Objects{Client: q.Client, Bucket: q.Bucket}
+}
+
 func (q *RenameQueue) pending(id string) string    { return q.Prefix + "pending/" + id }
 func (q *RenameQueue) processing(id string) string { return q.Prefix + "processing/" + id }
 
@@ -32,10 +39,7 @@ func (q *RenameQueue) Init(context.Context) error { return nil }
 // Push writes the task's pending object. Requests: one PUT.
 func (q *RenameQueue) Push(ctx context.Context, id string) error {
 	key := q.pending(id)
-	_, err := q.Client.PutObject(ctx, &s3.PutObjectInput{
-		Bucket: &q.Bucket, Key: &key, Body: strings.NewReader(""), ContentLength: aws.Int64(0),
-	})
-	if err != nil {
+	if _, err := q.objects().Put(ctx, key, nil); err != nil {
 		return fmt.Errorf("baseline: push %s: %w", key, err)
 	}
 	return nil
@@ -56,13 +60,13 @@ func (q *RenameQueue) Pop(ctx context.Context) (string, error) {
 		_, err := q.Client.CopyObject(ctx, &s3.CopyObjectInput{
 			Bucket: &q.Bucket, Key: &dst, CopySource: aws.String(q.Bucket + "/" + src), // keys here need no escaping
 		})
-		if isMissing(err) {
+		if s3x.NotFound(err) {
 			continue // another worker renamed it first
 		}
 		if err != nil {
 			return "", fmt.Errorf("baseline: copy %s: %w", src, err)
 		}
-		if _, err := q.Client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &q.Bucket, Key: &src}); err != nil {
+		if err := q.objects().Delete(ctx, src); err != nil {
 			return "", fmt.Errorf("baseline: delete %s: %w", src, err)
 		}
 		return id, nil
@@ -73,7 +77,7 @@ func (q *RenameQueue) Pop(ctx context.Context) (string, error) {
 // Done deletes the task's processing object. Requests: one DELETE.
 func (q *RenameQueue) Done(ctx context.Context, id string) error {
 	key := q.processing(id)
-	if _, err := q.Client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &q.Bucket, Key: &key}); err != nil {
+	if err := q.objects().Delete(ctx, key); err != nil {
 		return fmt.Errorf("baseline: done %s: %w", key, err)
 	}
 	return nil

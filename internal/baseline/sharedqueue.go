@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/s3task/s3task/internal/s3test"
+	"github.com/s3task/s3task/internal/s3x"
 )
 
 // SharedQueue keeps every pending task ID in one JSON object that producers
@@ -39,15 +41,10 @@ func (q *SharedQueue) Init(ctx context.Context) error {
 
 // read returns the queue and its ETag. A missing object is an empty queue.
 func (q *SharedQueue) read(ctx context.Context) (queueFile, string, error) {
-	out, err := q.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: &q.Bucket, Key: &q.Key})
-	if err != nil {
-		if isMissing(err) {
-			return queueFile{}, "", nil
-		}
-		return queueFile{}, "", fmt.Errorf("baseline: read %s: %w", q.Key, err)
+	data, etag, err := s3test.Objects{Client: q.Client, Bucket: q.Bucket}.Get(ctx, q.Key)
+	if s3x.NotFound(err) {
+		return queueFile{}, "", nil
 	}
-	defer out.Body.Close()
-	data, err := io.ReadAll(out.Body)
 	if err != nil {
 		return queueFile{}, "", fmt.Errorf("baseline: read %s: %w", q.Key, err)
 	}
@@ -55,7 +52,7 @@ func (q *SharedQueue) read(ctx context.Context) (queueFile, string, error) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return queueFile{}, "", fmt.Errorf("baseline: decode %s: %w", q.Key, err)
 	}
-	return f, aws.ToString(out.ETag), nil
+	return f, etag, nil
 }
 
 // write stores f. In conditional mode it needs the ETag read with it: an
@@ -97,7 +94,7 @@ func (q *SharedQueue) update(ctx context.Context, change func(*queueFile) bool) 
 		if err == nil {
 			return nil
 		}
-		if !q.Conditional || !isConflict(err) {
+		if !q.Conditional || !s3x.Lost(err) {
 			return fmt.Errorf("baseline: write %s: %w", q.Key, err)
 		}
 		if ctx.Err() != nil {

@@ -1,22 +1,17 @@
 package conformance
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
 	"github.com/s3task/s3task"
 	"github.com/s3task/s3task/internal/s3test"
 	"github.com/s3task/s3task/internal/s3x"
+	"github.com/s3task/s3task/s3tasktest"
 )
 
 // harness is what one test of the suite works with: its target, a producer
@@ -25,7 +20,7 @@ type harness struct {
 	t     *testing.T
 	ctx   context.Context
 	tg    *Target
-	raw   *s3.Client
+	raw   s3test.Objects
 	store *s3task.Store
 }
 
@@ -34,7 +29,7 @@ func open(t *testing.T, b Backend, opts *s3task.StoreOptions) *harness {
 	t.Helper()
 	t.Parallel()
 	tg := b.Open(t)
-	h := &harness{t: t, ctx: t.Context(), tg: tg, raw: tg.Client()}
+	h := &harness{t: t, ctx: t.Context(), tg: tg, raw: s3test.Objects{Client: tg.Client(), Bucket: tg.Bucket}}
 	h.store = h.newStore(opts)
 	return h
 }
@@ -67,18 +62,7 @@ func (h *harness) newStore(opts *s3task.StoreOptions, wrap ...func(http.RoundTri
 // submit creates a task, uploads input and submits it.
 func (h *harness) submit(p s3task.CreateParams, input string) *s3task.Task {
 	h.t.Helper()
-	task, err := h.store.Create(h.ctx, p)
-	if err != nil {
-		h.t.Fatalf("Create: %v", err)
-	}
-	if err := h.store.UploadInput(h.ctx, task.ID, strings.NewReader(input)); err != nil {
-		h.t.Fatalf("UploadInput(%s): %v", task.ID, err)
-	}
-	got, err := h.store.Submit(h.ctx, task.ID)
-	if err != nil {
-		h.t.Fatalf("Submit(%s): %v", task.ID, err)
-	}
-	return got
+	return s3tasktest.Submit(h.t, h.store, p, []byte(input))
 }
 
 func (h *harness) get(id string) *s3task.Task {
@@ -91,7 +75,7 @@ func (h *harness) get(id string) *s3task.Task {
 }
 
 func (h *harness) markerKey(id string) string {
-	return s3test.Marker(h.ctx, h.raw, h.tg.Bucket, h.store.Prefix(), id)
+	return s3test.Marker(h.ctx, h.raw.Client, h.raw.Bucket, h.store.Prefix(), id)
 }
 func (h *harness) recordKey(id string) string { return h.store.Prefix() + id + "/status.json" }
 
@@ -116,17 +100,12 @@ func (h *harness) inputKey(id string) string {
 // object returns the bytes at key, or ok=false if there is none.
 func (h *harness) object(key string) (body []byte, ok bool) {
 	h.t.Helper()
-	out, err := h.raw.GetObject(h.ctx, &s3.GetObjectInput{Bucket: &h.tg.Bucket, Key: &key})
-	if err != nil {
-		if s3x.NotFound(err) {
-			return nil, false
-		}
-		h.t.Fatalf("GetObject(%s): %v", key, err)
+	body, _, err := h.raw.Get(h.ctx, key)
+	if s3x.NotFound(err) {
+		return nil, false
 	}
-	defer out.Body.Close()
-	body, err = io.ReadAll(out.Body)
 	if err != nil {
-		h.t.Fatalf("read %s: %v", key, err)
+		h.t.Fatalf("GetObject(%s): %v", key, err)
 	}
 	return body, true
 }
@@ -134,13 +113,11 @@ func (h *harness) object(key string) (body []byte, ok bool) {
 // put writes an object directly and returns its ETag.
 func (h *harness) put(key string, body []byte) string {
 	h.t.Helper()
-	out, err := h.raw.PutObject(h.ctx, &s3.PutObjectInput{
-		Bucket: &h.tg.Bucket, Key: &key, Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
-	})
+	etag, err := h.raw.Put(h.ctx, key, body)
 	if err != nil {
 		h.t.Fatalf("PutObject(%s): %v", key, err)
 	}
-	return aws.ToString(out.ETag)
+	return etag
 }
 
 func (h *harness) hasMarker(id string) bool {
@@ -152,12 +129,7 @@ func (h *harness) hasMarker(id string) bool {
 // output reads a completed task's output through Store.OpenOutput.
 func (h *harness) output(id string) string {
 	h.t.Helper()
-	r, err := h.store.OpenOutput(h.ctx, id)
-	if err != nil {
-		h.t.Fatalf("OpenOutput(%s): %v", id, err)
-	}
-	defer r.Close()
-	b, err := io.ReadAll(r)
+	b, err := s3test.ReadAll(h.store.OpenOutput(h.ctx, id))
 	if err != nil {
 		h.t.Fatalf("read output of %s: %v", id, err)
 	}
@@ -333,47 +305,6 @@ func (g *gate) wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// roundTrip adapts a function to an http.RoundTripper.
-type roundTrip func(*http.Request) (*http.Response, error)
-
-func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// isRecordPut reports whether req writes a task record.
-func isRecordPut(req *http.Request) bool {
-	return req.Method == http.MethodPut && strings.HasSuffix(req.URL.Path, "/status.json")
-}
-
-// statusRecorder is a transport wrapper that keeps the real status code of
-// every record PUT that reaches the server.
-type statusRecorder struct {
-	mu    sync.Mutex
-	codes []int
-}
-
-func (r *statusRecorder) wrap(next http.RoundTripper) http.RoundTripper {
-	return roundTrip(func(req *http.Request) (*http.Response, error) {
-		resp, err := next.RoundTrip(req)
-		if err == nil && isRecordPut(req) {
-			r.mu.Lock()
-			r.codes = append(r.codes, resp.StatusCode)
-			r.mu.Unlock()
-		}
-		return resp, err
-	})
-}
-
-func (r *statusRecorder) count(code int) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, c := range r.codes {
-		if c == code {
-			n++
-		}
-	}
-	return n
 }
 
 // wantLost fails the test unless err is how S3 refuses a conditional write

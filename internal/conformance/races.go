@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/internal/s3test"
 	"github.com/s3task/s3task/internal/s3x"
 )
 
@@ -195,7 +196,7 @@ func testStaleWriter(t *testing.T, b Backend) {
 // its read and its write reports ErrNotFound and creates nothing.
 func testIfMatchOnMissingKey(t *testing.T, b Backend) {
 	h := open(t, b, nil)
-	_, err := putBody(h.ctx, h.raw, h.tg.Bucket, "missing/key", "x", nil, aws.String(`"0123456789abcdef0123456789abcdef"`))
+	_, err := putBody(h.ctx, h.raw.Client, h.tg.Bucket, "missing/key", "x", nil, aws.String(`"0123456789abcdef0123456789abcdef"`))
 	t.Logf("%s answers If-Match on a missing key with %s", h.tg.Backend, wantLost(t, err, "If-Match on a missing key"))
 	if _, ok := h.object("missing/key"); ok {
 		t.Errorf("If-Match on a missing key created it")
@@ -204,11 +205,11 @@ func testIfMatchOnMissingKey(t *testing.T, b Backend) {
 	task := h.submit(s3task.CreateParams{Name: "vanishing"}, "x\n")
 	var once sync.Once
 	vanish := func(next http.RoundTripper) http.RoundTripper {
-		return roundTrip(func(req *http.Request) (*http.Response, error) {
+		return s3test.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if isRecordPut(req) {
 				once.Do(func() {
 					key := h.recordKey(task.ID)
-					if _, err := h.raw.DeleteObject(h.ctx, &s3.DeleteObjectInput{Bucket: &h.tg.Bucket, Key: &key}); err != nil {
+					if err := h.raw.Delete(h.ctx, key); err != nil {
 						t.Errorf("delete record: %v", err)
 					}
 				})
@@ -244,7 +245,7 @@ func newBarrier(n int, wait time.Duration) *barrier {
 func (b *barrier) wrap(t *testing.T) func(http.RoundTripper) http.RoundTripper {
 	var once sync.Once
 	return func(next http.RoundTripper) http.RoundTripper {
-		return roundTrip(func(req *http.Request) (*http.Response, error) {
+		return s3test.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if isRecordPut(req) {
 				once.Do(func() {
 					b.mu.Lock()
@@ -391,7 +392,7 @@ func testConditionalReads(t *testing.T, b Backend) {
 	etag := h.put(key, []byte("v1"))
 	var gotETag string
 	get := func(ifMatch, ifNoneMatch *string) error {
-		out, err := h.raw.GetObject(h.ctx, &s3.GetObjectInput{Bucket: &h.tg.Bucket, Key: &key, IfMatch: ifMatch, IfNoneMatch: ifNoneMatch}, noRetry)
+		out, err := h.raw.Client.GetObject(h.ctx, &s3.GetObjectInput{Bucket: &h.tg.Bucket, Key: &key, IfMatch: ifMatch, IfNoneMatch: ifNoneMatch}, noRetry)
 		if err == nil {
 			out.Body.Close()
 			gotETag = aws.ToString(out.ETag)

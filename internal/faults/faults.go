@@ -18,7 +18,6 @@
 package faults
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -27,6 +26,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/s3task/s3task/internal/s3test"
 )
 
 // Kind is a kind of injected fault.
@@ -192,7 +193,7 @@ func (e *Error) Temporary() bool { return true }
 
 // Wrap returns next wrapped so that requests through it get faults.
 func (in *Injector) Wrap(next http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	return s3test.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		if !in.enabled.Load() {
 			return next.RoundTrip(req)
 		}
@@ -200,7 +201,7 @@ func (in *Injector) Wrap(next http.RoundTripper) http.RoundTripper {
 		d := in.decide()
 		if d.delay > 0 && d.fail != InternalError && d.fail != SlowDown && d.fail != ResetBefore {
 			in.counts[Latency].Add(1)
-			if err := sleep(req.Context(), d.delay); err != nil {
+			if err := s3test.Sleep(req.Context(), d.delay); err != nil {
 				closeBody(req)
 				return nil, err
 			}
@@ -232,17 +233,6 @@ func (in *Injector) Wrap(next http.RoundTripper) http.RoundTripper {
 	})
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // closeBody closes a request body that will not be sent, as the
 // RoundTripper contract asks.
 func closeBody(req *http.Request) {
@@ -251,7 +241,6 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// errorResponse builds an S3-style XML error answer.
 // ErrorResponse makes up an S3-style XML error answer to req, as a server
 // would send it, without sending anything.
 func ErrorResponse(req *http.Request, status int, code, msg string) *http.Response {
@@ -272,10 +261,6 @@ func ErrorResponse(req *http.Request, status int, code, msg string) *http.Respon
 		Request:       req,
 	}
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // Sum adds up the counts of several injectors.
 func Sum(injectors ...*Injector) map[Kind]int64 {

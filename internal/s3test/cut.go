@@ -3,6 +3,7 @@ package s3test
 import (
 	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrCut is the error every request through a cut [Cutter] fails with. The
@@ -27,19 +28,16 @@ type Cutter struct {
 	// for them: once Cut returns, nothing sent before it can still land.
 	mu      sync.RWMutex
 	cut     bool
-	refused int
-	refMu   sync.Mutex
+	refused atomic.Int64
 }
 
 // Wrap returns next wrapped so that it fails while c is cut.
 func (c *Cutter) Wrap(next http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	return RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 		c.mu.RLock()
 		defer c.mu.RUnlock()
 		if c.cut {
-			c.refMu.Lock()
-			c.refused++
-			c.refMu.Unlock()
+			c.refused.Add(1)
 			if r.Body != nil {
 				r.Body.Close()
 			}
@@ -66,8 +64,4 @@ func (c *Cutter) Restore() {
 }
 
 // Refused returns how many requests failed because c was cut.
-func (c *Cutter) Refused() int {
-	c.refMu.Lock()
-	defer c.refMu.Unlock()
-	return c.refused
-}
+func (c *Cutter) Refused() int { return int(c.refused.Load()) }

@@ -85,12 +85,12 @@ func (m *Memory) OnApply(f func(Applied)) {
 }
 
 // Transport returns the round tripper that serves requests in process.
-func (m *Memory) Transport() http.RoundTripper { return roundTripFunc(m.roundTrip) }
+func (m *Memory) Transport() http.RoundTripper { return RoundTripFunc(m.roundTrip) }
 
 // Client returns an S3 client for the in-process server, like
 // [Server.Client]: each wrap wraps the transport, innermost first.
 func (m *Memory) Client(wrap ...func(http.RoundTripper) http.RoundTripper) *s3.Client {
-	return newClient(memoryEndpoint, "test", "testsecret", m.Transport(), wrap)
+	return NewClientOn(memoryEndpoint, "us-east-1", "test", "testsecret", m.Transport(), wrap...)
 }
 
 // Object returns the bytes of an object, read directly from the backend

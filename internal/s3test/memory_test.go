@@ -35,7 +35,7 @@ func TestMemory(t *testing.T) {
 		})
 		var dates []time.Time
 		client := m.Client(func(next http.RoundTripper) http.RoundTripper {
-			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 				resp, err := next.RoundTrip(r)
 				if err == nil {
 					d, _ := http.ParseTime(resp.Header.Get("Date"))

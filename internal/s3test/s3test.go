@@ -88,17 +88,17 @@ func NewClientWithKeys(endpoint, access, secret string, wrap ...func(http.RoundT
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     30 * time.Second,
 	}
-	return newClient(endpoint, access, secret, rt, wrap)
+	return NewClientOn(endpoint, "us-east-1", access, secret, rt, wrap...)
 }
 
-// newClient returns an S3 client for endpoint over rt, each wrap wrapping
-// it, innermost first.
-func newClient(endpoint, access, secret string, rt http.RoundTripper, wrap []func(http.RoundTripper) http.RoundTripper) *s3.Client {
+// NewClientOn returns a client like [NewClientWithKeys]'s for region, over
+// the transport rt, each wrap wrapping it, innermost first.
+func NewClientOn(endpoint, region, access, secret string, rt http.RoundTripper, wrap ...func(http.RoundTripper) http.RoundTripper) *s3.Client {
 	for _, w := range wrap {
 		rt = w(rt)
 	}
 	return s3.New(s3.Options{
-		Region:                     "us-east-1",
+		Region:                     region,
 		BaseEndpoint:               aws.String(endpoint),
 		UsePathStyle:               true,
 		Credentials:                credentials.NewStaticCredentialsProvider(access, secret, ""),
@@ -125,20 +125,11 @@ func (c *offsetClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 func Marker(ctx context.Context, client *s3.Client, bucket, prefix, id string) string {
 	dir := prefix + "active/"
 	found := dir + id
-	in := &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &dir}
-	for {
-		out, err := client.ListObjectsV2(ctx, in)
-		if err != nil {
-			return found
+	keys, _ := Objects{Client: client, Bucket: bucket}.Keys(ctx, dir) // on an error, what was listed
+	for _, key := range keys {
+		if strings.HasSuffix(key, "_"+id) || key == dir+id {
+			found = key
 		}
-		for _, obj := range out.Contents {
-			if key := aws.ToString(obj.Key); strings.HasSuffix(key, "_"+id) || key == dir+id {
-				found = key
-			}
-		}
-		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
-			return found
-		}
-		in.ContinuationToken = out.NextContinuationToken
 	}
+	return found
 }

@@ -1,12 +1,16 @@
 package s3test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
 
 	"github.com/aws/smithy-go"
 )
@@ -38,7 +42,7 @@ type Counter struct {
 
 // Wrap returns next wrapped so that every request through it is counted.
 func (c *Counter) Wrap(next http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	return RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 		c.mu.Lock()
 		if c.counts == nil {
 			c.counts = map[string]int{}
@@ -99,7 +103,7 @@ func (c *Counter) String() string {
 // StripConditionalHeaders is a transport wrapper that removes If-Match and
 // If-None-Match from every request, imitating a store that ignores them.
 func StripConditionalHeaders(next http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	return RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 		r = r.Clone(r.Context())
 		r.Header.Del("If-Match")
 		r.Header.Del("If-None-Match")
@@ -107,6 +111,96 @@ func StripConditionalHeaders(next http.RoundTripper) http.RoundTripper {
 	})
 }
 
-type roundTripFunc func(*http.Request) (*http.Response, error)
+// RoundTripFunc adapts a function to an [http.RoundTripper], for transport
+// wrappers.
+type RoundTripFunc func(*http.Request) (*http.Response, error)
 
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+// RoundTrip calls f(r).
+func (f RoundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Sleep waits for d and returns nil, or returns ctx.Err() as soon as ctx
+// ends: a transport wrapper that adds latency does not hold a cancelled
+// request for the rest of it.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Hold is a transport wrapper that holds back the first request it is
+// given that matches, until [Hold.Release], so that a test can let other
+// clients act while that request is on its way, as a slow network would.
+// A held request whose context ends fails with the context's error. Make
+// one with [NewHold]; use its Wrap method with [Server.Client].
+type Hold struct {
+	match    func(*http.Request) bool
+	taken    atomic.Bool
+	arrived  chan struct{}
+	released chan struct{}
+	once     sync.Once
+}
+
+// NewHold returns a Hold for the first request that matches. It is
+// released when t ends, so that no request stays held behind a finished
+// test.
+func NewHold(t testing.TB, match func(*http.Request) bool) *Hold {
+	h := &Hold{match: match, arrived: make(chan struct{}), released: make(chan struct{})}
+	t.Cleanup(h.Release)
+	return h
+}
+
+// Arrived is closed when the held request has got to the hold.
+func (h *Hold) Arrived() <-chan struct{} { return h.arrived }
+
+// Release lets the held request, and any later one, through. It can be
+// called more than once.
+func (h *Hold) Release() { h.once.Do(func() { close(h.released) }) }
+
+// Wrap returns next wrapped so that the first matching request waits for
+// Release.
+func (h *Hold) Wrap(next http.RoundTripper) http.RoundTripper {
+	return RoundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if h.match(r) && h.taken.CompareAndSwap(false, true) {
+			close(h.arrived)
+			select {
+			case <-h.released:
+			case <-r.Context().Done():
+				return nil, r.Context().Err()
+			}
+		}
+		return next.RoundTrip(r)
+	})
+}
+
+// TransportCloser is a transport wrapper that remembers the transport it
+// wraps, so a test can close its idle connections when it ends: a
+// keep-alive connection to a server that outlives the test would otherwise
+// leave the transport's goroutines running.
+type TransportCloser struct {
+	mu  sync.Mutex
+	trs []interface{ CloseIdleConnections() }
+}
+
+// Wrap returns next unchanged after remembering it. Pass it innermost.
+func (c *TransportCloser) Wrap(next http.RoundTripper) http.RoundTripper {
+	if ci, ok := next.(interface{ CloseIdleConnections() }); ok {
+		c.mu.Lock()
+		c.trs = append(c.trs, ci)
+		c.mu.Unlock()
+	}
+	return next
+}
+
+// CloseIdleConnections closes the idle connections of every transport seen.
+func (c *TransportCloser) CloseIdleConnections() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tr := range c.trs {
+		tr.CloseIdleConnections()
+	}
+}

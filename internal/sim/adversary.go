@@ -91,37 +91,31 @@ func (n *link) pause(d time.Duration) {
 }
 
 // outage makes every request of the process fail for d from now.
-func (n *link) outage(d time.Duration) {
-	n.mu.Lock()
-	n.outageUntil = later(n.outageUntil, time.Now().Add(d))
-	n.mu.Unlock()
-	now := time.Now()
-	n.w.event(n.name, EventOutage, now, now.Add(d))
-}
+func (n *link) outage(d time.Duration) { n.trouble(&n.outageUntil, EventOutage, d) }
 
 // slow makes every request of the process take seconds longer for d from
 // now, as a congested network would.
-func (n *link) slow(d time.Duration) {
+func (n *link) slow(d time.Duration) { n.trouble(&n.slowUntil, EventSlow, d) }
+
+// trouble extends the trouble that lasts until *until to d from now, and
+// records it as an event of kind.
+func (n *link) trouble(until *time.Time, kind EventKind, d time.Duration) {
 	n.mu.Lock()
-	n.slowUntil = later(n.slowUntil, time.Now().Add(d))
+	*until = later(*until, time.Now().Add(d))
 	n.mu.Unlock()
 	now := time.Now()
-	n.w.event(n.name, EventSlow, now, now.Add(d))
+	n.w.event(n.name, kind, now, now.Add(d))
 }
 
 // wait blocks for d, or until ctx ends, the process crashes or the world
 // ends; it returns the error the request then fails with.
 func (n *link) wait(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
+	switch pause(d, ctx.Done(), n.crashed, n.w.over) {
+	case 0:
 		return nil
-	case <-ctx.Done():
+	case 1:
 		return ctx.Err()
-	case <-n.crashed:
-		return s3test.ErrCut
-	case <-n.w.over:
+	default: // crashed, or the world is over
 		return s3test.ErrCut
 	}
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -201,6 +202,35 @@ func describe(t *s3task.Task) string {
 		s += " [" + t.ErrorCategory + "]"
 	}
 	return s
+}
+
+// step is one change of a task's record from one record to another: a PUT
+// over an existing record.
+type step struct {
+	id         string
+	prev, next *s3task.Task // the record before and after; never nil
+	w          *Write       // the PUT of next
+	later      []*Write     // the record's writes after w
+}
+
+// steps yields the steps of every task's record, task by task in order of
+// creation, each in order; deletions and the writes next to them are
+// passed over.
+func (x *index) steps() iter.Seq[step] {
+	return func(yield func(step) bool) {
+		for _, id := range x.tasks {
+			ws := x.records[id]
+			for i := 1; i < len(ws); i++ {
+				prev, next := ws[i-1].Record, ws[i].Record
+				if prev == nil || next == nil {
+					continue
+				}
+				if !yield(step{id: id, prev: prev, next: next, w: ws[i], later: ws[i+1:]}) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // earlier returns the earlier of two times.

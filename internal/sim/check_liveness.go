@@ -140,32 +140,29 @@ func checkStuck(x *index) []Violation {
 // holder's handler still ran with its context alive.
 func checkExpiry(x *index) []Violation {
 	var vs []Violation
-	for _, id := range x.tasks {
-		ws := x.records[id]
-		for i := 1; i < len(ws); i++ {
-			p, n, w := ws[i-1].Record, ws[i].Record, ws[i]
-			if p == nil || n == nil || p.Status != s3task.StatusRunning || w.Proc == p.WorkerID {
-				continue
-			}
-			takeover := (n.ErrorCategory == "lease_expired" && n.Attempt == p.Attempt &&
-				(n.Status == s3task.StatusQueued || n.Status == s3task.StatusFailed)) ||
-				(n.Status == s3task.StatusRunning && n.Attempt == p.Attempt+1)
-			r := x.run[runKey{id, p.Attempt}]
-			if !takeover || r == nil || !r.End(x.h.End).After(p.LeaseExpiresAt) {
-				continue
-			}
-			holder, lease := p.WorkerID, p.LeaseExpiresAt
-			if _, ok := x.during(holder, lease.Add(-x.p.LeaseDuration), w.Time, EventPause, EventCrash, EventOutage); ok {
-				continue
-			}
-			stopping := ""
-			if e, ok := x.during(holder, x.h.Start, lease, EventStop); ok {
-				stopping = fmt.Sprintf(" (stopping gracefully since %s)", x.at(e.Start))
-			}
-			vs = append(vs, Violation{Kind: KindExpiry, Task: id, Time: lease, Msg: fmt.Sprintf(
-				"task %s: the lease of %s on attempt %d ran out at %s while its handler still held the task (%s, until %s)%s, and was neither crashed, paused nor cut off; %s took it over at %s -> %s",
-				id, holder, p.Attempt, x.at(lease), r.Plan, x.at(r.End(x.h.End)), stopping, w.Proc, x.at(w.Time), describe(n))})
+	for s := range x.steps() {
+		id, p, n, w := s.id, s.prev, s.next, s.w
+		if p.Status != s3task.StatusRunning || w.Proc == p.WorkerID {
+			continue
 		}
+		takeover := (n.ErrorCategory == "lease_expired" && n.Attempt == p.Attempt &&
+			(n.Status == s3task.StatusQueued || n.Status == s3task.StatusFailed)) ||
+			(n.Status == s3task.StatusRunning && n.Attempt == p.Attempt+1)
+		r := x.run[runKey{id, p.Attempt}]
+		if !takeover || r == nil || !r.End(x.h.End).After(p.LeaseExpiresAt) {
+			continue
+		}
+		holder, lease := p.WorkerID, p.LeaseExpiresAt
+		if _, ok := x.during(holder, lease.Add(-x.p.LeaseDuration), w.Time, EventPause, EventCrash, EventOutage); ok {
+			continue
+		}
+		stopping := ""
+		if e, ok := x.during(holder, x.h.Start, lease, EventStop); ok {
+			stopping = fmt.Sprintf(" (stopping gracefully since %s)", x.at(e.Start))
+		}
+		vs = append(vs, Violation{Kind: KindExpiry, Task: id, Time: lease, Msg: fmt.Sprintf(
+			"task %s: the lease of %s on attempt %d ran out at %s while its handler still held the task (%s, until %s)%s, and was neither crashed, paused nor cut off; %s took it over at %s -> %s",
+			id, holder, p.Attempt, x.at(lease), r.Plan, x.at(r.End(x.h.End)), stopping, w.Proc, x.at(w.Time), describe(n))})
 	}
 	return vs
 }

@@ -107,42 +107,39 @@ func checkCompletion(x *index) []Violation {
 // crashed, was paused or was stopped while it held the claim.
 func checkAttempts(x *index) []Violation {
 	var vs []Violation
-	for _, id := range x.tasks {
-		ws := x.records[id]
-		for i := 1; i < len(ws); i++ {
-			prev, next := ws[i-1].Record, ws[i].Record
-			if prev == nil || next == nil || next.Status != s3task.StatusRunning || next.Attempt != prev.Attempt+1 {
-				continue
-			}
-			a, holder, claimed := next.Attempt, next.WorkerID, ws[i].Time
-			end, released := x.h.End, false
-			var after *s3task.Task
-			for _, w := range ws[i+1:] {
-				if r := w.Record; r != nil && r.Status == s3task.StatusRunning && r.Attempt == a && r.WorkerID == holder {
-					continue
-				}
-				end, after = w.Time, w.Record
-				released = after != nil && after.Status == s3task.StatusQueued && after.ErrorCategory == "shutdown" && w.Proc == holder
-				break
-			}
-			// An attempt given back, or cancelled before its handler could
-			// start (the claim's answer was still being settled), uses
-			// nothing up: a released one is not counted, and an abandoned
-			// task has no attempts left to spend.
-			cancelled := after != nil && after.Status == s3task.StatusAbandoned
-			if released || cancelled || x.run[runKey{id, a}] != nil {
-				continue
-			}
-			if _, ok := x.during(holder, claimed.Add(-5*time.Second), end.Add(time.Second), EventCrash, EventStop); ok {
-				continue
-			}
-			if _, ok := x.during(holder, claimed.Add(-x.p.LeaseDuration), end, EventPause, EventOutage); ok {
-				continue
-			}
-			vs = append(vs, Violation{Kind: KindAttempts, Task: id, Time: claimed, Msg: fmt.Sprintf(
-				"task %s: attempt %d was claimed by %s at %s and counts against max_attempts, but no handler started and %s was not crashed, paused, cut off or stopped while it held the claim (until %s, then %s)",
-				id, a, holder, x.at(claimed), holder, x.at(end), describe(after))})
+	for s := range x.steps() {
+		id, prev, next := s.id, s.prev, s.next
+		if next.Status != s3task.StatusRunning || next.Attempt != prev.Attempt+1 {
+			continue
 		}
+		a, holder, claimed := next.Attempt, next.WorkerID, s.w.Time
+		end, released := x.h.End, false
+		var after *s3task.Task
+		for _, w := range s.later {
+			if r := w.Record; r != nil && r.Status == s3task.StatusRunning && r.Attempt == a && r.WorkerID == holder {
+				continue
+			}
+			end, after = w.Time, w.Record
+			released = after != nil && after.Status == s3task.StatusQueued && after.ErrorCategory == "shutdown" && w.Proc == holder
+			break
+		}
+		// An attempt given back, or cancelled before its handler could
+		// start (the claim's answer was still being settled), uses
+		// nothing up: a released one is not counted, and an abandoned
+		// task has no attempts left to spend.
+		cancelled := after != nil && after.Status == s3task.StatusAbandoned
+		if released || cancelled || x.run[runKey{id, a}] != nil {
+			continue
+		}
+		if _, ok := x.during(holder, claimed.Add(-5*time.Second), end.Add(time.Second), EventCrash, EventStop); ok {
+			continue
+		}
+		if _, ok := x.during(holder, claimed.Add(-x.p.LeaseDuration), end, EventPause, EventOutage); ok {
+			continue
+		}
+		vs = append(vs, Violation{Kind: KindAttempts, Task: id, Time: claimed, Msg: fmt.Sprintf(
+			"task %s: attempt %d was claimed by %s at %s and counts against max_attempts, but no handler started and %s was not crashed, paused, cut off or stopped while it held the claim (until %s, then %s)",
+			id, a, holder, x.at(claimed), holder, x.at(end), describe(after))})
 	}
 	return vs
 }

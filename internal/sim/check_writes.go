@@ -158,25 +158,22 @@ func checkLateWrites(x *index) []Violation {
 			}
 		}
 	}
-	for _, id := range x.tasks {
-		ws := x.records[id]
-		for i := 1; i < len(ws); i++ {
-			prev, next, w := ws[i-1].Record, ws[i].Record, ws[i]
-			if prev == nil || next == nil || prev.Status != s3task.StatusRunning || w.Proc != prev.WorkerID || next.Attempt != prev.Attempt {
-				continue
-			}
-			ours := (next.Status == s3task.StatusRunning && next.WorkerID == prev.WorkerID) ||
-				next.Status == s3task.StatusCompleted ||
-				(next.Status == s3task.StatusFailed && next.ErrorCategory != "lease_expired") ||
-				(next.Status == s3task.StatusQueued && next.ErrorCategory == "shutdown")
-			r := x.run[runKey{id, prev.Attempt}]
-			if !ours || r == nil || !r.Cause.Ends() || w.Seq < r.CtxEndSeq || !w.Time.After(r.CtxEnd) {
-				continue
-			}
-			vs = append(vs, Violation{Kind: KindLateWrite, Task: id, Time: w.Time, Msg: fmt.Sprintf(
-				"task %s: %s wrote %s -> %s at %s, after attempt %d's handler context ended (%s) at %s",
-				id, w.Proc, describe(prev), describe(next), x.at(w.Time), prev.Attempt, r.Cause, x.at(r.CtxEnd))})
+	for s := range x.steps() {
+		id, prev, next, w := s.id, s.prev, s.next, s.w
+		if prev.Status != s3task.StatusRunning || w.Proc != prev.WorkerID || next.Attempt != prev.Attempt {
+			continue
 		}
+		ours := (next.Status == s3task.StatusRunning && next.WorkerID == prev.WorkerID) ||
+			next.Status == s3task.StatusCompleted ||
+			(next.Status == s3task.StatusFailed && next.ErrorCategory != "lease_expired") ||
+			(next.Status == s3task.StatusQueued && next.ErrorCategory == "shutdown")
+		r := x.run[runKey{id, prev.Attempt}]
+		if !ours || r == nil || !r.Cause.Ends() || w.Seq < r.CtxEndSeq || !w.Time.After(r.CtxEnd) {
+			continue
+		}
+		vs = append(vs, Violation{Kind: KindLateWrite, Task: id, Time: w.Time, Msg: fmt.Sprintf(
+			"task %s: %s wrote %s -> %s at %s, after attempt %d's handler context ended (%s) at %s",
+			id, w.Proc, describe(prev), describe(next), x.at(w.Time), prev.Attempt, r.Cause, x.at(r.CtxEnd))})
 	}
 	return vs
 }

@@ -133,14 +133,11 @@ func (p *proc) work(ctx context.Context, job *s3task.Job, run *HandlerRun, pl pl
 	w := p.w
 	content := fmt.Sprintf("task=%s attempt=%d worker=%s", job.Task.ID, job.Task.Attempt, p.name)
 	job.SetProgress(s3task.Progress{RowCount: 100})
-	timer := time.NewTimer(pl.work)
-	defer timer.Stop()
-	select {
-	case <-p.link.crashed:
+	switch pause(pl.work, p.link.crashed, ctx.Done()) {
+	case 1:
 		*dead = true
 		return errCrashed
-	case <-timer.C:
-	case <-ctx.Done():
+	case 2:
 		return p.interrupted(ctx, job, run, pl, content, dead)
 	}
 	job.SetProgress(s3task.Progress{RowCount: 100, ProcessedCount: 100, SuccessCount: 100})
@@ -172,13 +169,9 @@ func (p *proc) interrupted(ctx context.Context, job *s3task.Job, run *HandlerRun
 	cause := context.Cause(ctx)
 	if errors.Is(cause, s3task.ErrWorkerStopping) && pl.slowStop > 0 {
 		// A slow graceful shutdown: the handler winds down for a while.
-		t := time.NewTimer(pl.slowStop)
-		defer t.Stop()
-		select {
-		case <-p.link.crashed:
+		if pause(pl.slowStop, p.link.crashed) == 1 {
 			*dead = true
 			return errCrashed
-		case <-t.C:
 		}
 	}
 	if pl.late {

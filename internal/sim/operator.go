@@ -8,9 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
 	"github.com/s3task/s3task"
 )
 
@@ -139,9 +136,7 @@ func (p *proc) create(n int) {
 			// What a client with the presigned PUT does, through this client.
 			_, err = p.call(CallPutInput, id, func(ctx context.Context) (*s3task.Task, error) {
 				key, _ := p.store.InputKey(id)
-				_, err := p.client.PutObject(ctx, &s3.PutObjectInput{
-					Bucket: aws.String(w.mem.Bucket), Key: &key, Body: strings.NewReader(input),
-				})
+				_, err := p.raw.Put(ctx, key, []byte(input))
 				return nil, err
 			})
 		} else {

@@ -3,14 +3,14 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"iter"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3task/s3task"
 	"github.com/s3task/s3task/internal/s3test"
@@ -43,12 +43,12 @@ type World struct {
 // proc is one simulated process: a worker or an operator, with its own
 // client, store, clock skew and random stream.
 type proc struct {
-	w      *World
-	name   string
-	rng    *Rand
-	link   *link
-	client *s3.Client
-	store  *s3task.Store
+	w     *World
+	name  string
+	rng   *Rand
+	link  *link
+	raw   s3test.Objects // its client, for requests without the library
+	store *s3task.Store
 
 	// Workers only.
 	conc   int
@@ -112,7 +112,7 @@ func (w *World) event(name string, kind EventKind, start, end time.Time) {
 func (w *World) newProc(name string) (*proc, error) {
 	p := &proc{w: w, name: name, rng: NewRand(w.cfg.Seed, "proc/"+name)}
 	p.link = newLink(w, name, NewRand(w.cfg.Seed, "net/"+name))
-	p.client = w.mem.Client(p.link.wrap, p.tag)
+	p.raw = s3test.Objects{Client: w.mem.Client(p.link.wrap, p.tag), Bucket: w.mem.Bucket}
 	skew := p.rng.Dur(-2*time.Minute, 2*time.Minute)
 	opts := &s3task.StoreOptions{
 		Clock:  func() time.Time { return time.Now().Add(skew) },
@@ -121,7 +121,7 @@ func (w *World) newProc(name string) (*proc, error) {
 	if w.hooked {
 		opts.OnTerminal = p.onTerminal
 	}
-	st, err := s3task.NewStore(p.client, w.mem.Bucket, opts)
+	st, err := s3task.NewStore(p.raw.Client, p.raw.Bucket, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -167,24 +167,42 @@ func (s *summary) state() TaskState {
 func (w *World) records() (map[string]*summary, map[string]bool) {
 	tasks, markers := map[string]*summary{}, map[string]bool{}
 	active := w.prefix + "active/"
-	for _, key := range w.mem.Keys(w.prefix) {
+	keys := w.mem.Keys(w.prefix)
+	for _, key := range keys {
 		if name, ok := strings.CutPrefix(key, active); ok {
 			markers[markerTask(name)] = true
-			continue
 		}
-		if !strings.HasSuffix(key, "/status.json") {
-			continue
-		}
-		body, ok := w.mem.Object(key)
-		if !ok {
-			continue
-		}
-		var t summary
-		if json.Unmarshal(body, &t) == nil {
-			tasks[keyTask(w.prefix, key)] = &t
+	}
+	for id, t := range w.summaries(keys) {
+		if t != nil {
+			tasks[id] = t
 		}
 	}
 	return tasks, markers
+}
+
+// summaries reads, without requests, the task records among keys: it
+// yields each task's ID with its record, or nil if the record does not
+// decode.
+func (w *World) summaries(keys []string) iter.Seq2[string, *summary] {
+	return func(yield func(string, *summary) bool) {
+		for _, key := range keys {
+			if !strings.HasSuffix(key, "/status.json") {
+				continue
+			}
+			body, ok := w.mem.Object(key)
+			if !ok {
+				continue
+			}
+			var t *summary
+			if err := json.Unmarshal(body, &t); err != nil {
+				t = nil
+			}
+			if !yield(keyTask(w.prefix, key), t) {
+				return
+			}
+		}
+	}
 }
 
 // snapshot records the state of the bucket.
@@ -210,20 +228,12 @@ func (w *World) settled() bool {
 			return false // markers are the cheap tell: look no further
 		}
 	}
-	for _, key := range keys {
-		if !strings.HasSuffix(key, "/status.json") {
-			continue
-		}
-		body, ok := w.mem.Object(key)
-		if !ok {
-			continue
-		}
-		var t summary
-		if json.Unmarshal(body, &t) != nil {
+	for id, t := range w.summaries(keys) {
+		if t == nil {
 			return false
 		}
 		w.mu.Lock()
-		_, known := w.index[keyTask(w.prefix, key)]
+		_, known := w.index[id]
 		w.mu.Unlock()
 		switch t.Status {
 		case s3task.StatusCreated:
@@ -247,15 +257,20 @@ func (w *World) settled() bool {
 
 // sleep waits for d of virtual time, or until the world is over; it
 // reports whether the full time passed.
-func (w *World) sleep(d time.Duration) bool {
+func (w *World) sleep(d time.Duration) bool { return pause(d, w.over) == 0 }
+
+// pause lets d of virtual time pass and returns 0, unless one of stops is
+// closed first: then it returns its position, from 1. A nil stop never is.
+func pause(d time.Duration, stops ...<-chan struct{}) int {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-w.over:
-		return false
+	cases := make([]reflect.SelectCase, 1+len(stops))
+	cases[0] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C)}
+	for i, stop := range stops {
+		cases[1+i] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(stop)}
 	}
+	i, _, _ := reflect.Select(cases)
+	return i
 }
 
 // opNames names the kinds of request counted in World.reqs.

@@ -32,9 +32,7 @@ type contResult struct {
 	rows  []contRow
 }
 
-func (*contResult) name() string { return "contention" }
-
-func runContention(ctx context.Context, cfg *config, log io.Writer) (*contResult, error) {
+func runContention(ctx context.Context, cfg *config, log io.Writer) (result, error) {
 	res := &contResult{cfg: cfg}
 	for _, n := range cfg.contWorkers {
 		row, where, err := drain(ctx, cfg, n)
@@ -58,11 +56,7 @@ func drain(ctx context.Context, cfg *config, n int) (contRow, string, error) {
 	}
 	defer e.close()
 	pm := newMeter()
-	producer, err := e.store(e.client(pm.wrap), "tasks", nil)
-	if err != nil {
-		return row, "", err
-	}
-	ids, err := prepareMany(ctx, producer, row.tasks, 32)
+	producer, ids, err := e.producer(ctx, row.tasks, 32, pm.wrap)
 	if err != nil {
 		return row, "", err
 	}
@@ -79,12 +73,9 @@ func drain(ctx context.Context, cfg *config, n int) (contRow, string, error) {
 		if err != nil {
 			return row, "", err
 		}
-		w, err := s3task.NewWorker(ws, s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), &s3task.WorkerOptions{
+		w, err := s3task.NewWorker(ws, noWork, &s3task.WorkerOptions{
 			ID: fmt.Sprintf("worker-%d", i), Concurrency: 4, PollInterval: cfg.contPoll,
-			Hooks: s3task.Hooks{
-				OnClaim:    func(t *s3task.Task) { led.claim(t.ID) },
-				OnComplete: func(t *s3task.Task) { led.complete(t.ID) },
-			},
+			Hooks: led.hooks(),
 		})
 		if err != nil {
 			return row, "", err
@@ -135,25 +126,9 @@ func (r *contResult) tables() []*table {
 	t.note("Lost claims: 412 answers to If-Match PUTs of a status.json. Zero-work tasks have no heartbeats, and a completion cannot lose while the lease holds, so each is a claim another worker won; each also costs a GET (the re-read that settles whether the write was ours). Claims won are counted by OnClaim. Target: below 0.5 lost claims per claim at 16 workers.")
 	if len(r.rows) > 0 {
 		row := r.rows[len(r.rows)-1]
-		t.note("Requests by label at %d workers, per task: %s.", row.workers, labelsPerTask(row.worker, row.tasks))
+		t.note("Requests by label at %d workers, per task: %s.", row.workers, labelList(row.worker, row.tasks, ""))
 		t.note("GET and DELETE per task grow with the workers while lost claims stay rare: each worker shuffles its listing and visits every marker in it, and by the time it gets to one, another worker has often claimed or finished that task. A running task costs the visitor a GET; a finished one a GET and a DELETE of a marker its finisher already removed.")
 		t.note("Producer side (Create, UploadInput, Submit, no added latency), per task: %s.", kindSummary(perUnit(row.producer.kinds, row.tasks)))
 	}
 	return []*table{t}
-}
-
-// labelsPerTask lists the labels of c divided by n, across phases.
-func labelsPerTask(c counts, n int) string {
-	m := map[labelKey]float64{}
-	for k, v := range c.labels {
-		m[labelKey{"", k.label}] += float64(v) / float64(n)
-	}
-	s := ""
-	for i, k := range sortedKeys(m) {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("%s %s", k.label, num(m[k]))
-	}
-	return s
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
@@ -138,7 +137,12 @@ func newHTTPTransport() *http.Transport {
 // client returns an S3 client with its own transport, as a separate machine
 // would have, wrapped by wraps (innermost first).
 func (e *env) client(wraps ...wrapper) *s3.Client {
-	return newS3Client(e.endpoint, e.cfg.region, e.cfg.accessKey, e.cfg.secretKey, e.transport(), wraps...)
+	return s3test.NewClientOn(e.endpoint, e.cfg.region, e.cfg.accessKey, e.cfg.secretKey, e.transport(), wraps...)
+}
+
+// objects reads and writes the bucket's objects through client.
+func (e *env) objects(client *s3.Client) s3test.Objects {
+	return s3test.Objects{Client: client, Bucket: e.bucket}
 }
 
 // httpClient returns a plain HTTP client, for presigned URLs.
@@ -148,24 +152,6 @@ func (e *env) httpClient(wraps ...wrapper) *http.Client {
 		rt = w(rt)
 	}
 	return &http.Client{Transport: rt, Timeout: 5 * time.Minute}
-}
-
-// newS3Client builds a path-style client that computes checksums only when
-// required, as S3-compatible stores need.
-func newS3Client(endpoint, region, access, secret string, base http.RoundTripper, wraps ...wrapper) *s3.Client {
-	rt := base
-	for _, w := range wraps {
-		rt = w(rt)
-	}
-	return s3.New(s3.Options{
-		Region:                     region,
-		BaseEndpoint:               aws.String(endpoint),
-		UsePathStyle:               true,
-		Credentials:                credentials.NewStaticCredentialsProvider(access, secret, ""),
-		HTTPClient:                 &http.Client{Transport: rt},
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
-		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
-	})
 }
 
 // storeOptions returns the options every Store of the scenario uses: its
@@ -182,6 +168,18 @@ func (e *env) store(client *s3.Client, sub string, change func(*s3task.StoreOpti
 		change(o)
 	}
 	return s3task.NewStore(client, e.bucket, o)
+}
+
+// producer returns a Store on the scenario's tasks (sub "tasks") with a
+// client of its own, wrapped by wraps, and n tasks prepared through it, par
+// at a time, ready to submit.
+func (e *env) producer(ctx context.Context, n, par int, wraps ...wrapper) (*s3task.Store, []string, error) {
+	s, err := e.store(e.client(wraps...), "tasks", nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	ids, err := prepareMany(ctx, s, n, par)
+	return s, ids, err
 }
 
 // removeAll deletes every object under e.prefix, 1,000 keys per request.

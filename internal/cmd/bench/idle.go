@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/internal/s3test"
 )
 
 const hoursPerMonth = 730 // 365 * 24 / 12
@@ -29,8 +30,6 @@ type idleResult struct {
 	reconcile      counts
 	reconcileTasks int
 }
-
-func (*idleResult) name() string { return "idle" }
 
 // equivalent is the stretch of time at the default intervals that the
 // window stands for.
@@ -57,24 +56,16 @@ func (r *idleResult) monthlyDollars() float64 {
 // and the claim PUT. Five round trips and a PollInterval.
 func (r *idleResult) worstPickup(rtt time.Duration) time.Duration { return r.poll + 5*rtt }
 
-func runIdle(ctx context.Context, cfg *config, log io.Writer) (*idleResult, error) {
-	e, err := openEnv(cfg, "idle")
-	if err != nil {
-		return nil, err
-	}
-	defer e.close()
+func runIdle(ctx context.Context, e *env, log io.Writer) (result, error) {
+	cfg := e.cfg
 	res := &idleResult{
 		cfg: cfg, where: e.where(), scale: cfg.idleScale, window: cfg.idleWindow,
 		poll:    time.Duration(float64(s3task.DefaultPollInterval) / cfg.idleScale),
 		maxPoll: time.Duration(float64(s3task.DefaultMaxPollInterval) / cfg.idleScale),
 	}
-	producer, err := e.store(e.client(), "tasks", nil)
-	if err != nil {
-		return nil, err
-	}
 	// One warm-up task, so the wake object exists as in any bucket in use,
 	// then one per pickup sample.
-	ids, err := prepareMany(ctx, producer, cfg.idleSamples+1, 8)
+	producer, ids, err := e.producer(ctx, cfg.idleSamples+1, 8)
 	if err != nil {
 		return nil, err
 	}
@@ -83,17 +74,13 @@ func runIdle(ctx context.Context, cfg *config, log io.Writer) (*idleResult, erro
 	if err != nil {
 		return nil, err
 	}
-	claims := make(chan time.Time, 1)
-	completes := make(chan struct{}, 1)
-	w, err := s3task.NewWorker(ws, s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), &s3task.WorkerOptions{
+	p := newPickups(1)
+	w, err := s3task.NewWorker(ws, noWork, &s3task.WorkerOptions{
 		ID: "idle-worker", PollInterval: res.poll, MaxPollInterval: res.maxPoll,
 		// The hourly reconcile is measured on its own below: a window of a
 		// few minutes would catch it by chance or not at all.
 		ReconcileInterval: -1,
-		Hooks: s3task.Hooks{
-			OnClaim:    func(*s3task.Task) { offer(claims, time.Now()) },
-			OnComplete: func(*s3task.Task) { offer(completes, struct{}{}) },
-		},
+		Hooks:             p.hooks(),
 	})
 	if err != nil {
 		return nil, err
@@ -101,42 +88,17 @@ func runIdle(ctx context.Context, cfg *config, log io.Writer) (*idleResult, erro
 	rw := startWorker(ctx, w)
 	defer rw.stop()
 
-	await := func(ch <-chan time.Time) (time.Time, error) {
-		select {
-		case at := <-ch:
-			return at, nil
-		case <-time.After(max(3*res.maxPoll, 10*time.Second)):
-			return time.Time{}, fmt.Errorf("timed out waiting for a claim")
-		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
-		}
-	}
-	awaitDone := func() error {
-		select {
-		case <-completes:
-			return nil
-		case <-time.After(30 * time.Second):
-			return fmt.Errorf("timed out waiting for a completion")
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	if _, err := producer.Submit(ctx, ids[0]); err != nil {
+	claimLimit := max(3*res.maxPoll, 10*time.Second)
+	if _, err := p.pickup(ctx, producer, ids[0], claimLimit); err != nil {
 		return nil, err
 	}
-	if _, err := await(claims); err != nil {
-		return nil, err
-	}
-	if err := awaitDone(); err != nil {
-		return nil, err
-	}
-	if err := sleep(ctx, 2*res.poll); err != nil {
+	if err := s3test.Sleep(ctx, 2*res.poll); err != nil {
 		return nil, err
 	}
 
 	fmt.Fprintf(log, "bench: idle: watching one idle worker for %s (PollInterval %s, MaxPollInterval %s)\n", res.window, res.poll, res.maxPoll)
 	before := wm.snapshot()
-	if err := sleep(ctx, res.window); err != nil {
+	if err := s3test.Sleep(ctx, res.window); err != nil {
 		return nil, err
 	}
 	res.counts = wm.snapshot().minus(before)
@@ -144,21 +106,14 @@ func runIdle(ctx context.Context, cfg *config, log io.Writer) (*idleResult, erro
 	// Pickups after the idle stretch, each submitted at a random moment of
 	// the poll cycle.
 	for _, id := range ids[1:] {
-		if err := sleep(ctx, time.Duration(mrand.Int64N(int64(res.poll)))+res.poll/2); err != nil {
+		if err := s3test.Sleep(ctx, time.Duration(mrand.Int64N(int64(res.poll)))+res.poll/2); err != nil {
 			return nil, err
 		}
-		start := time.Now()
-		if _, err := producer.Submit(ctx, id); err != nil {
-			return nil, err
-		}
-		at, err := await(claims)
+		d, err := p.pickup(ctx, producer, id, claimLimit)
 		if err != nil {
 			return nil, err
 		}
-		res.pickups = append(res.pickups, at.Sub(start))
-		if err := awaitDone(); err != nil {
-			return nil, err
-		}
+		res.pickups = append(res.pickups, d)
 	}
 
 	// The worker's periodic reconcile, run once by hand the way the worker
@@ -204,7 +159,7 @@ func (r *idleResult) tables() []*table {
 		t.note("Intervals divided by %g (PollInterval %s, MaxPollInterval %s), watched for %s: that stands for %s at the defaults, and the counts are extrapolated from it. The worker's schedule only depends on the intervals, so the counts scale linearly; round trips (%s on average here) do not shrink with it, which makes the scaled count slightly low.",
 			r.scale, r.poll, r.maxPoll, span(r.window), span(r.equivalent()), dur(r.counts.meanRTT()))
 	}
-	t.note("A month is %d hours. Requests by label: %s.", hoursPerMonth, labelSummary(r.counts))
+	t.note("A month is %d hours. Requests by label: %s.", hoursPerMonth, labelList(r.counts, 1, "×"))
 	t.note("Each wait between wake checks is PollInterval shortened by up to 25%% at random (7/8 of it on average), so a worker makes about %s wake checks an hour, not 1,800.", num(float64(time.Hour)/(0.875*float64(s3task.DefaultPollInterval))))
 	listEvery := float64(time.Hour/s3task.DefaultPollInterval) * hoursPerMonth
 	t.note("For comparison, listing the markers at every poll instead (no wake object) would be %s LISTs a month, %s.", num(listEvery), dollars(listEvery*r.cfg.prices.list/1000))
@@ -235,20 +190,4 @@ func (r *idleResult) tables() []*table {
 		p.note("At -idle-scale %g the latencies are for a PollInterval of %s; compare them through the max / PollInterval column.", r.scale, r.poll)
 	}
 	return []*table{t, p, rc}
-}
-
-// labelSummary lists the labels of c with their counts, across phases.
-func labelSummary(c counts) string {
-	m := map[labelKey]float64{}
-	for k, v := range c.labels {
-		m[labelKey{"", k.label}] += float64(v)
-	}
-	s := ""
-	for i, k := range sortedKeys(m) {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("%s ×%s", k.label, num(m[k]))
-	}
-	return s
 }

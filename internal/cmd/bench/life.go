@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/internal/s3test"
 )
 
 // phases in the order of a task's life. A phase with a number belongs to
@@ -139,14 +140,7 @@ type lifeResult struct {
 	where    string
 }
 
-func (*lifeResult) name() string { return "life" }
-
-func runLife(ctx context.Context, cfg *config) (*lifeResult, error) {
-	e, err := openEnv(cfg, "life")
-	if err != nil {
-		return nil, err
-	}
-	defer e.close()
+func runLife(ctx context.Context, e *env, _ io.Writer) (result, error) {
 	fast := func(o *s3task.WorkerOptions) { o.PollInterval = 50 * time.Millisecond }
 	specs := []lifeSpec{
 		{name: "short task (< 1 heartbeat)", worker: fast},
@@ -161,7 +155,7 @@ func runLife(ctx context.Context, cfg *config) (*lifeResult, error) {
 			note:   "RetryAfter 300ms; MaxPollInterval 800ms"},
 		{name: "permanent failure, then Store.Retry", maxLives: 5, fail: "permanent", worker: fast},
 	}
-	res := &lifeResult{cfg: cfg, where: e.where()}
+	res := &lifeResult{cfg: e.cfg, where: e.where()}
 	for i, spec := range specs {
 		v, err := runLives(ctx, e, fmt.Sprintf("v%d", i+1), spec)
 		if err != nil {
@@ -207,12 +201,7 @@ func runLives(ctx context.Context, e *env, sub string, spec lifeSpec) (*lifeVari
 		n := job.Task.Attempt
 		wm.setPhase(attemptPhase("handler", n))
 		defer wm.setPhase(attemptPhase("finish", n))
-		in, err := job.OpenInput(ctx)
-		if err != nil {
-			return err
-		}
-		data, err := io.ReadAll(in)
-		in.Close()
+		data, err := s3test.ReadAll(job.OpenInput(ctx))
 		if err != nil {
 			return err
 		}
@@ -222,7 +211,7 @@ func runLives(ctx context.Context, e *env, sub string, spec lifeSpec) (*lifeVari
 		case n == 1 && spec.fail == "permanent":
 			return s3task.Permanent(errors.New("attempt 1 fails for good on purpose"))
 		}
-		if err := sleep(ctx, spec.work); err != nil {
+		if err := s3test.Sleep(ctx, spec.work); err != nil {
 			return err
 		}
 		job.SetProgress(s3task.Progress{RowCount: 1, ProcessedCount: 1, SuccessCount: 1})
@@ -275,6 +264,15 @@ func runLives(ctx context.Context, e *env, sub string, spec lifeSpec) (*lifeVari
 			}
 		}
 	}
+	// settled waits for an event, then until the worker's requests that
+	// still belong to it (removing a marker, say) are done.
+	settled := func(kind string) (lifeEvent, error) {
+		ev, err := next(kind)
+		if err != nil {
+			return ev, err
+		}
+		return ev, quiesce(ctx, wm, 100*time.Millisecond)
+	}
 	for i := range lives {
 		cm.setPhase("create")
 		t, up, err := cs.CreateForUpload(ctx, s3task.CreateParams{Name: fmt.Sprintf("life %d", i), Type: "life"}, 15*time.Minute)
@@ -298,13 +296,10 @@ func runLives(ctx context.Context, e *env, sub string, spec lifeSpec) (*lifeVari
 		v.pickups = append(v.pickups, claim.at.Sub(submitted))
 		switch spec.fail {
 		case "transient":
-			failed, err := next("fail")
-			if err != nil {
-				return nil, err
-			}
 			// The worker's requests after the failure (none at the time of
 			// writing) belong to attempt 1; the retry is due 300ms later.
-			if err := quiesce(ctx, wm, 100*time.Millisecond); err != nil {
+			failed, err := settled("fail")
+			if err != nil {
 				return nil, err
 			}
 			wm.setPhase("pickup 2")
@@ -314,10 +309,7 @@ func runLives(ctx context.Context, e *env, sub string, spec lifeSpec) (*lifeVari
 			}
 			v.retries = append(v.retries, again.at.Sub(failed.at))
 		case "permanent":
-			if _, err := next("fail"); err != nil {
-				return nil, err
-			}
-			if err := quiesce(ctx, wm, 100*time.Millisecond); err != nil {
+			if _, err := settled("fail"); err != nil {
 				return nil, err
 			}
 			cm.setPhase("retry")
@@ -329,12 +321,9 @@ func runLives(ctx context.Context, e *env, sub string, spec lifeSpec) (*lifeVari
 				return nil, err
 			}
 		}
-		if _, err := next("complete"); err != nil {
-			return nil, err
-		}
 		// What the worker does after OnComplete (removing the marker)
 		// still belongs to the attempt.
-		if err := quiesce(ctx, wm, 100*time.Millisecond); err != nil {
+		if _, err := settled("complete"); err != nil {
 			return nil, err
 		}
 		wm.setPhase("idle")
@@ -366,7 +355,7 @@ func quiesce(ctx context.Context, m *meter, quiet time.Duration) error {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for last := busy(); ; {
-		if err := sleep(ctx, quiet); err != nil {
+		if err := s3test.Sleep(ctx, quiet); err != nil {
 			return err
 		}
 		now := busy()

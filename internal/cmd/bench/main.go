@@ -59,8 +59,34 @@ func main() {
 	}
 }
 
-// scenarioNames lists the scenarios in the order they run.
-var scenarioNames = []string{"life", "idle", "contention", "naive", "paging", "large", "fleet"}
+// scenario is one thing the program measures. Most run on one env of
+// their own (runEnv), opened before and closed after; the others open what
+// they need (run).
+type scenario struct {
+	name   string
+	run    func(ctx context.Context, cfg *config, log io.Writer) (result, error)
+	runEnv func(ctx context.Context, e *env, log io.Writer) (result, error)
+}
+
+// scenarios lists the scenarios in the order they run.
+var scenarios = []scenario{
+	{name: "life", runEnv: runLife},
+	{name: "idle", runEnv: runIdle},
+	{name: "contention", run: runContention},
+	{name: "naive", runEnv: runNaive},
+	{name: "paging", runEnv: runPaging},
+	{name: "large", runEnv: runLarge},
+	{name: "fleet", run: runFleet},
+}
+
+// scenarioNames lists the names of the scenarios in the order they run.
+var scenarioNames = func() []string {
+	names := make([]string, len(scenarios))
+	for i, s := range scenarios {
+		names[i] = s.name
+	}
+	return names
+}()
 
 // config is everything the flags set.
 type config struct {
@@ -101,27 +127,19 @@ type config struct {
 	svgDir string
 }
 
-// report is what run measured, scenario by scenario, in the order run.
+// report is what run measured, scenario by scenario.
 type report struct {
 	cfg     *config
-	results []result
+	results map[string]result // by scenario name
 	elapsed time.Duration
 }
 
 // result is one scenario's outcome.
 type result interface {
-	name() string
 	tables() []*table
 }
 
-func (r *report) get(name string) result {
-	for _, res := range r.results {
-		if res.name() == name {
-			return res
-		}
-	}
-	return nil
-}
+func (r *report) get(name string) result { return r.results[name] }
 
 // run parses args, runs the selected scenarios and prints their tables to
 // stdout as each finishes; progress goes to stderr.
@@ -130,20 +148,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (*report,
 	if err != nil {
 		return nil, err
 	}
-	rep := &report{cfg: cfg}
+	rep := &report{cfg: cfg, results: map[string]result{}}
 	start := time.Now()
 	fmt.Fprintf(stdout, "# s3task benchmarks\n\n%s\n", cfg.describe())
-	for _, name := range cfg.scenarios {
+	for _, sc := range scenarios {
+		name := sc.name
+		if !slices.Contains(cfg.scenarios, name) {
+			continue
+		}
 		fmt.Fprintf(stderr, "bench: scenario %s...\n", name)
 		t0 := time.Now()
 		fresh := resetPeakRSS()
 		mem := startMemSampler()
-		res, err := runScenario(ctx, cfg, name, stderr)
+		res, err := sc.start(ctx, cfg, stderr)
 		peak := mem.stop()
 		if err != nil {
 			return rep, fmt.Errorf("scenario %s: %w", name, err)
 		}
-		rep.results = append(rep.results, res)
+		rep.results[name] = res
 		took := time.Since(t0)
 		fmt.Fprintf(stderr, "bench: scenario %s done in %s\n", name, took.Round(time.Millisecond))
 		for _, t := range res.tables() {
@@ -165,24 +187,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (*report,
 	return rep, nil
 }
 
-func runScenario(ctx context.Context, cfg *config, name string, log io.Writer) (result, error) {
-	switch name {
-	case "life":
-		return runLife(ctx, cfg)
-	case "idle":
-		return runIdle(ctx, cfg, log)
-	case "contention":
-		return runContention(ctx, cfg, log)
-	case "naive":
-		return runNaive(ctx, cfg, log)
-	case "paging":
-		return runPaging(ctx, cfg, log)
-	case "large":
-		return runLarge(ctx, cfg, log)
-	case "fleet":
-		return runFleet(ctx, cfg, log)
+// start runs the scenario.
+func (s scenario) start(ctx context.Context, cfg *config, log io.Writer) (result, error) {
+	if s.run != nil {
+		return s.run(ctx, cfg, log)
 	}
-	return nil, fmt.Errorf("unknown scenario %q", name)
+	e, err := openEnv(cfg, s.name)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	return s.runEnv(ctx, e, log)
 }
 
 func parseFlags(args []string, stderr io.Writer) (*config, error) {

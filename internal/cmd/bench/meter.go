@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	mrand "math/rand/v2"
 	"net/http"
 	"sort"
@@ -111,7 +112,7 @@ func (m *meter) snapshot() counts {
 
 // wrap counts every request through next.
 func (m *meter) wrap(next http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	return s3test.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 		kind := s3test.Op(r)
 		m.mu.Lock()
 		phase := m.phase
@@ -176,25 +177,65 @@ func label(r *http.Request, kind string, status int, err error) string {
 	return b.String()
 }
 
+// labelCount sums the requests of c whose label starts with prefix, across
+// phases and statuses: "GET record" counts "GET record →404" too.
+func labelCount(c counts, prefix string) int {
+	n := 0
+	for k, v := range c.labels {
+		if k.label == prefix || strings.HasPrefix(k.label, prefix+" ") {
+			n += v
+		}
+	}
+	return n
+}
+
+// statusCount sums the requests of c answered with status, an error status.
+func statusCount(c counts, status int) int {
+	n := 0
+	for k, v := range c.labels {
+		if strings.HasSuffix(k.label, " →"+strconv.Itoa(status)) {
+			n += v
+		}
+	}
+	return n
+}
+
+// labelList lists the labels of c across phases, in order, each with its
+// count divided by n and marked with mark: "PUT record If-Match ×2, ...".
+func labelList(c counts, n int, mark string) string {
+	m := map[labelKey]float64{}
+	for k, v := range c.labels {
+		m[labelKey{"", k.label}] += float64(v) / float64(n)
+	}
+	s := ""
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s %s%s", k.label, mark, num(m[k]))
+	}
+	return s
+}
+
+// objectClasses are the sorts of object a path can address, each known by
+// a suffix (is) or a part (has) of the path, tried in order.
+var objectClasses = []struct{ is, has, class string }{
+	{is: "/status.json", class: "record"},
+	{has: "/active/", class: "marker"},
+	{is: "/_wake", class: "wake"},
+	{has: "/input", class: "input"},
+	{has: "/output-attempt-", class: "output"},
+	{is: "/queue.json", class: "queue.json"},
+	{has: "/pending/", class: "pending/<id>"},
+	{has: "/processing/", class: "processing/<id>"},
+}
+
 // objectClass names the sort of object a (path-style) URL path addresses.
 func objectClass(path string) string {
-	switch {
-	case strings.HasSuffix(path, "/status.json"):
-		return "record"
-	case strings.Contains(path, "/active/"):
-		return "marker"
-	case strings.HasSuffix(path, "/_wake"):
-		return "wake"
-	case strings.Contains(path, "/input"):
-		return "input"
-	case strings.Contains(path, "/output-attempt-"):
-		return "output"
-	case strings.HasSuffix(path, "/queue.json"):
-		return "queue.json"
-	case strings.Contains(path, "/pending/"):
-		return "pending/<id>"
-	case strings.Contains(path, "/processing/"):
-		return "processing/<id>"
+	for _, c := range objectClasses {
+		if (c.is != "" && strings.HasSuffix(path, c.is)) || (c.has != "" && strings.Contains(path, c.has)) {
+			return c.class
+		}
 	}
 	return "other"
 }
@@ -206,12 +247,12 @@ func delay(lo, hi time.Duration) wrapper {
 		if hi <= 0 {
 			return next
 		}
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return s3test.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 			d := lo
 			if hi > lo {
 				d += time.Duration(mrand.Int64N(int64(hi - lo)))
 			}
-			if err := sleepCtx(r, d/2); err != nil {
+			if err := s3test.Sleep(r.Context(), d/2); err != nil {
 				if r.Body != nil {
 					r.Body.Close()
 				}
@@ -219,7 +260,7 @@ func delay(lo, hi time.Duration) wrapper {
 			}
 			resp, err := next.RoundTrip(r)
 			if err == nil {
-				if err := sleepCtx(r, d-d/2); err != nil {
+				if err := s3test.Sleep(r.Context(), d-d/2); err != nil {
 					resp.Body.Close()
 					return nil, err
 				}
@@ -228,21 +269,6 @@ func delay(lo, hi time.Duration) wrapper {
 		})
 	}
 }
-
-func sleepCtx(r *http.Request, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-r.Context().Done():
-		return r.Context().Err()
-	}
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // randHex returns 2n random hex digits.
 func randHex(n int) string {

@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/s3task/s3task"
 	"github.com/s3task/s3task/internal/baseline"
+	"github.com/s3task/s3task/internal/s3test"
 )
 
 const (
@@ -44,8 +45,6 @@ type naiveResult struct {
 	rows  []naiveRow
 }
 
-func (*naiveResult) name() string { return "naive" }
-
 func (r *naiveResult) row(design string) (naiveRow, bool) {
 	for _, row := range r.rows {
 		if row.design == design {
@@ -55,13 +54,8 @@ func (r *naiveResult) row(design string) (naiveRow, bool) {
 	return naiveRow{}, false
 }
 
-func runNaive(ctx context.Context, cfg *config, log io.Writer) (*naiveResult, error) {
-	e, err := openEnv(cfg, "naive")
-	if err != nil {
-		return nil, err
-	}
-	defer e.close()
-	res := &naiveResult{cfg: cfg, where: e.where()}
+func runNaive(ctx context.Context, e *env, log io.Writer) (result, error) {
+	res := &naiveResult{cfg: e.cfg, where: e.where()}
 	row, err := naiveOurs(ctx, e)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", designOurs, err)
@@ -119,12 +113,9 @@ func naiveOurs(ctx context.Context, e *env) (naiveRow, error) {
 		if err != nil {
 			return row, err
 		}
-		w, err := s3task.NewWorker(ws, s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), &s3task.WorkerOptions{
+		w, err := s3task.NewWorker(ws, noWork, &s3task.WorkerOptions{
 			ID: fmt.Sprintf("worker-%d", i), Concurrency: 1, PollInterval: cfg.contPoll,
-			Hooks: s3task.Hooks{
-				OnClaim:    func(t *s3task.Task) { led.claim(t.ID) },
-				OnComplete: func(t *s3task.Task) { led.complete(t.ID) },
-			},
+			Hooks: led.hooks(),
 		})
 		if err != nil {
 			return row, err
@@ -211,14 +202,14 @@ func naiveBaseline(ctx context.Context, e *env, design string, mk func(*s3.Clien
 				id, err := q.Pop(ctx)
 				if err != nil {
 					failures.Add(1)
-					_ = sleep(ctx, cfg.contPoll)
+					_ = s3test.Sleep(ctx, cfg.contPoll)
 					continue
 				}
 				if id == "" {
 					if finished {
 						return
 					}
-					_ = sleep(ctx, cfg.contPoll)
+					_ = s3test.Sleep(ctx, cfg.contPoll)
 					continue
 				}
 				led.claim(id)
@@ -263,12 +254,7 @@ func (r *naiveResult) tables() []*table {
 	for _, row := range r.rows {
 		all := row.producer.plus(row.worker)
 		per := perUnit(all.kinds, row.tasks)
-		lost412 := 0
-		for key, n := range all.labels {
-			if strings.HasSuffix(key.label, "→412") {
-				lost412 += n
-			}
-		}
+		lost412 := statusCount(all, http.StatusPreconditionFailed)
 		t.add(row.design, row.distinct, row.duplicates, row.lost,
 			float64(row.producer.total())/float64(row.tasks), float64(row.worker.total())/float64(row.tasks),
 			float64(lost412)/float64(row.tasks), dollars(cfg.prices.cost(scale(per, 1000))),

@@ -59,14 +59,8 @@ type pagingResult struct {
 	rows  []pageRow
 }
 
-func (*pagingResult) name() string { return "paging" }
-
-func runPaging(ctx context.Context, cfg *config, log io.Writer) (*pagingResult, error) {
-	e, err := openEnv(cfg, "paging")
-	if err != nil {
-		return nil, err
-	}
-	defer e.close()
+func runPaging(ctx context.Context, e *env, log io.Writer) (result, error) {
+	cfg := e.cfg
 	res := &pagingResult{cfg: cfg, where: e.where()}
 	m := newMeter()
 	store, err := e.store(e.client(m.wrap), "tasks", nil)
@@ -74,18 +68,14 @@ func runPaging(ctx context.Context, cfg *config, log io.Writer) (*pagingResult, 
 		return nil, err
 	}
 	raw := e.client()
+	objects := e.objects(raw)
 
 	// One real task, read back raw, is the template of every clone.
 	first, err := store.Create(ctx, s3task.CreateParams{Name: "template", Type: "bench", CreatedBy: "bench"})
 	if err != nil {
 		return nil, err
 	}
-	out, err := raw.GetObject(ctx, &s3.GetObjectInput{Bucket: &e.bucket, Key: aws.String(store.Prefix() + first.ID + "/status.json")})
-	if err != nil {
-		return nil, err
-	}
-	tmpl, err := io.ReadAll(out.Body)
-	out.Body.Close()
+	tmpl, _, err := objects.Get(ctx, store.Prefix()+first.ID+"/status.json")
 	if err != nil {
 		return nil, err
 	}

@@ -61,18 +61,6 @@ func waitUntil(ctx context.Context, limit time.Duration, what string, cond func(
 	return nil
 }
 
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // prepare creates a task with a small input, ready to submit.
 func prepare(ctx context.Context, s *s3task.Store, name string) (string, error) {
 	t, err := s.Create(ctx, s3task.CreateParams{Name: name, Type: "bench"})
@@ -88,36 +76,100 @@ func prepare(ctx context.Context, s *s3task.Store, name string) (string, error) 
 // prepareMany runs prepare for n tasks, par at a time, and returns their IDs.
 func prepareMany(ctx context.Context, s *s3task.Store, n, par int) ([]string, error) {
 	ids := make([]string, n)
-	errs := make([]error, n)
-	sem := make(chan struct{}, par)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			ids[i], errs[i] = prepare(ctx, s, fmt.Sprintf("task %d", i))
-		}()
-	}
-	wg.Wait()
-	return ids, errors.Join(errs...)
+	err := parallel(n, par, func(i int) (err error) {
+		ids[i], err = prepare(ctx, s, fmt.Sprintf("task %d", i))
+		return err
+	})
+	return ids, err
 }
 
 // submitMany submits ids, par at a time.
 func submitMany(ctx context.Context, s *s3task.Store, ids []string, par int) error {
-	errs := make([]error, len(ids))
+	return parallel(len(ids), par, func(i int) error {
+		_, err := s.Submit(ctx, ids[i])
+		return err
+	})
+}
+
+// parallel runs f(i) for 0 <= i < n, par at a time, and returns every error.
+func parallel(n, par int, f func(i int) error) error {
+	errs := make([]error, n)
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
-	for i, id := range ids {
-		wg.Add(1)
+	for i := range n {
 		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			_, errs[i] = s.Submit(ctx, id)
-		}()
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = f(i)
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// noWork is a handler that completes every task at once, with no output.
+var noWork = s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil })
+
+// pickups notes, from the hooks of zero-work workers, when each claim was
+// won and that each task completed, for timing how soon a submitted task is
+// picked up.
+type pickups struct {
+	claims    chan time.Time
+	completes chan struct{}
+}
+
+// newPickups returns pickups with room for n unread claims and completions.
+func newPickups(n int) *pickups {
+	return &pickups{claims: make(chan time.Time, n), completes: make(chan struct{}, n)}
+}
+
+// hooks are worker hooks that report to p.
+func (p *pickups) hooks() s3task.Hooks {
+	return s3task.Hooks{
+		OnClaim:    func(*s3task.Task) { offer(p.claims, time.Now()) },
+		OnComplete: func(*s3task.Task) { offer(p.completes, struct{}{}) },
+	}
+}
+
+// pickup submits id through s and returns the time from the start of
+// Submit to the claim, once the task completed: the claim must come within
+// limit, the completion within 30 seconds of it.
+func (p *pickups) pickup(ctx context.Context, s *s3task.Store, id string, limit time.Duration) (time.Duration, error) {
+	start := time.Now()
+	if _, err := s.Submit(ctx, id); err != nil {
+		return 0, err
+	}
+	at, err := awaitOne(ctx, p.claims, limit)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := awaitOne(ctx, p.completes, 30*time.Second); err != nil {
+		return 0, err
+	}
+	return at.Sub(start), nil
+}
+
+// awaitOne waits for a value on ch for up to limit.
+func awaitOne[T any](ctx context.Context, ch <-chan T, limit time.Duration) (T, error) {
+	var zero T
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-t.C:
+		return zero, fmt.Errorf("timed out after %s", limit)
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// offer sends v on ch unless ch is full.
+func offer[T any](ch chan T, v T) {
+	select {
+	case ch <- v:
+	default:
+	}
 }
 
 // ledger records, across all workers of a run, what happened to each task.
@@ -132,6 +184,14 @@ type ledger struct {
 
 func newLedger(want int) *ledger {
 	return &ledger{claims: map[string]int{}, completes: map[string]int{}, want: want, allDone: make(chan struct{})}
+}
+
+// hooks are worker hooks that record claims and completions in l.
+func (l *ledger) hooks() s3task.Hooks {
+	return s3task.Hooks{
+		OnClaim:    func(t *s3task.Task) { l.claim(t.ID) },
+		OnComplete: func(t *s3task.Task) { l.complete(t.ID) },
+	}
 }
 
 func (l *ledger) claim(id string) {

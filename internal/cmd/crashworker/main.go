@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -91,12 +90,7 @@ func main() {
 				job.SetProgress(p)
 			}
 		}
-		in, err := job.OpenInput(ctx)
-		if err != nil {
-			return err
-		}
-		data, err := io.ReadAll(in)
-		in.Close()
+		data, err := s3test.ReadAll(job.OpenInput(ctx))
 		if err != nil {
 			return err
 		}
