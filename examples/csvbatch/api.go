@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,8 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/examples/internal/taskview"
 )
 
 // The control API: JSON over HTTP. Every error is
@@ -132,12 +136,18 @@ func (a *api) handle(h handlerFunc) http.Handler {
 	})
 }
 
-func writeError(w http.ResponseWriter, e *apiError) {
-	type body struct {
+// errorResponse is the body of every error answer.
+type errorResponse struct {
+	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
-	}
-	writeJSON(w, e.status, map[string]body{"error": {Code: e.code, Message: e.message}})
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	var resp errorResponse
+	resp.Error.Code, resp.Error.Message = e.code, e.message
+	writeJSON(w, e.status, resp)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -153,9 +163,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // readJSON decodes the request body into v: one JSON object, no unknown
 // fields. An empty body is allowed when optional is true.
 func readJSON(r *http.Request, v any, optional bool) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	err := decodeStrict(r.Body, v)
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
@@ -168,28 +176,36 @@ func readJSON(r *http.Request, v any, optional bool) error {
 	case err != nil:
 		return badRequest("invalid_body", "the request body is not a valid JSON object of the expected shape: %v", err)
 	}
+	return nil
+}
+
+// decodeStrict decodes the one JSON value r holds into v, refusing fields
+// v does not have.
+func decodeStrict(r io.Reader, v any) error {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return badRequest("invalid_body", "the request body holds more than one JSON value")
+		return errors.New("more than one JSON value")
 	}
 	return nil
 }
 
-// taskView is a task record as the API shows it: the record's own fields
-// plus what the backend computes for clients.
-type taskView struct {
-	*s3task.Task
-	// Retryable and Cancelable say whether Retry and Cancel would be
-	// accepted now. They are hints for a UI; the endpoints decide again
-	// against the stored record.
-	Retryable  bool `json:"retryable"`
-	Cancelable bool `json:"cancelable"`
-	// Terminal says whether the task is finished (nothing more will happen
-	// without an operator).
-	Terminal bool `json:"terminal"`
-}
-
-func viewOf(t *s3task.Task) taskView {
-	return taskView{Task: t, Retryable: t.Retryable(), Cancelable: t.Cancelable(), Terminal: t.Terminal()}
+// taskArgs decodes a create request's payload into the arguments of a
+// task of type tt. It is stricter than the worker, whose HandleJSON ignores
+// fields it does not know (so that a newer producer's tasks still run): it
+// refuses them, so that a client's typo is an error, not a default.
+func taskArgs(tt taskType, payload json.RawMessage) (any, error) {
+	args := tt.newArgs()
+	if len(payload) == 0 || string(payload) == "null" {
+		return args, nil
+	}
+	if err := decodeStrict(bytes.NewReader(payload), args); err != nil {
+		return nil, fmt.Errorf("%s payload: %w (want %s)", tt.name, err, tt.hint)
+	}
+	return args, nil
 }
 
 // presigned is a presigned request the client sends itself.
@@ -228,30 +244,55 @@ type createRequest struct {
 }
 
 type createResponse struct {
-	Task   taskView `json:"task"`
+	Task   taskview.Task `json:"task"`
 	Upload struct {
 		Put  presigned     `json:"put"`
 		Post presignedForm `json:"post"`
 	} `json:"upload"`
 }
 
-// create: POST /tasks {name, type, payload} -> 201 {task, upload}.
+// maxIdempotencyKey bounds an Idempotency-Key header. The library takes
+// keys of up to 256 bytes; this leaves room for the caller's name.
+const maxIdempotencyKey = 128
+
+// idempotencyKey returns the CreateParams.Key for the request's
+// Idempotency-Key header: the key scoped to the caller, so that two
+// callers' keys never name one task. It returns "" if there is no header.
+func idempotencyKey(r *http.Request, caller string) (string, error) {
+	keys := r.Header.Values("Idempotency-Key")
+	if len(keys) == 0 {
+		return "", nil
+	}
+	key := keys[0]
+	if len(keys) > 1 || key == "" || len(key) > maxIdempotencyKey || !utf8.ValidString(key) ||
+		strings.ContainsFunc(key, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return "", badRequest("invalid_idempotency_key", "send one Idempotency-Key header of 1 to %d bytes of printable text", maxIdempotencyKey)
+	}
+	return caller + ":" + key, nil
+}
+
+// create: POST /tasks {name, type, payload} [Idempotency-Key] -> 201 {task,
+// upload}. A request that repeats the key of an earlier one gets the task
+// that one made, as it is now.
 func (a *api) create(w http.ResponseWriter, r *http.Request, caller string) error {
+	key, err := idempotencyKey(r, caller)
+	if err != nil {
+		return err
+	}
 	var req createRequest
 	if err := readJSON(r, &req, false); err != nil {
 		return err
 	}
-	if req.Type == "" {
-		return badRequest("invalid_body", "type is required: one of %s", strings.Join(taskTypes, ", "))
+	tt, ok := lookupType(req.Type)
+	if !ok {
+		return badRequest("invalid_body", "type %q: want one of %s", req.Type, strings.Join(typeNames(), ", "))
 	}
-	if err := checkPayload(req.Type, req.Payload); err != nil {
+	args, err := taskArgs(tt, req.Payload)
+	if err != nil {
 		return badRequest("invalid_body", "%v", err)
 	}
-	if string(req.Payload) == "null" {
-		req.Payload = nil
-	}
 	t, err := a.store.Create(r.Context(), s3task.CreateParams{
-		Name: req.Name, Type: req.Type, Payload: req.Payload, CreatedBy: caller,
+		Name: req.Name, Type: req.Type, Args: args, Key: key, CreatedBy: caller,
 	})
 	if err != nil {
 		return err
@@ -265,36 +306,38 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, caller string) erro
 		return err
 	}
 	var resp createResponse
-	resp.Task = viewOf(t)
+	resp.Task = taskview.Of(t)
 	resp.Upload.Put = presignedOf(put)
 	resp.Upload.Post = presignedForm{URL: form.URL, Fields: form.Fields, FileField: "file", MaxSize: form.MaxSize, ExpiresAt: form.Expires.UTC()}
-	a.log.InfoContext(r.Context(), "task created", "task_id", t.ID, "type", t.Type, "created_by", caller)
+	a.log.InfoContext(r.Context(), "task created", "task_id", t.ID, "type", t.Type, "created_by", caller, "idempotency_key", key)
 	w.Header().Set("Location", "/tasks/"+t.ID)
 	writeJSON(w, http.StatusCreated, resp)
+	return nil
+}
+
+// answer writes task t, or returns err; a change the call made (done, not
+// "") goes to the log.
+func (a *api) answer(w http.ResponseWriter, r *http.Request, t *s3task.Task, err error, done string, attrs ...any) error {
+	if err != nil {
+		return err
+	}
+	if done != "" {
+		a.log.InfoContext(r.Context(), done, append([]any{"task_id", t.ID}, attrs...)...)
+	}
+	writeJSON(w, http.StatusOK, taskview.Of(t))
 	return nil
 }
 
 // submit: POST /tasks/{id}/submit -> 200 task.
 func (a *api) submit(w http.ResponseWriter, r *http.Request, caller string) error {
 	t, err := a.store.Submit(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	a.log.InfoContext(r.Context(), "task submitted", "task_id", t.ID, "input_size", t.InputSize, "by", caller)
-	writeJSON(w, http.StatusOK, viewOf(t))
-	return nil
+	return a.answer(w, r, t, err, "task submitted", "by", caller)
 }
 
 type listResponse struct {
-	Tasks      []taskView   `json:"tasks"`
-	Broken     []brokenTask `json:"broken,omitempty"`
-	NextCursor string       `json:"next_cursor,omitempty"`
-}
-
-// brokenTask is a task folder whose record cannot be read.
-type brokenTask struct {
-	Key   string `json:"key"`
-	Error string `json:"error"`
+	Tasks      []taskview.Task   `json:"tasks"`
+	Broken     []taskview.Broken `json:"broken,omitempty"`
+	NextCursor string            `json:"next_cursor,omitempty"`
 }
 
 // list: GET /tasks?limit=&cursor= -> 200 {tasks, broken, next_cursor},
@@ -313,15 +356,15 @@ func (a *api) list(w http.ResponseWriter, r *http.Request, _ string) error {
 	if err != nil {
 		return err
 	}
-	resp := listResponse{Tasks: make([]taskView, 0, len(page.Tasks)), NextCursor: page.NextCursor}
+	resp := listResponse{Tasks: make([]taskview.Task, 0, len(page.Tasks)), NextCursor: page.NextCursor}
 	for _, t := range page.Tasks {
-		resp.Tasks = append(resp.Tasks, viewOf(t))
+		resp.Tasks = append(resp.Tasks, taskview.Of(t))
 	}
 	for _, b := range page.Broken {
 		// The page polls the list: log at debug level, the answer shows it.
 		a.log.DebugContext(r.Context(), "unreadable task record", "key", b.Key, "err", b.Err)
-		resp.Broken = append(resp.Broken, brokenTask{Key: b.Key, Error: b.Error()})
 	}
+	resp.Broken = taskview.BrokenOf(page.Broken)
 	writeJSON(w, http.StatusOK, resp)
 	return nil
 }
@@ -329,22 +372,13 @@ func (a *api) list(w http.ResponseWriter, r *http.Request, _ string) error {
 // get: GET /tasks/{id} -> 200 task.
 func (a *api) get(w http.ResponseWriter, r *http.Request, _ string) error {
 	t, err := a.store.Get(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, viewOf(t))
-	return nil
+	return a.answer(w, r, t, err, "")
 }
 
 // retry: POST /tasks/{id}/retry -> 200 task.
 func (a *api) retry(w http.ResponseWriter, r *http.Request, caller string) error {
 	t, err := a.store.Retry(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	a.log.InfoContext(r.Context(), "task retried", "task_id", t.ID, "by", caller)
-	writeJSON(w, http.StatusOK, viewOf(t))
-	return nil
+	return a.answer(w, r, t, err, "task retried", "by", caller)
 }
 
 // cancel: POST /tasks/{id}/cancel [{reason}] -> 200 task.
@@ -360,12 +394,7 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request, caller string) erro
 		reason = "cancelled by " + caller
 	}
 	t, err := a.store.Cancel(r.Context(), r.PathValue("id"), reason)
-	if err != nil {
-		return err
-	}
-	a.log.InfoContext(r.Context(), "task cancelled", "task_id", t.ID, "by", caller)
-	writeJSON(w, http.StatusOK, viewOf(t))
-	return nil
+	return a.answer(w, r, t, err, "task cancelled", "by", caller)
 }
 
 // output: GET /tasks/{id}/output -> 200 presigned GET of the output, for

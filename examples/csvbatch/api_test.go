@@ -2,17 +2,22 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/examples/internal/taskview"
 	"github.com/s3task/s3task/internal/s3test"
+	"github.com/s3task/s3task/s3tasktest"
 )
 
 const peopleCSV = "name,email,city\n" +
@@ -37,12 +42,12 @@ func TestEndToEndEnrich(t *testing.T) {
 	}
 	s.uploadPut(c.Upload.Put, []byte(peopleCSV))
 
-	var submitted taskJSON
+	var submitted taskview.Task
 	s.call("POST", "/tasks/"+c.Task.ID+"/submit", nil, http.StatusOK, &submitted)
 	if submitted.Status != "queued" || submitted.InputSize != int64(len(peopleCSV)) {
 		t.Fatalf("submitted task: %+v", submitted)
 	}
-	done := s.waitFor(c.Task.ID, "completed", func(t taskJSON) bool { return t.Status == "completed" })
+	done := s.waitFor(c.Task.ID, "completed", completed)
 	if done.RowCount != 4 || done.ProcessedCount != 4 || done.SuccessCount != 2 || done.ErrorCount != 2 {
 		t.Errorf("counts: %+v", done)
 	}
@@ -73,7 +78,7 @@ func TestEndToEndStats(t *testing.T) {
 	c := s.create("numbers", typeStats, nil)
 	s.uploadPost(c, []byte("id,score,label\n1,10,a\n2,,b\n3,2.5,a\n4,x,\n"))
 	s.call("POST", "/tasks/"+c.Task.ID+"/submit", nil, http.StatusOK, nil)
-	done := s.waitFor(c.Task.ID, "completed", func(t taskJSON) bool { return t.Status == "completed" })
+	done := s.waitFor(c.Task.ID, "completed", completed)
 	if done.ProcessedCount != 4 || done.SuccessCount != 4 {
 		t.Errorf("counts: %+v", done)
 	}
@@ -100,16 +105,14 @@ func TestProgressVisibleWhileRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := s.create("big", typeEnrich, map[string]any{"required": []string{"name", "email"}})
-	s.uploadPut(c.Upload.Put, in.Bytes())
-	s.call("POST", "/tasks/"+c.Task.ID+"/submit", nil, http.StatusOK, nil)
-	mid := s.waitFor(c.Task.ID, "running with progress", func(t taskJSON) bool {
+	id := s.submit("big", typeEnrich, map[string]any{"required": []string{"name", "email"}}, in.Bytes())
+	mid := s.waitFor(id, "running with progress", func(t taskview.Task) bool {
 		return t.Status == "completed" || t.Status == "running" && t.ProcessedCount > 0
 	})
 	if mid.Status != "running" || mid.ProcessedCount >= rows || mid.RowCount < rows*8/10 || mid.RowCount > rows*12/10 {
 		t.Errorf("no progress seen while running: %+v; want some of %d rows done and an estimate near it", mid, rows)
 	}
-	done := s.waitFor(c.Task.ID, "completed", func(t taskJSON) bool { return t.Status == "completed" })
+	done := s.waitFor(id, "completed", completed)
 	if done.RowCount != rows || done.ProcessedCount != rows || done.SuccessCount != want.ok || done.ErrorCount != rows-want.ok {
 		t.Errorf("final counts: %+v", done)
 	}
@@ -122,7 +125,7 @@ func TestCancel(t *testing.T) {
 
 	// A created task, with an empty body.
 	c := s.create("never uploaded", typeEnrich, nil)
-	var got taskJSON
+	var got taskview.Task
 	s.call("POST", "/tasks/"+c.Task.ID+"/cancel", nil, http.StatusOK, &got)
 	if got.Status != "abandoned" || got.Cancelable || got.Retryable || !got.Terminal || got.CancelReason != "cancelled by alice" {
 		t.Fatalf("cancelled task: %+v", got)
@@ -154,24 +157,21 @@ func TestCancel(t *testing.T) {
 func TestRetryNonCSV(t *testing.T) {
 	t.Parallel()
 	s := startService(t, svcOptions{})
-	c := s.create("a picture", typeEnrich, nil)
-	s.uploadPut(c.Upload.Put, []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00"))
-	s.call("POST", "/tasks/"+c.Task.ID+"/submit", nil, http.StatusOK, nil)
-
-	failed := s.waitFor(c.Task.ID, "failed for good", func(t taskJSON) bool { return t.Status == "failed" && t.Terminal })
-	if failed.Attempt != 1 || failed.RetryAt != "" || !failed.Retryable || !failed.Cancelable {
+	id := s.submit("a picture", typeEnrich, nil, []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00"))
+	failed := s.waitFor(id, "failed for good", failedForGood)
+	if failed.Attempt != 1 || !failed.RetryAt.IsZero() || !failed.Retryable || !failed.Cancelable {
 		t.Errorf("failed task: %+v", failed)
 	}
 	if !strings.Contains(failed.LastError, "binary file, not CSV") {
 		t.Errorf("last_error = %q, want it to say the input is binary", failed.LastError)
 	}
 
-	var retried taskJSON
-	s.call("POST", "/tasks/"+c.Task.ID+"/retry", nil, http.StatusOK, &retried)
+	var retried taskview.Task
+	s.call("POST", "/tasks/"+id+"/retry", nil, http.StatusOK, &retried)
 	if retried.Status != "queued" && retried.Status != "running" {
 		t.Fatalf("retried task: %+v", retried)
 	}
-	again := s.waitFor(c.Task.ID, "failed again", func(t taskJSON) bool { return t.Status == "failed" && t.Attempt == 2 })
+	again := s.waitFor(id, "failed again", func(t taskview.Task) bool { return t.Status == "failed" && t.Attempt == 2 })
 	if !strings.Contains(again.LastError, "binary") || !again.Terminal {
 		t.Errorf("task after retry: %+v", again)
 	}
@@ -186,10 +186,7 @@ func TestRetryNonCSV(t *testing.T) {
 func TestWrongFieldCount(t *testing.T) {
 	t.Parallel()
 	s := startService(t, svcOptions{})
-	c := s.create("ragged", typeStats, nil)
-	s.uploadPut(c.Upload.Put, []byte("a,b,c\n1,2,3\n4,5\n"))
-	s.call("POST", "/tasks/"+c.Task.ID+"/submit", nil, http.StatusOK, nil)
-	failed := s.waitFor(c.Task.ID, "failed for good", func(t taskJSON) bool { return t.Status == "failed" && t.Terminal })
+	failed := s.waitFor(s.submit("ragged", typeStats, nil, []byte("a,b,c\n1,2,3\n4,5\n")), "failed for good", failedForGood)
 	if want := "line 3 has 2 fields, the header has 3"; !strings.Contains(failed.LastError, want) || failed.Attempt != 1 {
 		t.Errorf("failed task: %+v, want last_error to contain %q", failed, want)
 	}
@@ -223,23 +220,19 @@ func TestUnauthenticated(t *testing.T) {
 	t.Parallel()
 	s := startService(t, svcOptions{mode: modeAPI})
 	for _, token := range []string{"", "wrong-token-0123456789", testToken + "x"} {
-		status, body := s.requestAs(token, "GET", "/tasks", nil)
+		status, body := s.as(token, nil).request("GET", "/tasks", nil)
 		if status != http.StatusUnauthorized || !strings.Contains(string(body), `"unauthenticated"`) {
 			t.Errorf("token %q: %d %s", token, status, body)
 		}
 	}
 	req, _ := http.NewRequest("POST", s.base+"/tasks", strings.NewReader(`{"type":"csv_stats"}`))
 	req.Header.Set("Authorization", "Basic "+testToken)
-	resp, err := s.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp, _ := s.do(req)
 	if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
 		t.Errorf("Basic auth: %d, WWW-Authenticate %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
 	// The page itself holds no data and needs no token.
-	if status, body := s.requestAs("", "GET", "/", nil); status != http.StatusOK || !bytes.Contains(body, []byte("<title>csvbatch</title>")) {
+	if status, body := s.as("", nil).request("GET", "/", nil); status != http.StatusOK || !bytes.Contains(body, []byte("<title>csvbatch</title>")) {
 		t.Errorf("page: %d", status)
 	}
 	s.call("GET", "/tasks", nil, http.StatusOK, nil)
@@ -279,17 +272,13 @@ func TestListPaging(t *testing.T) {
 	for _, name := range []string{"one", "two", "three", "four", "five"} {
 		ids = append(ids, s.create(name, typeStats, nil).Task.ID)
 	}
-	type page struct {
-		Tasks      []taskJSON `json:"tasks"`
-		NextCursor string     `json:"next_cursor"`
-	}
 	var got []string
 	path := "/tasks?limit=2"
 	for pages := 0; ; pages++ {
 		if pages > 5 {
 			t.Fatal("paging does not end")
 		}
-		var p page
+		var p listResponse
 		s.call("GET", path, nil, http.StatusOK, &p)
 		if len(p.Tasks) > 2 {
 			t.Fatalf("page of %d tasks with limit 2", len(p.Tasks))
@@ -333,7 +322,51 @@ func TestCreateValidation(t *testing.T) {
 		s.callError("POST", "/tasks", body, http.StatusBadRequest, "invalid_body")
 	}
 	s.callError("POST", "/tasks", `{"name":"`+strings.Repeat("n", 300)+`","type":"csv_stats"}`, http.StatusBadRequest, "invalid_argument")
+	s.callError("POST", "/tasks", `{"name":"x","type":"csv_enrich","payload":{"required":["email",""]}}`, http.StatusBadRequest, "invalid_argument")
 	s.callError("POST", "/tasks", `{"name":"`+strings.Repeat("n", maxBodySize)+`"}`, http.StatusRequestEntityTooLarge, "body_too_large")
+}
+
+// TestIdempotencyKey: a create that repeats its caller's Idempotency-Key
+// gets the task of the first, and a bad key is refused.
+func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	const bobToken = "bob-secret-0123456789"
+	s := startService(t, svcOptions{mode: modeAPI, tokens: "alice:" + testToken + ",bob:" + bobToken})
+	body := map[string]any{"name": "June import", "type": typeEnrich, "payload": map[string]any{"required": []string{"email"}}}
+	create := func(token, key string) string {
+		t.Helper()
+		var c createResponse
+		s.as(token, http.Header{"Idempotency-Key": {key}}).call("POST", "/tasks", body, http.StatusCreated, &c)
+		return c.Task.ID
+	}
+	first := create(testToken, "june-import 7f3a")
+	if again := create(testToken, "june-import 7f3a"); again != first {
+		t.Errorf("two creates with one key made tasks %s and %s, want one", first, again)
+	}
+	others := []string{create(testToken, "june-import 7f3b"), create(bobToken, "june-import 7f3a")}
+	if slices.Contains(others, first) || others[0] == others[1] {
+		t.Errorf("tasks %s, %v: another key, or another caller's same key, named an existing task", first, others)
+	}
+	if got := s.get(first); got.IdempotencyKey != "alice:june-import 7f3a" || got.Name != "June import" {
+		t.Errorf("task %s: idempotency_key %q, name %q", first, got.IdempotencyKey, got.Name)
+	}
+	var page listResponse
+	s.call("GET", "/tasks", nil, http.StatusOK, &page)
+	if len(page.Tasks) != 3 {
+		t.Errorf("%d tasks, want 3", len(page.Tasks))
+	}
+
+	for _, keys := range [][]string{{""}, {strings.Repeat("k", maxIdempotencyKey+1)}, {"tab\tinside"}, {"caf\xe9"}, {"one", "two"}} {
+		var e errorResponse
+		s.as(testToken, http.Header{"Idempotency-Key": keys}).call("POST", "/tasks", body, http.StatusBadRequest, &e)
+		if e.Error.Code != "invalid_idempotency_key" || !strings.Contains(e.Error.Message, "Idempotency-Key") {
+			t.Errorf("Idempotency-Key %q: error %+v, want invalid_idempotency_key", keys, e.Error)
+		}
+	}
+	s.call("GET", "/tasks", nil, http.StatusOK, &page)
+	if len(page.Tasks) != 3 {
+		t.Errorf("%d tasks after the refused creates, want 3", len(page.Tasks))
+	}
 }
 
 func TestCrossSiteRequestsRefused(t *testing.T) {
@@ -342,11 +375,7 @@ func TestCrossSiteRequestsRefused(t *testing.T) {
 	req, _ := http.NewRequest("POST", s.base+"/tasks", strings.NewReader(`{"type":"csv_stats"}`))
 	req.Header.Set("Authorization", "Bearer "+testToken)
 	req.Header.Set("Sec-Fetch-Site", "cross-site")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp, _ := s.do(req)
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("cross-site POST: %d, want 403", resp.StatusCode)
 	}
@@ -363,11 +392,7 @@ func TestOpenMode(t *testing.T) {
 	}
 	req, _ := http.NewRequest("GET", s.base+"/tasks", nil)
 	req.Host = "attacker.example:8080"
-	resp, err := s.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp, _ := s.do(req)
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("request for host %s: %d, want 403", req.Host, resp.StatusCode)
 	}
@@ -380,7 +405,7 @@ func TestRestartKeepsTasks(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, svcOptions{mode: modeAPI, dataDir: dir})
 	ctx := t.Context()
-	a, err := start(ctx, cfg, discardLog())
+	a, err := start(ctx, cfg, s3tasktest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +415,7 @@ func TestRestartKeepsTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A second process cannot open the same data folder.
-	if _, err := start(ctx, testConfig(t, svcOptions{mode: modeAPI, dataDir: dir}), discardLog()); err == nil || !strings.Contains(err.Error(), "in use") {
+	if _, err := start(ctx, testConfig(t, svcOptions{mode: modeAPI, dataDir: dir}), s3tasktest.Logger(t)); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Errorf("second start on one data folder: %v", err)
 	}
 	if err := a.close(); err != nil {
@@ -409,7 +434,7 @@ func TestRefusesStoreWithoutConditionalWrites(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t, svcOptions{})
 	cfg.s3Wrap = s3test.StripConditionalHeaders
-	a, err := start(t.Context(), cfg, discardLog())
+	a, err := start(t.Context(), cfg, s3tasktest.Logger(t))
 	if err == nil {
 		a.close()
 		t.Fatal("start succeeded on a store that ignores conditional writes")
@@ -427,19 +452,10 @@ func TestCorruptRecord(t *testing.T) {
 	good := s.create("fine", typeStats, nil)
 	bad := s.create("damaged", typeStats, nil)
 	key := s3task.DefaultPrefix + bad.Task.ID + "/status.json"
-	_, err := s.app.objs.client.PutObject(t.Context(), &s3.PutObjectInput{
-		Bucket: aws.String(s.app.objs.bucket), Key: aws.String(key), Body: strings.NewReader("{not json"),
-	})
-	if err != nil {
+	if _, err := s.objects().Put(t.Context(), key, []byte("{not json")); err != nil {
 		t.Fatal(err)
 	}
-	var page struct {
-		Tasks  []taskJSON `json:"tasks"`
-		Broken []struct {
-			Key   string `json:"key"`
-			Error string `json:"error"`
-		} `json:"broken"`
-	}
+	var page listResponse
 	s.call("GET", "/tasks", nil, http.StatusOK, &page)
 	if len(page.Tasks) != 1 || page.Tasks[0].ID != good.Task.ID {
 		t.Errorf("tasks: %+v", page.Tasks)
@@ -448,4 +464,73 @@ func TestCorruptRecord(t *testing.T) {
 		t.Errorf("broken: %+v", page.Broken)
 	}
 	s.callError("GET", "/tasks/"+bad.Task.ID, nil, http.StatusInternalServerError, "corrupt_record")
+}
+
+// FuzzAPI sends arbitrary paths, query strings and bodies to the control
+// API. Whatever comes in, the service must answer with a JSON error or a JSON
+// result and a 2xx or 4xx status, never panic or fail inside, and never
+// write an object outside its task prefix.
+func FuzzAPI(f *testing.F) {
+	for _, seed := range []struct {
+		post       bool
+		path, body string
+	}{
+		{true, "/tasks", `{"name":"June","type":"csv_enrich","payload":{"required":["email"]}}`},
+		{true, "/tasks", `{"name":"x","type":"csv_enrich","extra":1}`},
+		{true, "/tasks", `{"name":` + strings.Repeat("[", 100)},
+		{true, "/tasks", `{} {}`},
+		{false, "/tasks?limit=-1", ""},
+		{false, "/tasks?limit=2&cursor=%2F%2E%2E", ""},
+		{false, "/tasks/../x", ""},
+		{false, "/tasks/%2e%2e%2factive", ""},
+		{true, "/tasks/7ZZZZZZZZZZZZZZZZZZZZZZZZZ/submit", ""},
+		{true, "/tasks/7zzzzzzzzzzzzzzzzzzzzzzzzz/cancel", `{"reason":"r"}`},
+		{true, "/tasks/active/retry", ""},
+		{false, "/tasks/7ZZZZZZZZZZZZZZZZZZZZZZZZZ/output", ""},
+	} {
+		f.Add(seed.post, seed.path, seed.body)
+	}
+	svc := startService(f, svcOptions{mode: "api"})
+	f.Fuzz(func(t *testing.T, post bool, path, body string) {
+		u, err := url.Parse(path)
+		if err != nil || (u.Path != "/tasks" && !strings.HasPrefix(u.Path, "/tasks/")) {
+			return
+		}
+		method := http.MethodGet
+		if post {
+			method = http.MethodPost
+		}
+		req := httptest.NewRequest(method, "http://127.0.0.1/", strings.NewReader(body))
+		req.URL, req.RequestURI = u, u.RequestURI()
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		rec := httptest.NewRecorder()
+		svc.app.srv.Handler.ServeHTTP(rec, req)
+
+		res := rec.Result()
+		data, _ := io.ReadAll(res.Body)
+		if res.StatusCode >= 500 {
+			t.Fatalf("%s %q: status %d: %s", method, path, res.StatusCode, data)
+		}
+		if res.StatusCode >= 300 && res.StatusCode < 400 {
+			return // the mux's clean-path redirects carry no JSON
+		}
+		if !json.Valid(data) {
+			t.Fatalf("%s %q: status %d, body is not JSON: %q", method, path, res.StatusCode, data)
+		}
+		if res.StatusCode >= 400 {
+			var e errorResponse
+			if err := json.Unmarshal(data, &e); err != nil || e.Error.Code == "" {
+				t.Fatalf("%s %q: status %d without an error code: %s", method, path, res.StatusCode, data)
+			}
+		}
+		keys, err := svc.objects().Keys(t.Context(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range keys {
+			if !strings.HasPrefix(key, svc.app.cfg.prefix) {
+				t.Fatalf("%s %q wrote %q, outside the prefix %q", method, path, key, svc.app.cfg.prefix)
+			}
+		}
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -67,6 +68,38 @@ func start(ctx context.Context, cfg *config, log *slog.Logger) (*app, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// run is the whole program: it parses args (and CSVBATCH_* environment
+// variables), starts what the mode asks for, prints the addresses to stdout
+// and logs to stderr, and serves until ctx is done; then it shuts down
+// gracefully and returns.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseConfig(args, os.LookupEnv, stderr)
+	if err != nil {
+		return err
+	}
+	return runConfig(ctx, cfg, stdout, stderr)
+}
+
+func runConfig(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
+	level := slog.LevelInfo
+	if cfg.verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	a, err := start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	a.banner(stdout)
+	if cfg.selftestRows > 0 {
+		err := a.selftest(ctx, cfg.selftestRows, stdout)
+		return errors.Join(err, a.close())
+	}
+	err = a.wait(ctx)
+	fmt.Fprintln(stdout, "csvbatch: shutting down")
+	return errors.Join(err, a.close())
 }
 
 func (a *app) init(ctx context.Context, creds []credential) error {
@@ -150,21 +183,29 @@ func (a *app) startMetricsHTTP(creds []credential) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", a.metricsHandler(&authenticator{creds: creds}))
 	a.metricsURL = "http://" + ln.Addr().String() + "/metrics"
-	a.metricsSrv = &http.Server{
-		Handler:           mux,
+	a.metricsSrv, a.metricsErr = a.serve(ln, mux)
+	return nil
+}
+
+// serve serves h on ln in the background with the limits every listener of
+// the program has. Serve's error arrives on the channel.
+func (a *app) serve(ln net.Listener, h http.Handler) (*http.Server, chan error) {
+	srv := &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
 		WriteTimeout:      time.Minute,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
-	a.metricsErr = make(chan error, 1)
-	go func() { a.metricsErr <- a.metricsSrv.Serve(ln) }()
-	return nil
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	return srv, served
 }
 
 func (a *app) startWorker(ctx context.Context) error {
-	mux, err := newMux("")
+	mux, err := newMux()
 	if err != nil {
 		return err
 	}
@@ -222,17 +263,7 @@ func (a *app) startHTTP(creds []credential) error {
 	if a.cfg.verbose {
 		h = logRequests(a.log, h)
 	}
-	a.srv = &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       time.Minute,
-		WriteTimeout:      time.Minute,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
-	}
-	a.serveErr = make(chan error, 1)
-	go func() { a.serveErr <- a.srv.Serve(ln) }()
+	a.srv, a.serveErr = a.serve(ln, h)
 	return nil
 }
 
@@ -248,7 +279,7 @@ func (a *app) banner(w io.Writer) {
 		fmt.Fprintf(w, "csvbatch: metrics %s\n", a.metricsURL)
 	}
 	if a.worker != nil {
-		fmt.Fprintf(w, "csvbatch: worker  %s running (concurrency %d; types %v)\n", a.worker.ID(), a.cfg.concurrency, taskTypes)
+		fmt.Fprintf(w, "csvbatch: worker  %s running (concurrency %d; types %v)\n", a.worker.ID(), a.cfg.concurrency, typeNames())
 	}
 	if a.srv != nil && a.open {
 		fmt.Fprintf(w, "\n"+

@@ -151,9 +151,7 @@ func TestBrowser(t *testing.T) {
 	}
 
 	// The task the page created carries the signed-in caller.
-	var page struct {
-		Tasks []taskJSON `json:"tasks"`
-	}
+	var page listResponse
 	s.call("GET", "/tasks?limit=1", nil, http.StatusOK, &page)
 	if len(page.Tasks) != 1 || page.Tasks[0].CreatedBy != "alice" || page.Tasks[0].Name != "Uploaded from the page" {
 		t.Errorf("newest task: %+v", page.Tasks)

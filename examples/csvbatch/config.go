@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/examples/internal/s3client"
 )
 
 // The process roles picked by -mode.
@@ -38,10 +39,8 @@ type config struct {
 	s3Listen string
 
 	// External S3 (used when bucket is set).
-	bucket    string
-	endpoint  string
-	region    string
-	pathStyle bool
+	bucket string
+	s3     s3client.Config
 
 	prefix          string
 	maxInput        byteSize
@@ -86,9 +85,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), usageOut 
 	fs.StringVar(&c.dataDir, "data", "./csvbatch-data", "`folder` of the embedded S3's database; empty keeps objects in memory only")
 	fs.StringVar(&c.s3Listen, "s3-listen", "127.0.0.1:0", "loopback `address` of the embedded S3 (port 0 picks a free port)")
 	fs.StringVar(&c.bucket, "bucket", "", "use this `bucket` of a real S3 or S3-compatible store instead of the embedded S3; credentials and region come from the standard AWS environment")
-	fs.StringVar(&c.endpoint, "s3-endpoint", "", "S3 endpoint `URL` of a compatible store (default: AWS, or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL)")
-	fs.StringVar(&c.region, "s3-region", "", "S3 `region` (default: AWS_REGION or the AWS profile)")
-	fs.BoolVar(&c.pathStyle, "s3-path-style", false, "use path-style S3 addressing (most compatible stores want it)")
+	c.s3.RegisterFlags(fs)
 	fs.StringVar(&c.prefix, "prefix", s3task.DefaultPrefix, "key `prefix` of the tasks in the bucket")
 	fs.Var(&c.maxInput, "max-input-size", "largest accepted input `size`, e.g. 100MiB or 250MB")
 	fs.IntVar(&c.concurrency, "concurrency", 2, "`tasks` the worker runs at once")
@@ -169,7 +166,7 @@ func (c *config) validate() error {
 		return fmt.Errorf("-max-input-size %d: want a positive size", c.maxInput)
 	}
 	if c.embedded() {
-		if c.endpoint != "" || c.region != "" || c.pathStyle {
+		if c.s3.Endpoint != "" || c.s3.Region != "" || c.s3.PathStyle {
 			return errors.New("-s3-endpoint, -s3-region and -s3-path-style need -bucket (without -bucket the embedded S3 is used)")
 		}
 		// gofakes3 checks no signatures: whoever reaches it reads and writes

@@ -85,21 +85,28 @@ func newRowReader(ctx context.Context, in io.Reader, size int64, report func(s3t
 	return rr, nil
 }
 
-// next returns the next row, or io.EOF after the last one. The slice is
-// reused by the following call.
-func (rr *rowReader) next() ([]string, error) {
-	if rr.p.ProcessedCount%progressEvery == 0 && rr.p.ProcessedCount > 0 {
-		if err := context.Cause(rr.ctx); err != nil {
-			return nil, err
+// each calls fn with every row, in order, until the input ends or either
+// fails. The slice is reused by the following call.
+func (rr *rowReader) each(fn func(rec []string) error) error {
+	for {
+		if rr.p.ProcessedCount%progressEvery == 0 && rr.p.ProcessedCount > 0 {
+			if err := context.Cause(rr.ctx); err != nil {
+				return err
+			}
+			rr.reportNow()
 		}
-		rr.reportNow()
+		rec, err := rr.read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rr.p.ProcessedCount++
+		if err := fn(rec); err != nil {
+			return err
+		}
 	}
-	rec, err := rr.read()
-	if err != nil {
-		return nil, err
-	}
-	rr.p.ProcessedCount++
-	return rec, nil
 }
 
 // read reads one record and classifies its errors.
@@ -140,21 +147,16 @@ func (rr *rowReader) reportNow() {
 	rr.report(p)
 }
 
-// finish returns the final counters: every row has been read.
-func (rr *rowReader) finish() s3task.Progress {
+// finish flushes w, the output, and returns the final counters: every row
+// has been read.
+func (rr *rowReader) finish(w *csv.Writer) (s3task.Progress, error) {
+	w.Flush()
+	if err := w.Error(); err != nil {
+		return rr.p, err
+	}
 	rr.p.RowCount = rr.p.ProcessedCount
 	rr.report(rr.p)
-	return rr.p
-}
-
-// enrichOptions is the payload of a csv_enrich task.
-type enrichOptions struct {
-	// Required lists columns that must be present in the header and
-	// non-empty in every row. Default: none.
-	Required []string `json:"required,omitempty"`
-	// EmailColumn is the column normalised to lower case and checked for
-	// the shape of an e-mail address, if the header has it. Default "email".
-	EmailColumn string `json:"email_column,omitempty"`
+	return rr.p, nil
 }
 
 // statusColumn is the column csv_enrich appends: "ok", or "error: " and the
@@ -164,7 +166,7 @@ const statusColumn = "row_status"
 // enrich validates and normalises each row: fields are trimmed, the e-mail
 // column is lower-cased and checked, required fields must be non-empty. It
 // writes every row with statusColumn appended and counts good and bad rows.
-func enrich(ctx context.Context, in io.Reader, out io.Writer, size int64, opts enrichOptions, report func(s3task.Progress)) (s3task.Progress, error) {
+func enrich(ctx context.Context, in io.Reader, out io.Writer, size int64, args enrichArgs, report func(s3task.Progress)) (s3task.Progress, error) {
 	rr, err := newRowReader(ctx, in, size, report)
 	if err != nil {
 		return s3task.Progress{}, err
@@ -177,7 +179,7 @@ func enrich(ctx context.Context, in io.Reader, out io.Writer, size int64, opts e
 	}
 	var required []int
 	var missing []string
-	for _, name := range opts.Required {
+	for _, name := range args.Required {
 		i, ok := col[name]
 		if !ok {
 			missing = append(missing, strconv.Quote(name))
@@ -189,7 +191,7 @@ func enrich(ctx context.Context, in io.Reader, out io.Writer, size int64, opts e
 		return s3task.Progress{}, s3task.Permanent(fmt.Errorf("the header has no required column %s (it has %s)",
 			strings.Join(missing, ", "), quoteList(rr.header)))
 	}
-	emailCol := opts.EmailColumn
+	emailCol := args.EmailColumn
 	if emailCol == "" {
 		emailCol = "email"
 	}
@@ -201,14 +203,7 @@ func enrich(ctx context.Context, in io.Reader, out io.Writer, size int64, opts e
 	}
 	var problems []string
 	row := make([]string, 0, len(rr.header)+1)
-	for {
-		rec, err := rr.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return rr.p, err
-		}
+	err = rr.each(func(rec []string) error {
 		problems = problems[:0]
 		row = row[:0]
 		for _, f := range rec {
@@ -232,15 +227,12 @@ func enrich(ctx context.Context, in io.Reader, out io.Writer, size int64, opts e
 			rr.p.ErrorCount++
 			row = append(row, "error: "+strings.Join(problems, "; "))
 		}
-		if err := w.Write(row); err != nil {
-			return rr.p, err
-		}
-	}
-	w.Flush()
-	if err := w.Error(); err != nil {
+		return w.Write(row)
+	})
+	if err != nil {
 		return rr.p, err
 	}
-	return rr.finish(), nil
+	return rr.finish(w)
 }
 
 // plausibleEmail checks the shape of a lower-cased address: one '@', a
@@ -283,10 +275,47 @@ type columnStats struct {
 	sum, comp float64 // Kahan-compensated sum of the numeric values
 }
 
+// add counts one field of the column.
+func (c *columnStats) add(f string, seed maphash.Seed) {
+	f = strings.TrimSpace(f)
+	if f == "" {
+		c.empty++
+		return
+	}
+	c.nonEmpty++
+	if !c.overflow {
+		c.distinct[maphash.String(seed, f)] = struct{}{}
+		if len(c.distinct) > maxDistinct {
+			c.overflow, c.distinct = true, nil
+		}
+	}
+	if v, err := strconv.ParseFloat(f, 64); err == nil && !math.IsNaN(v) && !math.IsInf(v, 0) {
+		c.numeric++
+		c.min, c.max = min(c.min, v), max(c.max, v)
+		y := v - c.comp
+		t := c.sum + y
+		c.comp = (t - c.sum) - y
+		c.sum = t
+	}
+}
+
+// record is the column's row of the summary.
+func (c *columnStats) record() []string {
+	distinct := strconv.Itoa(len(c.distinct))
+	if c.overflow {
+		distinct = strconv.Itoa(maxDistinct) + "+"
+	}
+	rec := []string{c.name, itoa(c.nonEmpty), itoa(c.empty), distinct, itoa(c.numeric), "", "", ""}
+	if c.numeric > 0 {
+		rec[5], rec[6], rec[7] = ftoa(c.min), ftoa(c.max), ftoa(c.sum/float64(c.numeric))
+	}
+	return rec
+}
+
 // stats writes a per-column summary of the input as CSV: for each column
 // the counts of non-empty, empty and distinct values, and for numeric values
-// their count, minimum, maximum and mean.
-func stats(ctx context.Context, in io.Reader, out io.Writer, size int64, report func(s3task.Progress)) (s3task.Progress, error) {
+// their count, minimum, maximum and mean. It takes no arguments.
+func stats(ctx context.Context, in io.Reader, out io.Writer, size int64, _ statsArgs, report func(s3task.Progress)) (s3task.Progress, error) {
 	rr, err := newRowReader(ctx, in, size, report)
 	if err != nil {
 		return s3task.Progress{}, err
@@ -299,61 +328,26 @@ func stats(ctx context.Context, in io.Reader, out io.Writer, size int64, report 
 	for i, h := range rr.header {
 		cols[i] = &columnStats{name: h, distinct: map[uint64]struct{}{}, min: math.Inf(1), max: math.Inf(-1)}
 	}
-	for {
-		rec, err := rr.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return rr.p, err
-		}
+	err = rr.each(func(rec []string) error {
 		for i, f := range rec {
-			c := cols[i]
-			f = strings.TrimSpace(f)
-			if f == "" {
-				c.empty++
-				continue
-			}
-			c.nonEmpty++
-			if !c.overflow {
-				c.distinct[maphash.String(seed, f)] = struct{}{}
-				if len(c.distinct) > maxDistinct {
-					c.overflow, c.distinct = true, nil
-				}
-			}
-			if v, err := strconv.ParseFloat(f, 64); err == nil && !math.IsNaN(v) && !math.IsInf(v, 0) {
-				c.numeric++
-				c.min, c.max = min(c.min, v), max(c.max, v)
-				y := v - c.comp
-				t := c.sum + y
-				c.comp = (t - c.sum) - y
-				c.sum = t
-			}
+			cols[i].add(f, seed)
 		}
 		rr.p.SuccessCount++
+		return nil
+	})
+	if err != nil {
+		return rr.p, err
 	}
 	w := csv.NewWriter(out)
 	if err := w.Write([]string{"column", "non_empty", "empty", "distinct", "numeric", "min", "max", "mean"}); err != nil {
 		return rr.p, err
 	}
 	for _, c := range cols {
-		distinct := strconv.Itoa(len(c.distinct))
-		if c.overflow {
-			distinct = strconv.Itoa(maxDistinct) + "+"
-		}
-		rec := []string{c.name, itoa(c.nonEmpty), itoa(c.empty), distinct, itoa(c.numeric), "", "", ""}
-		if c.numeric > 0 {
-			rec[5], rec[6], rec[7] = ftoa(c.min), ftoa(c.max), ftoa(c.sum/float64(c.numeric))
-		}
-		if err := w.Write(rec); err != nil {
+		if err := w.Write(c.record()); err != nil {
 			return rr.p, err
 		}
 	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		return rr.p, err
-	}
-	return rr.finish(), nil
+	return rr.finish(w)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

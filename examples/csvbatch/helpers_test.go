@@ -10,9 +10,13 @@ import (
 	"mime/multipart"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/examples/internal/taskview"
+	"github.com/s3task/s3task/internal/s3test"
+	"github.com/s3task/s3task/s3tasktest"
 )
 
 // testToken is the secret of the caller "alice" in test services.
@@ -32,6 +36,7 @@ type service struct {
 	app    *app
 	base   string
 	token  string
+	header http.Header
 	client *http.Client
 }
 
@@ -68,8 +73,6 @@ func testConfig(t testing.TB, o svcOptions) *config {
 
 func noEnv(string) (string, bool) { return "", false }
 
-func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
 // startService starts an app and stops it when the test ends.
 func startService(t testing.TB, o svcOptions) *service {
 	t.Helper()
@@ -78,9 +81,12 @@ func startService(t testing.TB, o svcOptions) *service {
 
 func startConfig(t testing.TB, cfg *config) *service {
 	t.Helper()
-	logs := &testLog{t: t}
+	log := s3tasktest.Logger(t)
+	if _, fuzz := t.(*testing.F); fuzz {
+		log = slog.New(slog.DiscardHandler) // the fuzz target must not call f.Log
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := start(ctx, cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	a, err := start(ctx, cfg, log)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -95,91 +101,21 @@ func startConfig(t testing.TB, cfg *config) *service {
 			t.Errorf("close: %v", err)
 		}
 		s.client.CloseIdleConnections()
-		logs.stop()
 	})
 	return s
 }
 
-// testLog sends log lines to t.Log until the test's cleanup stops it.
-type testLog struct {
-	mu      sync.Mutex
-	t       testing.TB
-	stopped bool
+// as returns a client of the same service that sends token (none if "")
+// and header with every request.
+func (s *service) as(token string, header http.Header) *service {
+	c := *s
+	c.token, c.header = token, header
+	return &c
 }
 
-func (l *testLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.stopped {
-		l.t.Log(strings.TrimSpace(string(p)))
-	}
-	return len(p), nil
-}
-
-func (l *testLog) stop() {
-	l.mu.Lock()
-	l.stopped = true
-	l.mu.Unlock()
-}
-
-// taskJSON is the part of the API's task view the tests look at.
-type taskJSON struct {
-	ID             string          `json:"task_id"`
-	Type           string          `json:"task_type"`
-	Name           string          `json:"task_name"`
-	Payload        json.RawMessage `json:"payload"`
-	Status         string          `json:"status"`
-	Attempt        int             `json:"attempt_id"`
-	MaxAttempts    int             `json:"max_attempts"`
-	LastError      string          `json:"last_error"`
-	CancelReason   string          `json:"cancel_reason"`
-	RetryAt        string          `json:"retry_at"`
-	RowCount       int64           `json:"row_count"`
-	ProcessedCount int64           `json:"processed_count"`
-	SuccessCount   int64           `json:"success_count"`
-	ErrorCount     int64           `json:"error_count"`
-	InputSize      int64           `json:"input_size"`
-	CreatedBy      string          `json:"created_by"`
-	Retryable      bool            `json:"retryable"`
-	Cancelable     bool            `json:"cancelable"`
-	Terminal       bool            `json:"terminal"`
-}
-
-type presignedJSON struct {
-	Method  string            `json:"method"`
-	URL     string            `json:"url"`
-	Headers map[string]string `json:"headers"`
-}
-
-type createdJSON struct {
-	Task   taskJSON `json:"task"`
-	Upload struct {
-		Put  presignedJSON `json:"put"`
-		Post struct {
-			URL       string            `json:"url"`
-			Fields    map[string]string `json:"fields"`
-			FileField string            `json:"file_field"`
-			MaxSize   int64             `json:"max_size"`
-		} `json:"post"`
-	} `json:"upload"`
-}
-
-type errorJSON struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// request sends a request with the service's token (if any) and returns the
-// status and body. body may be nil, a string (sent as is) or a value sent as
-// JSON.
+// request sends a request and returns the status and body. body may be
+// nil, a string (sent as is) or a value sent as JSON.
 func (s *service) request(method, path string, body any) (int, []byte) {
-	s.t.Helper()
-	return s.requestAs(s.token, method, path, body)
-}
-
-func (s *service) requestAs(token, method, path string, body any) (int, []byte) {
 	s.t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
@@ -197,19 +133,30 @@ func (s *service) requestAs(token, method, path string, body any) (int, []byte) 
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	for k, v := range s.header {
+		req.Header[k] = v
 	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	resp, data := s.do(req)
+	return resp.StatusCode, data
+}
+
+// do sends req with the service's client and returns the response with its
+// body, read and closed.
+func (s *service) do(req *http.Request) (*http.Response, []byte) {
+	s.t.Helper()
 	resp, err := s.client.Do(req)
 	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, path, err)
+		s.t.Fatalf("%s %s: %v", req.Method, req.URL, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		s.t.Fatal(err)
+		s.t.Fatalf("%s %s: %v", req.Method, req.URL, err)
 	}
-	return resp.StatusCode, data
+	return resp, data
 }
 
 // call sends a request, checks the status and decodes the JSON answer
@@ -228,9 +175,9 @@ func (s *service) call(method, path string, body any, wantStatus int, out any) {
 }
 
 // callError sends a request and checks that it fails with status and code.
-func (s *service) callError(method, path string, body any, wantStatus int, wantCode string) errorJSON {
+func (s *service) callError(method, path string, body any, wantStatus int, wantCode string) errorResponse {
 	s.t.Helper()
-	var e errorJSON
+	var e errorResponse
 	s.call(method, path, body, wantStatus, &e)
 	if e.Error.Code != wantCode || e.Error.Message == "" {
 		s.t.Fatalf("%s %s: error %+v, want code %q and a message", method, path, e.Error, wantCode)
@@ -238,16 +185,21 @@ func (s *service) callError(method, path string, body any, wantStatus int, wantC
 	return e
 }
 
-func (s *service) create(name, taskType string, payload any) createdJSON {
+func (s *service) create(name, taskType string, payload any) createResponse {
 	s.t.Helper()
-	var c createdJSON
+	var c createResponse
 	s.call("POST", "/tasks", map[string]any{"name": name, "type": taskType, "payload": payload}, http.StatusCreated, &c)
 	return c
 }
 
+// objects reads and writes the service's bucket behind its back.
+func (s *service) objects() s3test.Objects {
+	return s3test.Objects{Client: s.app.objs.client, Bucket: s.app.objs.bucket}
+}
+
 // uploadPut sends data to the presigned PUT URL with a plain HTTP client,
 // as curl would.
-func (s *service) uploadPut(p presignedJSON, data []byte) {
+func (s *service) uploadPut(p presigned, data []byte) {
 	s.t.Helper()
 	req, err := http.NewRequestWithContext(s.t.Context(), p.Method, p.URL, bytes.NewReader(data))
 	if err != nil {
@@ -261,7 +213,7 @@ func (s *service) uploadPut(p presignedJSON, data []byte) {
 
 // uploadPost sends data with the presigned POST form: every field, then the
 // file last, as a browser form would.
-func (s *service) uploadPost(c createdJSON, data []byte) {
+func (s *service) uploadPost(c createResponse, data []byte) {
 	s.t.Helper()
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
@@ -288,28 +240,37 @@ func (s *service) uploadPost(c createdJSON, data []byte) {
 
 func (s *service) sendToS3(req *http.Request) []byte {
 	s.t.Helper()
-	resp, err := s.client.Do(req)
-	if err != nil {
-		s.t.Fatalf("%s to S3: %v", req.Method, err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
+	resp, data := s.do(req)
 	if resp.StatusCode/100 != 2 {
 		s.t.Fatalf("%s to S3: status %d: %s", req.Method, resp.StatusCode, data)
 	}
 	return data
 }
 
-func (s *service) get(id string) taskJSON {
+func (s *service) get(id string) taskview.Task {
 	s.t.Helper()
-	var t taskJSON
+	var t taskview.Task
 	s.call("GET", "/tasks/"+id, nil, http.StatusOK, &t)
 	return t
 }
 
+// submit creates a task, uploads data with the presigned PUT and submits
+// the task. It returns the task's ID.
+func (s *service) submit(name, taskType string, payload any, data []byte) string {
+	s.t.Helper()
+	c := s.create(name, taskType, payload)
+	s.uploadPut(c.Upload.Put, data)
+	s.call("POST", "/tasks/"+c.Task.ID+"/submit", nil, http.StatusOK, nil)
+	return c.Task.ID
+}
+
+// Conditions for waitFor.
+func completed(t taskview.Task) bool     { return t.Status == s3task.StatusCompleted }
+func failedForGood(t taskview.Task) bool { return t.Status == s3task.StatusFailed && t.Terminal }
+
 // waitFor polls the task until cond holds, failing the test after a
 // deadline.
-func (s *service) waitFor(id, what string, cond func(taskJSON) bool) taskJSON {
+func (s *service) waitFor(id, what string, cond func(taskview.Task) bool) taskview.Task {
 	s.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -329,7 +290,7 @@ func (s *service) waitFor(id, what string, cond func(taskJSON) bool) taskJSON {
 // download fetches the presigned output URL and parses the CSV.
 func (s *service) download(id string) [][]string {
 	s.t.Helper()
-	var p presignedJSON
+	var p presigned
 	s.call("GET", "/tasks/"+id+"/output", nil, http.StatusOK, &p)
 	req, err := http.NewRequestWithContext(s.t.Context(), p.Method, p.URL, nil)
 	if err != nil {

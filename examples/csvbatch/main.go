@@ -32,8 +32,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -65,35 +63,3 @@ type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
-
-// run is the whole program: it parses args (and CSVBATCH_* environment
-// variables), starts what the mode asks for, prints the addresses to stdout
-// and logs to stderr, and serves until ctx is done; then it shuts down
-// gracefully and returns.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, err := parseConfig(args, os.LookupEnv, stderr)
-	if err != nil {
-		return err
-	}
-	return runConfig(ctx, cfg, stdout, stderr)
-}
-
-func runConfig(ctx context.Context, cfg *config, stdout, stderr io.Writer) error {
-	level := slog.LevelInfo
-	if cfg.verbose {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	a, err := start(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	a.banner(stdout)
-	if cfg.selftestRows > 0 {
-		err := a.selftest(ctx, cfg.selftestRows, stdout)
-		return errors.Join(err, a.close())
-	}
-	err = a.wait(ctx)
-	fmt.Fprintln(stdout, "csvbatch: shutting down")
-	return errors.Join(err, a.close())
-}

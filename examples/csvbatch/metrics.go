@@ -28,9 +28,12 @@ import (
 const metricsNamespace = "s3task"
 
 // knownCategories are the error_category values worth a series of their
-// own: the library's and this service's (see categorize).
+// own: the library's, "unknown" (what Store.Stats counts a failure without
+// a category as) and this service's (see categorize).
 var knownCategories = []string{
-	"permanent", "transient", "panic", "lease_expired", "shutdown", "unknown",
+	s3task.CategoryPermanent, s3task.CategoryTransient, s3task.CategoryPanic,
+	s3task.CategoryLeaseExpired, s3task.CategoryShutdown, s3task.CategoryBadPayload,
+	s3task.CategoryUnknownType, "unknown",
 	catBadInput, catInputUnavailable, catIO,
 }
 
@@ -125,7 +128,7 @@ func newMetrics() *metrics {
 	for _, c := range append(slices.Clone(knownCategories), "other") {
 		m.failedTasks.WithLabelValues(c)
 	}
-	for _, tt := range append(slices.Clone(taskTypes), "other") {
+	for _, tt := range append(typeNames(), "other") {
 		m.claims.WithLabelValues(tt)
 		m.completions.WithLabelValues(tt)
 	}
@@ -140,7 +143,7 @@ func newMetrics() *metrics {
 
 // typeLabel bounds a task type to the ones this service runs.
 func typeLabel(t string) string {
-	if slices.Contains(taskTypes, t) {
+	if _, ok := lookupType(t); ok {
 		return t
 	}
 	return "other"

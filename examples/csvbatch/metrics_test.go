@@ -2,15 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/s3task/s3task/s3tasktest"
 )
 
 // scrape is one reading of /metrics: series (name{label="value",...}, with
@@ -58,12 +58,13 @@ func series(name string, labels ...string) string {
 	return name + "{" + strings.Join(pairs, `",`) + `"}`
 }
 
-// scrapeMetrics fetches url with the token (if any) and parses it.
-func scrapeMetrics(t *testing.T, client *http.Client, url, token, host string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+// scrape fetches the metrics at url as the caller of token (none if ""),
+// addressed to host (if not ""), and returns the status and the body.
+func (s *service) scrape(url, token, host string) (int, string) {
+	s.t.Helper()
+	req, err := http.NewRequestWithContext(s.t.Context(), "GET", url, nil)
 	if err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -71,17 +72,9 @@ func scrapeMetrics(t *testing.T, client *http.Client, url, token, host string) (
 	if host != "" {
 		req.Host = host
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, body := s.do(req)
 	if resp.StatusCode == http.StatusOK && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
-		t.Errorf("/metrics Content-Type %q", resp.Header.Get("Content-Type"))
+		s.t.Errorf("/metrics Content-Type %q", resp.Header.Get("Content-Type"))
 	}
 	return resp.StatusCode, string(body)
 }
@@ -93,7 +86,7 @@ func waitMetrics(t *testing.T, s *service, url string, what string, cond func(sc
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		code, body := scrapeMetrics(t, s.client, url, s.token, "")
+		code, body := s.scrape(url, s.token, "")
 		if code != http.StatusOK {
 			t.Fatalf("GET %s: %d %s", url, code, body)
 		}
@@ -108,15 +101,6 @@ func waitMetrics(t *testing.T, s *service, url string, what string, cond func(sc
 	}
 }
 
-// submitCSV creates a csv_enrich task, uploads data and submits it.
-func (s *service) submitCSV(name string, data []byte) string {
-	s.t.Helper()
-	c := s.create(name, typeEnrich, nil)
-	s.uploadPut(c.Upload.Put, data)
-	s.call("POST", "/tasks/"+c.Task.ID+"/submit", nil, http.StatusOK, nil)
-	return c.Task.ID
-}
-
 // TestMetrics runs a task that completes and one whose input is unusable,
 // then scrapes /metrics until the worker counters and the Store.Stats
 // gauges show them.
@@ -128,7 +112,7 @@ func TestMetrics(t *testing.T) {
 	url := s.base + "/metrics"
 
 	// Before any work: every labelled series is there at zero.
-	code, body := scrapeMetrics(t, s.client, url, s.token, "")
+	code, body := s.scrape(url, s.token, "")
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d %s", code, body)
 	}
@@ -147,10 +131,8 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 
-	good := s.submitCSV("good", []byte("name,email\nAda,ada@example.com\n"))
-	bad := s.submitCSV("empty", nil)
-	s.waitFor(good, "completed", func(t taskJSON) bool { return t.Status == "completed" })
-	s.waitFor(bad, "failed", func(t taskJSON) bool { return t.Terminal })
+	s.waitFor(s.submit("good", typeEnrich, nil, []byte("name,email\nAda,ada@example.com\n")), "completed", completed)
+	s.waitFor(s.submit("empty", typeEnrich, nil, nil), "failed for good", failedForGood)
 
 	// The hooks that feed the worker counters run after the records are
 	// written, so wait for them as well as for the bucket gauges.
@@ -187,10 +169,10 @@ func TestMetrics(t *testing.T) {
 	}
 
 	// The API's rule: a bearer token.
-	if code, _ := scrapeMetrics(t, s.client, url, "", ""); code != http.StatusUnauthorized {
+	if code, _ := s.scrape(url, "", ""); code != http.StatusUnauthorized {
 		t.Errorf("GET /metrics without a token: %d, want 401", code)
 	}
-	if code, _ := scrapeMetrics(t, s.client, url, "wrong-secret-0123456789", ""); code != http.StatusUnauthorized {
+	if code, _ := s.scrape(url, "wrong-secret-0123456789", ""); code != http.StatusUnauthorized {
 		t.Errorf("GET /metrics with a wrong token: %d, want 401", code)
 	}
 }
@@ -203,11 +185,11 @@ func TestMetricsAccess(t *testing.T) {
 		cfg := testConfig(t, svcOptions{})
 		cfg.metricsPublic = true
 		s := startConfig(t, cfg)
-		if code, body := scrapeMetrics(t, s.client, s.base+"/metrics", "", ""); code != http.StatusOK || !strings.Contains(body, "s3task_worker_polls_total") {
+		if code, body := s.scrape(s.base+"/metrics", "", ""); code != http.StatusOK || !strings.Contains(body, "s3task_worker_polls_total") {
 			t.Errorf("-metrics-public without a token: %d\n%s", code, body)
 		}
 		// The API itself still wants its token.
-		if status, _ := s.requestAs("", "GET", "/tasks", nil); status != http.StatusUnauthorized {
+		if status, _ := s.as("", nil).request("GET", "/tasks", nil); status != http.StatusUnauthorized {
 			t.Errorf("GET /tasks without a token under -metrics-public: %d, want 401", status)
 		}
 	})
@@ -215,10 +197,10 @@ func TestMetricsAccess(t *testing.T) {
 	t.Run("open mode", func(t *testing.T) {
 		t.Parallel()
 		s := startService(t, svcOptions{tokens: "-"})
-		if code, _ := scrapeMetrics(t, s.client, s.base+"/metrics", "", ""); code != http.StatusOK {
+		if code, _ := s.scrape(s.base+"/metrics", "", ""); code != http.StatusOK {
 			t.Errorf("open mode, loopback Host: %d, want 200", code)
 		}
-		if code, _ := scrapeMetrics(t, s.client, s.base+"/metrics", "", "metrics.example.com"); code != http.StatusForbidden {
+		if code, _ := s.scrape(s.base+"/metrics", "", "metrics.example.com"); code != http.StatusForbidden {
 			t.Errorf("open mode, foreign Host: %d, want 403", code)
 		}
 	})
@@ -238,10 +220,10 @@ func TestMetricsAccess(t *testing.T) {
 		if _, ok := m[series("s3task_tasks", "status", "completed")]; !ok {
 			t.Error("no task gauges on -metrics-listen")
 		}
-		if code, _ := scrapeMetrics(t, s.client, s.app.metricsURL, "", ""); code != http.StatusUnauthorized {
+		if code, _ := s.scrape(s.app.metricsURL, "", ""); code != http.StatusUnauthorized {
 			t.Errorf("-metrics-listen without a token: %d, want 401", code)
 		}
-		if code, _ := scrapeMetrics(t, s.client, strings.TrimSuffix(s.app.metricsURL, "/metrics")+"/tasks", s.token, ""); code != http.StatusNotFound {
+		if code, _ := s.scrape(strings.TrimSuffix(s.app.metricsURL, "/metrics")+"/tasks", s.token, ""); code != http.StatusNotFound {
 			t.Errorf("-metrics-listen serves more than /metrics: GET /tasks %d", code)
 		}
 	})
@@ -250,7 +232,7 @@ func TestMetricsAccess(t *testing.T) {
 		t.Parallel()
 		cfg := testConfig(t, svcOptions{mode: modeWorker, tokens: "-"})
 		cfg.metricsListen = "0.0.0.0:0"
-		a, err := start(context.Background(), cfg, slog.New(slog.DiscardHandler))
+		a, err := start(context.Background(), cfg, s3tasktest.Logger(t))
 		if err == nil {
 			a.close()
 			t.Fatal("serving /metrics on every interface without a token was allowed")
@@ -277,31 +259,4 @@ func TestMetricsAccess(t *testing.T) {
 			t.Errorf("parseConfig: %+v, %v", cfg, err)
 		}
 	})
-}
-
-// TestCategorize checks the failure categories the handlers record.
-func TestCategorize(t *testing.T) {
-	t.Parallel()
-	s := startService(t, svcOptions{})
-	for _, c := range []struct {
-		name     string
-		data     []byte
-		category string
-	}{
-		{"not CSV", []byte("a,b\n1\n"), catBadInput},
-		{"binary", []byte("a,b\n\x00\x01,2\n"), catBadInput},
-	} {
-		id := s.submitCSV(c.name, c.data)
-		got := s.waitFor(id, "failed", func(t taskJSON) bool { return t.Terminal })
-		var rec struct {
-			Category string `json:"error_category"`
-		}
-		_, body := s.request("GET", "/tasks/"+id, nil)
-		if err := json.Unmarshal(body, &rec); err != nil {
-			t.Fatal(err)
-		}
-		if got.Status != "failed" || rec.Category != c.category {
-			t.Errorf("%s: %s with error_category %q, want failed with %q", c.name, got.Status, rec.Category, c.category)
-		}
-	}
 }

@@ -48,29 +48,19 @@ func TestRun(t *testing.T) {
 
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
-	resp, err := client.Get(page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "script-src 'self'") {
-		t.Errorf("page: %d, CSP %q", resp.StatusCode, resp.Header.Get("Content-Security-Policy"))
-	}
-	resp, err = client.Get(page + "static/app.js")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Type"), "javascript") {
-		t.Errorf("app.js: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	resp, err = client.Get(page + "tasks")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("GET /tasks in open mode: %d", resp.StatusCode)
+	for _, c := range []struct{ path, header, want string }{
+		{"", "Content-Security-Policy", "script-src 'self'"},
+		{"static/app.js", "Content-Type", "javascript"},
+		{"tasks", "Content-Type", "application/json"}, // open mode: no token needed
+	} {
+		resp, err := client.Get(page + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get(c.header); resp.StatusCode != http.StatusOK || !strings.Contains(got, c.want) {
+			t.Errorf("GET %s: %d, %s %q; want 200 and %q in it", page+c.path, resp.StatusCode, c.header, got, c.want)
+		}
 	}
 
 	cancel()
@@ -86,7 +76,7 @@ func TestRun(t *testing.T) {
 
 func TestRunRefuses(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
+	for _, tc := range []struct {
 		name string
 		args []string
 		want string
@@ -102,8 +92,7 @@ func TestRunRefuses(t *testing.T) {
 		{"selftest without worker", []string{"-mode", "api", "-selftest-rows", "10"}, "needs a worker"},
 		{"stray argument", []string{"serve"}, "unexpected arguments"},
 		{"presign lifetime", []string{"-upload-ttl", "0s"}, "-upload-ttl 0s"},
-	}
-	for _, tc := range tests {
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			err := run(t.Context(), tc.args, io.Discard, io.Discard)

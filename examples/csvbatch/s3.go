@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3bolt"
@@ -18,6 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/s3task/s3task/examples/internal/s3client"
 	"github.com/s3task/s3task/internal/s3test"
 )
 
@@ -96,55 +95,16 @@ func openEmbedded(cfg *config) (*objectStore, error) {
 	return o, nil
 }
 
-// openExternal builds a client from the standard AWS configuration
-// (environment, shared config and credentials files, instance roles), with
-// the flags on top. This is the only place that loads credentials: the
-// library never does.
+// openExternal builds a client from the standard AWS configuration, with
+// the flags on top (see s3client), and proves it has credentials.
 func openExternal(ctx context.Context, cfg *config) (*objectStore, error) {
-	var opts []func(*awsconfig.LoadOptions) error
-	if cfg.region != "" {
-		opts = append(opts, awsconfig.WithRegion(cfg.region))
-	}
+	sc := cfg.s3
 	if cfg.s3Wrap != nil {
-		opts = append(opts, awsconfig.WithHTTPClient(&http.Client{Transport: cfg.s3Wrap(http.DefaultTransport)}))
+		sc.HTTPClient = &http.Client{Transport: cfg.s3Wrap(http.DefaultTransport)}
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	client, awsCfg, err := s3client.New(ctx, sc)
 	if err != nil {
-		return nil, fmt.Errorf("S3: load AWS configuration: %w", err)
-	}
-	var endpoint string
-	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
-		// Records and markers are written without checksums; without this
-		// the SDK's default logger writes a debug line to stderr for every
-		// GET of one.
-		o.DisableLogOutputChecksumValidationSkipped = true
-		if cfg.endpoint != "" {
-			o.BaseEndpoint = aws.String(cfg.endpoint)
-		}
-		if cfg.pathStyle {
-			o.UsePathStyle = true
-		}
-		if o.BaseEndpoint == nil {
-			return
-		}
-		endpoint = *o.BaseEndpoint
-		// Compatible stores: most accept any region, and many reject the
-		// SDK's default request checksums. LoadDefaultConfig turns an unset
-		// choice into "when supported", never leaving it unset, so the
-		// environment tells whether the operator made one.
-		if o.Region == "" {
-			o.Region = "us-east-1"
-		}
-		if _, set := os.LookupEnv("AWS_REQUEST_CHECKSUM_CALCULATION"); !set {
-			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
-		}
-		if _, set := os.LookupEnv("AWS_RESPONSE_CHECKSUM_VALIDATION"); !set {
-			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
-		}
-	})
-	region := client.Options().Region
-	if region == "" {
-		return nil, errors.New("S3: no region: set -s3-region or AWS_REGION (or a region in your AWS profile)")
+		return nil, fmt.Errorf("S3: %w", err)
 	}
 	if awsCfg.Credentials == nil {
 		return nil, errors.New("S3: no AWS credentials provider: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE")
@@ -154,8 +114,8 @@ func openExternal(ctx context.Context, cfg *config) (*objectStore, error) {
 	if _, err := awsCfg.Credentials.Retrieve(cctx); err != nil {
 		return nil, fmt.Errorf("S3: no usable AWS credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE): %w", err)
 	}
-	about := fmt.Sprintf("S3 bucket %q in region %s", cfg.bucket, region)
-	if endpoint != "" {
+	about := fmt.Sprintf("S3 bucket %q in region %s", cfg.bucket, client.Options().Region)
+	if endpoint := s3client.Endpoint(client); endpoint != "" {
 		about = fmt.Sprintf("S3 bucket %q at %s (path-style %v)", cfg.bucket, endpoint, client.Options().UsePathStyle)
 	}
 	return &objectStore{client: client, bucket: cfg.bucket, about: about}, nil

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,7 +25,7 @@ func (a *app) selftest(ctx context.Context, n int, out io.Writer) error {
 		Name:      fmt.Sprintf("selftest: %d rows", n),
 		Type:      typeEnrich,
 		CreatedBy: "selftest",
-		Payload:   json.RawMessage(`{"required":["name","email"]}`),
+		Args:      enrichArgs{Required: []string{"name", "email"}},
 	})
 	if err != nil {
 		return err

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -20,12 +16,102 @@ const (
 	typeStats  = "csv_stats"
 )
 
+// enrichArgs is the payload of a csv_enrich task.
+type enrichArgs struct {
+	// Required lists columns that must be present in the header and
+	// non-empty in every row. Default: none.
+	Required []string `json:"required,omitempty"`
+	// EmailColumn is the column normalised to lower case and checked for
+	// the shape of an e-mail address, if the header has it. Default "email".
+	EmailColumn string `json:"email_column,omitempty"`
+}
+
+// Validate refuses arguments enrich could never use. Store.Create calls it,
+// so the API refuses such a task, and so does the worker on the payload it
+// reads back.
+func (a enrichArgs) Validate() error {
+	if slices.ContainsFunc(a.Required, func(c string) bool { return strings.TrimSpace(c) == "" }) {
+		return errors.New("an empty name in required")
+	}
+	if len(a.Required) > 100 || slices.ContainsFunc(a.Required, func(c string) bool { return len(c) > 256 }) {
+		return errors.New("at most 100 required columns of at most 256 bytes each")
+	}
+	return nil
+}
+
+// statsArgs is the payload of a csv_stats task: it takes no options.
+type statsArgs struct{}
+
+// taskType is a kind of task this service runs.
+type taskType struct {
+	name string
+	// hint describes the payload, for error messages.
+	hint string
+	// newArgs returns a new zero value of the type's arguments, as a
+	// pointer, for a create request's payload to be decoded into.
+	newArgs func() any
+	// handle registers the type's handler on mux.
+	handle func(mux *s3task.Mux) error
+}
+
 // taskTypes lists the types in the order the page offers them.
-var taskTypes = []string{typeEnrich, typeStats}
+var taskTypes = []taskType{
+	csvType(typeEnrich, `{"required": [column, ...], "email_column": column}`, enrich),
+	csvType(typeStats, `{} or nothing: it takes no options`, stats),
+}
+
+// csvType is a task type whose handler streams the input CSV through
+// process into the output, with arguments of type T from the payload; hint
+// describes the payload in error messages.
+func csvType[T any](name, hint string, process func(ctx context.Context, in io.Reader, out io.Writer, size int64, args T, report func(s3task.Progress)) (s3task.Progress, error)) taskType {
+	return taskType{
+		name:    name,
+		hint:    hint,
+		newArgs: func() any { return new(T) },
+		handle: func(mux *s3task.Mux) error {
+			return s3task.HandleJSON(mux, name, func(ctx context.Context, job *s3task.Job, args T) error {
+				return categorize(runCSVJob(ctx, job, func(in io.Reader, out io.Writer) (s3task.Progress, error) {
+					return process(ctx, in, out, job.Task.InputSize, args, job.SetProgress)
+				}))
+			})
+		},
+	}
+}
+
+// lookupType returns the task type called name.
+func lookupType(name string) (taskType, bool) {
+	i := slices.IndexFunc(taskTypes, func(tt taskType) bool { return tt.name == name })
+	if i < 0 {
+		return taskType{}, false
+	}
+	return taskTypes[i], true
+}
+
+// typeNames lists the names of the task types.
+func typeNames() []string {
+	names := make([]string, len(taskTypes))
+	for i, tt := range taskTypes {
+		names[i] = tt.name
+	}
+	return names
+}
+
+// newMux returns the worker's handler: a Mux serving every task type. The
+// worker claims only the types registered on it.
+func newMux() (*s3task.Mux, error) {
+	mux := new(s3task.Mux)
+	for _, tt := range taskTypes {
+		if err := tt.handle(mux); err != nil {
+			return nil, err
+		}
+	}
+	return mux, nil
+}
 
 // The failure categories (error_category) this service's handlers record,
-// besides the library's own (panic, lease_expired, shutdown...). Metrics
-// and "s3taskctl stats" count failures by them.
+// besides the library's own (s3task.CategoryBadPayload for a payload that
+// does not decode, s3task.CategoryPanic...). Metrics and "s3taskctl stats"
+// count failures by them.
 const (
 	// catBadInput: the file can never be processed as it is (not CSV, not
 	// UTF-8, a missing required column...). Final, no retry.
@@ -52,120 +138,25 @@ func categorize(err error) error {
 	return s3task.WithCategory(err, catIO)
 }
 
-// checkPayload validates a task's payload for its type, so that a task that
-// could never run is refused at creation rather than failing later.
-func checkPayload(taskType string, payload json.RawMessage) error {
-	switch taskType {
-	case typeEnrich:
-		_, err := enrichPayload(payload)
-		return err
-	case typeStats:
-		return statsPayload(payload)
-	}
-	return fmt.Errorf("unknown task type %q: want one of %s", taskType, strings.Join(taskTypes, ", "))
-}
-
-// decodeStrict decodes one JSON object into v, refusing unknown fields.
-// An empty or null payload leaves v as it is.
-func decodeStrict(payload json.RawMessage, v any) error {
-	if len(payload) == 0 || string(payload) == "null" {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+// runCSVJob streams the job's input through process into the attempt's
+// output, which Job.CreateOutput spools to a temporary file: memory stays
+// bounded, and the output is stored only if processing succeeded (one not
+// closed when the handler returns is dropped), so a failed attempt leaves
+// nothing.
+func runCSVJob(ctx context.Context, job *s3task.Job, process func(in io.Reader, out io.Writer) (s3task.Progress, error)) error {
+	out, err := job.CreateOutput(ctx)
+	if err != nil {
 		return err
 	}
-	if dec.More() {
-		return errors.New("trailing data after the JSON object")
-	}
-	return nil
-}
-
-func enrichPayload(payload json.RawMessage) (enrichOptions, error) {
-	var o enrichOptions
-	if err := decodeStrict(payload, &o); err != nil {
-		return o, fmt.Errorf("csv_enrich payload: %w (want {\"required\": [column, ...], \"email_column\": column})", err)
-	}
-	for _, c := range o.Required {
-		if strings.TrimSpace(c) == "" {
-			return o, errors.New("csv_enrich payload: an empty name in required")
-		}
-	}
-	if len(o.Required) > 100 || slices.ContainsFunc(o.Required, func(c string) bool { return len(c) > 256 }) {
-		return o, errors.New("csv_enrich payload: at most 100 required columns of at most 256 bytes each")
-	}
-	return o, nil
-}
-
-func statsPayload(payload json.RawMessage) error {
-	var o struct{}
-	if err := decodeStrict(payload, &o); err != nil {
-		return fmt.Errorf("csv_stats payload: %w (it takes no options: send {} or nothing)", err)
-	}
-	return nil
-}
-
-// newMux registers the handlers. Output spools go to tmpDir ("" means the
-// system's temporary folder).
-func newMux(tmpDir string) (*s3task.Mux, error) {
-	mux := s3task.NewMux()
-	err := mux.HandleFunc(typeEnrich, func(ctx context.Context, job *s3task.Job) error {
-		opts, err := enrichPayload(job.Task.Payload)
-		if err != nil {
-			return categorize(s3task.Permanent(err))
-		}
-		return categorize(runCSVJob(ctx, job, tmpDir, func(in io.Reader, out io.Writer) (s3task.Progress, error) {
-			return enrich(ctx, in, out, job.Task.InputSize, opts, job.SetProgress)
-		}))
-	})
-	if err != nil {
-		return nil, err
-	}
-	err = mux.HandleFunc(typeStats, func(ctx context.Context, job *s3task.Job) error {
-		if err := statsPayload(job.Task.Payload); err != nil {
-			return categorize(s3task.Permanent(err))
-		}
-		return categorize(runCSVJob(ctx, job, tmpDir, func(in io.Reader, out io.Writer) (s3task.Progress, error) {
-			return stats(ctx, in, out, job.Task.InputSize, job.SetProgress)
-		}))
-	})
-	if err != nil {
-		return nil, err
-	}
-	return mux, nil
-}
-
-// runCSVJob streams the job's input through process into a temporary file
-// and, only if processing succeeded, stores that file as the attempt's
-// output. Memory stays bounded: the input is read as a stream and the output
-// waits on disk.
-//
-// The spool is ours rather than Job.CreateOutput's because that writer has
-// no way to be discarded: closing it uploads whatever was written, and not
-// closing it leaves its temporary file behind. A failed attempt here
-// uploads nothing and leaves nothing.
-func runCSVJob(ctx context.Context, job *s3task.Job, tmpDir string, process func(in io.Reader, out io.Writer) (s3task.Progress, error)) error {
 	in, err := job.OpenInput(ctx)
 	if err != nil {
 		return err // the library marks a missing, changed or oversized input permanent
 	}
 	defer in.Close()
-	spool, err := os.CreateTemp(tmpDir, "csvbatch-output-*.csv")
-	if err != nil {
-		return fmt.Errorf("create output spool: %w", err)
-	}
-	defer func() {
-		spool.Close()
-		os.Remove(spool.Name())
-	}()
-	p, err := process(in, spool)
+	p, err := process(in, out)
 	job.SetProgress(p)
 	if err != nil {
 		return err
 	}
-	if _, err := spool.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("rewind output spool: %w", err)
-	}
-	return job.WriteOutput(ctx, spool)
+	return out.Close()
 }

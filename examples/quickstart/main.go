@@ -7,6 +7,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"log"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +34,24 @@ func main() {
 	if err := run(*rows, *workers, *verbose); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// upperArgs is the payload of a csv_upper task. Create encodes it as JSON
+// into the task's payload, and the handler registered with HandleJSON
+// receives it decoded. Both call Validate: Create refuses invalid arguments,
+// and a worker fails a task whose payload does not decode or validate,
+// permanently, without calling the handler.
+type upperArgs struct {
+	// Columns names the columns to upper-case; none means every column.
+	Columns []string `json:"columns,omitempty"`
+}
+
+// Validate makes upperArgs an s3task.Validator.
+func (a upperArgs) Validate() error {
+	if slices.Contains(a.Columns, "") {
+		return errors.New("columns: an empty column name")
+	}
+	return nil
 }
 
 func run(rows, workers int, verbose bool) error {
@@ -61,19 +81,20 @@ func run(rows, workers int, verbose bool) error {
 		return err
 	}
 
-	// Workers, as background goroutines of the same or other processes.
-	done := make(chan *s3task.Task, 1)
-	mux := s3task.NewMux()
-	if err := mux.HandleFunc("csv_upper", upperCSV); err != nil {
+	// Workers, as background goroutines of the same or other processes. The
+	// Mux is the workers' handler: they claim only the types registered on it.
+	var mux s3task.Mux
+	if err := s3task.HandleJSON(&mux, "csv_upper", upperCSV); err != nil {
 		return err
 	}
+	done := make(chan *s3task.Task, 1)
 	stopped := make(chan struct{})
 	for i := range workers {
 		ws, err := s3task.NewStore(srv.Client(), srv.Bucket, opts)
 		if err != nil {
 			return err
 		}
-		w, err := s3task.NewWorker(ws, mux, &s3task.WorkerOptions{
+		w, err := s3task.NewWorker(ws, &mux, &s3task.WorkerOptions{
 			ID:           "worker-" + strconv.Itoa(i+1),
 			PollInterval: 100 * time.Millisecond,
 			Hooks:        s3task.Hooks{OnComplete: func(t *s3task.Task) { done <- t }},
@@ -87,11 +108,23 @@ func run(rows, workers int, verbose bool) error {
 		}()
 	}
 
-	task, err := store.Create(ctx, s3task.CreateParams{Name: "quickstart", Type: "csv_upper", CreatedBy: "quickstart"})
+	// Key makes the create idempotent: a client that resends it, not knowing
+	// whether the first one arrived, gets the same task back. In a service
+	// the key comes from the client: a form's token, an upstream event ID.
+	params := s3task.CreateParams{
+		Name: "quickstart", Type: "csv_upper", CreatedBy: "quickstart",
+		Args: upperArgs{Columns: []string{"name"}},
+		Key:  "quickstart-run-1",
+	}
+	task, err := store.Create(ctx, params)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("created task %s (%s)\n", task.ID, task.Status)
+	again, err := store.Create(ctx, params)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("created task %s (%s) with payload %s; created again with its key: %s\n", task.ID, task.Status, task.Payload, again.ID)
 
 	var in strings.Builder
 	in.WriteString("name,city\n")
@@ -141,19 +174,40 @@ func run(rows, workers int, verbose bool) error {
 	return nil
 }
 
-// upperCSV upper-cases every field of the input CSV and reports progress.
-func upperCSV(ctx context.Context, job *s3task.Job) error {
+// upperCSV is the csv_upper handler: it upper-cases the chosen columns of
+// the input CSV and reports progress. The output is small here, so it is
+// built in memory and stored with WriteOutput; examples/csvbatch streams
+// large files through Job.CreateOutput instead.
+func upperCSV(ctx context.Context, job *s3task.Job, args upperArgs) error {
 	in, err := job.OpenInput(ctx)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := job.CreateOutput(ctx)
-	if err != nil {
+	var out bytes.Buffer
+	if err := upper(in, &out, args.Columns, job.SetProgress); err != nil {
 		return err
 	}
+	return job.WriteOutput(ctx, &out)
+}
+
+// upper copies the CSV from in to out with the named columns upper-cased,
+// every column if none is named. Input that is not CSV, or lacks a column,
+// is a permanent error: a retry would not help.
+func upper(in io.Reader, out io.Writer, names []string, report func(s3task.Progress)) error {
 	r := csv.NewReader(in)
+	header, err := r.Read()
+	if err != nil {
+		return s3task.Permanent(fmt.Errorf("input has no CSV header: %w", err))
+	}
+	cols, err := columns(header, names)
+	if err != nil {
+		return s3task.Permanent(err)
+	}
 	w := csv.NewWriter(out)
+	if err := w.Write(header); err != nil {
+		return err
+	}
 	var p s3task.Progress
 	for {
 		rec, err := r.Read()
@@ -161,28 +215,39 @@ func upperCSV(ctx context.Context, job *s3task.Job) error {
 			break
 		}
 		if err != nil {
-			out.Close()
 			return s3task.Permanent(fmt.Errorf("input is not valid CSV: %w", err))
 		}
-		for i := range rec {
+		for _, i := range cols {
 			rec[i] = strings.ToUpper(rec[i])
 		}
 		if err := w.Write(rec); err != nil {
-			out.Close()
 			return err
 		}
 		p.ProcessedCount++
 		p.SuccessCount++
 		if p.ProcessedCount%1000 == 0 {
-			job.SetProgress(p)
+			report(p)
 		}
 	}
 	w.Flush()
-	if err := w.Error(); err != nil {
-		out.Close()
-		return err
-	}
 	p.RowCount = p.ProcessedCount
-	job.SetProgress(p)
-	return out.Close()
+	report(p)
+	return w.Error()
+}
+
+// columns returns the indexes of the named columns in header, or of every
+// column if none is named.
+func columns(header, names []string) ([]int, error) {
+	var cols []int
+	for i, h := range header {
+		if len(names) == 0 || slices.Contains(names, h) {
+			cols = append(cols, i)
+		}
+	}
+	for _, name := range names {
+		if !slices.Contains(header, name) {
+			return nil, fmt.Errorf("the header has no column %q", name)
+		}
+	}
+	return cols, nil
 }

@@ -13,11 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/examples/internal/s3client"
 )
 
 // defaultTimeout bounds every command but watch unless -timeout says
@@ -26,22 +25,18 @@ const defaultTimeout = time.Minute
 
 // settings are the flags every command takes, before or after its name.
 type settings struct {
-	bucket    string
-	endpoint  string
-	region    string
-	pathStyle bool
-	prefix    string
-	json      bool
-	timeout   time.Duration
+	bucket  string
+	s3      s3client.Config
+	prefix  string
+	json    bool
+	timeout time.Duration
 }
 
 // register adds the settings to fs with their current values as defaults,
 // so a second FlagSet (the command's) keeps what the first one parsed.
 func (s *settings) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.bucket, "bucket", s.bucket, "the `bucket` holding the tasks (required)")
-	fs.StringVar(&s.endpoint, "s3-endpoint", s.endpoint, "S3 endpoint `URL` of a compatible store (default: AWS, or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL)")
-	fs.StringVar(&s.region, "s3-region", s.region, "S3 `region` (default: AWS_REGION or the AWS profile; us-east-1 with -s3-endpoint)")
-	fs.BoolVar(&s.pathStyle, "s3-path-style", s.pathStyle, "use path-style S3 addressing (most compatible stores want it)")
+	s.s3.RegisterFlags(fs)
 	fs.StringVar(&s.prefix, "prefix", s.prefix, "key `prefix` of the tasks in the bucket")
 	fs.BoolVar(&s.json, "json", s.json, "print one JSON document instead of tables (errors too: {\"error\": {...}})")
 	fs.DurationVar(&s.timeout, "timeout", s.timeout, "give up after this `duration` (watch: default no limit)")
@@ -120,10 +115,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func runEnv(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
-	c := &cli{stdout: stdout, stderr: stderr, lookupEnv: lookup,
-		set: settings{prefix: s3task.DefaultPrefix, timeout: defaultTimeout}}
-	return c.finish(c.dispatch(ctx, args))
+	return newCLI(stdout, stderr, lookup).run(ctx, args)
 }
+
+func newCLI(stdout, stderr io.Writer, lookup func(string) (string, bool)) *cli {
+	return &cli{stdout: stdout, stderr: stderr, lookupEnv: lookup,
+		set: settings{prefix: s3task.DefaultPrefix, timeout: defaultTimeout}}
+}
+
+// run runs the command args and returns its exit code.
+func (c *cli) run(ctx context.Context, args []string) int { return c.finish(c.dispatch(ctx, args)) }
 
 func (c *cli) dispatch(ctx context.Context, args []string) error {
 	fs := c.flagSet("s3taskctl")
@@ -210,8 +211,8 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, interspersed bool) error {
 	return nil
 }
 
-// positional parses a command's flags and returns exactly n positional
-// arguments, or a usage error naming them.
+// positional parses a command's flags and returns its positional
+// arguments, exactly as many as it takes, or a usage error naming them.
 func (c *cli) positional(fs *flag.FlagSet, cmd *command, args []string) ([]string, error) {
 	names := cmd.args
 	if err := c.parse(fs, args, true); err != nil {
@@ -223,6 +224,14 @@ func (c *cli) positional(fs *flag.FlagSet, cmd *command, args []string) ([]strin
 	if fs.NArg() != len(names) {
 		return nil, usageErr(fmt.Errorf("%s takes %d argument(s) (%s), got %d: usage: s3taskctl %s %s",
 			cmd.name, len(names), strings.Join(names, ", "), fs.NArg(), cmd.name, cmd.synopsis))
+	}
+	// A task ID is checked here, before anything reaches the store.
+	for i, name := range names {
+		if name == "ID" {
+			if err := s3task.ParseID(fs.Arg(i)); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return fs.Args(), nil
 }
@@ -262,9 +271,8 @@ func (c *cli) commandUsage(cmd *command, w io.Writer) {
 	fmt.Fprint(w, "\nRun \"s3taskctl -h\" for the flags every command takes and the exit codes.\n")
 }
 
-// open builds the S3 client and the Store from the settings and the
-// standard AWS configuration. This is the only place that loads
-// credentials; the library never does.
+// open builds the S3 client (see s3client) and the Store from the
+// settings.
 func (c *cli) open(ctx context.Context) (*s3task.Store, error) {
 	if c.store != nil {
 		return c.store, nil
@@ -272,44 +280,11 @@ func (c *cli) open(ctx context.Context) (*s3task.Store, error) {
 	if c.set.bucket == "" {
 		return nil, usageErr(errors.New("no bucket: set -bucket or S3TASKCTL_BUCKET"))
 	}
-	var opts []func(*awsconfig.LoadOptions) error
-	if c.set.region != "" {
-		opts = append(opts, awsconfig.WithRegion(c.set.region))
-	}
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	cfg := c.set.s3
+	cfg.LookupEnv = c.lookupEnv
+	client, _, err := s3client.New(ctx, cfg)
 	if err != nil {
-		return nil, &cmdError{exit: exitUnavailable, code: "config", err: fmt.Errorf("load AWS configuration: %w", err)}
-	}
-	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
-		// Objects written without a checksum (records, markers) would
-		// otherwise log a line on stderr for every GET.
-		o.DisableLogOutputChecksumValidationSkipped = true
-		if c.set.endpoint != "" {
-			o.BaseEndpoint = aws.String(c.set.endpoint)
-		}
-		if c.set.pathStyle {
-			o.UsePathStyle = true
-		}
-		if o.BaseEndpoint == nil {
-			return
-		}
-		c.endpoint = *o.BaseEndpoint
-		// A compatible store: most take any region, and many refuse the
-		// SDK's default request checksums. LoadDefaultConfig resolves an
-		// unset choice to "when supported", so the environment tells
-		// whether the operator made one.
-		if o.Region == "" {
-			o.Region = "us-east-1"
-		}
-		if _, set := c.lookupEnv("AWS_REQUEST_CHECKSUM_CALCULATION"); !set {
-			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
-		}
-		if _, set := c.lookupEnv("AWS_RESPONSE_CHECKSUM_VALIDATION"); !set {
-			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
-		}
-	})
-	if client.Options().Region == "" {
-		return nil, &cmdError{exit: exitUnavailable, code: "config", err: errors.New("no region: set -s3-region or AWS_REGION")}
+		return nil, &cmdError{exit: exitUnavailable, code: "config", err: err}
 	}
 	store, err := s3task.NewStore(client, c.set.bucket, &s3task.StoreOptions{
 		Prefix: c.set.prefix,
@@ -318,7 +293,7 @@ func (c *cli) open(ctx context.Context) (*s3task.Store, error) {
 	if err != nil {
 		return nil, usageErr(err)
 	}
-	c.client, c.store = client, store
+	c.client, c.store, c.endpoint = client, store, s3client.Endpoint(client)
 	return store, nil
 }
 
@@ -378,13 +353,13 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	}
 	if d, err := parseAge(s); err == nil {
 		if d <= 0 {
-			return time.Time{}, fmt.Errorf("-since %s: want a positive duration", s)
+			return time.Time{}, errors.New("want a positive duration")
 		}
 		return now.Add(-d), nil
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("-since %q: want a duration (24h, 7d) or an RFC 3339 time (2025-06-01T00:00:00Z)", s)
+		return time.Time{}, errors.New("want a duration (24h, 7d) or an RFC 3339 time (2025-06-01T00:00:00Z)")
 	}
 	return t, nil
 }

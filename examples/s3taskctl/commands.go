@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/examples/internal/taskview"
 )
 
 func init() {
@@ -64,10 +67,11 @@ a completed task.`},
 			summary: "count tasks by status: what waits, for how long, and why things failed",
 			help: `Reads the newest tasks (at most -max-tasks, one GET each) and counts them by
 status: how many are unfinished (queued, running, or failed waiting for a
-retry), the oldest of those and its age, how many needed more than
--attempts-over attempts, and the failures by error category. A quiet system
-has few unfinished tasks and a young oldest one; a stuck one has an oldest
-unfinished task that keeps getting older.
+retry) and of which type, the oldest of those and its age, how many needed
+more than -attempts-over attempts, and the failures by error category. A
+quiet system has few unfinished tasks and a young oldest one; a stuck one
+has an oldest unfinished task that keeps getting older, and a type whose
+count only grows is one no running worker serves.
 
 -since limits the count to tasks created in that window: a duration back
 from now (24h, 7d) or an RFC 3339 time. If -max-tasks stopped the count
@@ -108,23 +112,24 @@ both claim one task.`},
 // ---- list ----
 
 func listCmd(fs *flag.FlagSet) runFunc {
-	limit := fs.Int("limit", 20, "tasks per page, 1 to 1000")
+	limit := intFlag(fs, "limit", 20, 1, s3task.MaxListLimit, "tasks per page, 1 to 1000")
 	cursor := fs.String("cursor", "", "continue from this cursor (printed by the previous page)")
-	status := fs.String("status", "", "show only these statuses, comma-separated; filtered client-side, page by page")
-	return func(ctx context.Context, c *cli, _ []string) error {
-		if *limit < 1 || *limit > s3task.MaxListLimit {
-			return usageErr(fmt.Errorf("-limit %d: want 1 to %d", *limit, s3task.MaxListLimit))
-		}
-		var want []s3task.Status
-		for s := range strings.SplitSeq(*status, ",") {
+	var status string
+	var want []s3task.Status
+	fs.Func("status", "show only these statuses, comma-separated; filtered client-side, page by page", func(v string) error {
+		status, want = v, nil
+		for s := range strings.SplitSeq(v, ",") {
 			if s = strings.TrimSpace(s); s == "" {
 				continue
 			}
 			if !s3task.Status(s).Valid() {
-				return usageErr(fmt.Errorf("-status %q: want created, queued, running, completed, failed or abandoned", s))
+				return fmt.Errorf("%q: want created, queued, running, completed, failed or abandoned", s)
 			}
 			want = append(want, s3task.Status(s))
 		}
+		return nil
+	})
+	return func(ctx context.Context, c *cli, _ []string) error {
 		store, err := c.open(ctx)
 		if err != nil {
 			return err
@@ -133,10 +138,10 @@ func listCmd(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		doc := listDoc{Tasks: []taskDoc{}, Broken: brokenDocs(page.Broken), NextCursor: page.NextCursor, Read: len(page.Tasks)}
+		doc := listDoc{Tasks: []taskview.Task{}, Broken: taskview.BrokenOf(page.Broken), NextCursor: page.NextCursor, Read: len(page.Tasks)}
 		for _, t := range page.Tasks {
 			if len(want) == 0 || slices.Contains(want, t.Status) {
-				doc.Tasks = append(doc.Tasks, docOf(t))
+				doc.Tasks = append(doc.Tasks, taskview.Of(t))
 			}
 		}
 		if len(want) > 0 {
@@ -173,7 +178,7 @@ func listCmd(fs *flag.FlagSet) runFunc {
 			fmt.Fprintln(c.stdout, "note: "+doc.Note)
 		}
 		if page.NextCursor != "" {
-			fmt.Fprintf(c.stdout, "next page: s3taskctl list -cursor %s%s\n", page.NextCursor, repeatFlags(*limit, *status))
+			fmt.Fprintf(c.stdout, "next page: s3taskctl list -cursor %s%s\n", page.NextCursor, repeatFlags(*limit, status))
 		}
 		return nil
 	}
@@ -209,19 +214,16 @@ type attemptDoc struct {
 }
 
 type showDoc struct {
-	Task     taskDoc      `json:"task"`
-	Marker   bool         `json:"marker"`
-	Attempts []attemptDoc `json:"attempts"`
-	Objects  []objectDoc  `json:"objects"`
+	Task     taskview.Task `json:"task"`
+	Marker   bool          `json:"marker"`
+	Attempts []attemptDoc  `json:"attempts"`
+	Objects  []objectDoc   `json:"objects"`
 }
 
 func showCmd(fs *flag.FlagSet) runFunc {
 
 	return func(ctx context.Context, c *cli, pos []string) error {
 		id := pos[0]
-		if err := s3task.ParseID(id); err != nil {
-			return err
-		}
 		store, err := c.open(ctx)
 		if err != nil {
 			return err
@@ -230,7 +232,7 @@ func showCmd(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		doc := showDoc{Task: docOf(t), Attempts: []attemptDoc{}, Objects: []objectDoc{}}
+		doc := showDoc{Task: taskview.Of(t), Attempts: []attemptDoc{}, Objects: []objectDoc{}}
 		dir := store.Prefix() + id + "/"
 		outputs := map[int]string{}
 		p := s3.NewListObjectsV2Paginator(c.client, &s3.ListObjectsV2Input{Bucket: aws.String(store.Bucket()), Prefix: aws.String(dir)})
@@ -362,21 +364,23 @@ func markerText(t *s3task.Task, present bool) string {
 // ---- watch ----
 
 func watchCmd(fs *flag.FlagSet) runFunc {
-	interval := fs.Duration("interval", time.Second, "time between reads of the record")
+	interval := time.Second
+	fs.Func("interval", "time between reads of the record (default 1s)", func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 10*time.Millisecond {
+			return errors.New("want a duration of at least 10ms")
+		}
+		interval = d
+		return nil
+	})
 	return func(ctx context.Context, c *cli, pos []string) error {
-		if *interval < 10*time.Millisecond {
-			return usageErr(fmt.Errorf("-interval %s: want at least 10ms", *interval))
-		}
 		id := pos[0]
-		if err := s3task.ParseID(id); err != nil {
-			return err
-		}
 		store, err := c.open(ctx)
 		if err != nil {
 			return err
 		}
 		tty := isTerminal(c.stdout)
-		tick := time.NewTicker(*interval)
+		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		var t *s3task.Task
 		lastLine, failures := "", 0
@@ -438,7 +442,7 @@ func (c *cli) endLine(tty bool, last string) {
 // code.
 func (c *cli) watchResult(t *s3task.Task) error {
 	if c.set.json {
-		c.writeJSON(docOf(t))
+		c.writeJSON(taskview.Of(t))
 	} else {
 		fmt.Fprintf(c.stdout, "task %s %s\n", t.ID, t.Status)
 	}
@@ -528,7 +532,7 @@ func cancelCmd(fs *flag.FlagSet) runFunc {
 
 func (c *cli) printTask(t *s3task.Task, line string) error {
 	if c.set.json {
-		c.writeJSON(docOf(t))
+		c.writeJSON(taskview.Of(t))
 	} else {
 		fmt.Fprintln(c.stdout, line)
 	}
@@ -546,6 +550,7 @@ type statsDoc struct {
 	// ByStatus has every status, zero or not.
 	ByStatus                   map[string]int `json:"by_status"`
 	Unfinished                 int            `json:"unfinished"`
+	UnfinishedByType           map[string]int `json:"unfinished_by_type"`
 	WaitingRetry               int            `json:"waiting_retry"`
 	OldestUnfinished           *oldestDoc     `json:"oldest_unfinished"`
 	OldestUnfinishedAgeSeconds float64        `json:"oldest_unfinished_age_seconds"`
@@ -563,31 +568,21 @@ type oldestDoc struct {
 }
 
 func statsCmd(fs *flag.FlagSet) runFunc {
-	since := fs.String("since", "", "count only tasks created in this window: a duration back from now (24h, 7d) or an RFC 3339 time")
-	maxTasks := fs.Int("max-tasks", s3task.DefaultStatsMaxTasks, "read at most this many records, newest first (one GET each)")
-	over := fs.Int("attempts-over", 1, "count the tasks whose attempt number is above this")
+	from := sinceFlag(fs, "count only tasks created in this window")
+	maxTasks := intFlag(fs, "max-tasks", s3task.DefaultStatsMaxTasks, 1, math.MaxInt, "read at most this many records, newest first (one GET each)")
+	over := intFlag(fs, "attempts-over", 1, 1, math.MaxInt, "count the tasks whose attempt number is above this")
 	return func(ctx context.Context, c *cli, _ []string) error {
-		from, err := parseSince(*since, time.Now())
-		if err != nil {
-			return usageErr(err)
-		}
-		if *maxTasks < 1 {
-			return usageErr(fmt.Errorf("-max-tasks %d: want at least 1", *maxTasks))
-		}
-		if *over < 1 {
-			return usageErr(fmt.Errorf("-attempts-over %d: want at least 1", *over))
-		}
 		store, err := c.open(ctx)
 		if err != nil {
 			return err
 		}
-		st, err := store.Stats(ctx, s3task.StatsOptions{Since: from, MaxTasks: *maxTasks, AttemptsOver: *over})
+		st, err := store.Stats(ctx, s3task.StatsOptions{Since: *from, MaxTasks: *maxTasks, AttemptsOver: *over})
 		if err != nil {
 			return err
 		}
 		doc := statsDoc{
 			Tasks: st.Tasks, Truncated: st.Truncated, ByStatus: map[string]int{},
-			Unfinished: st.Unfinished, WaitingRetry: st.WaitingRetry, AttemptsOver: *over,
+			Unfinished: st.Unfinished, UnfinishedByType: st.UnfinishedByType, WaitingRetry: st.WaitingRetry, AttemptsOver: *over,
 			OverAttempts: st.OverAttempts, Failures: st.Failures, Broken: st.Broken,
 			MaxTasks: *maxTasks, ReadAt: time.Now().UTC(),
 		}
@@ -628,21 +623,30 @@ func statsCmd(fs *flag.FlagSet) runFunc {
 		tw.row(fmt.Sprintf("over %d attempt(s)", *over), strconv.Itoa(st.OverAttempts))
 		tw.row("unreadable records", strconv.Itoa(st.Broken))
 		tw.flush()
-		if len(st.Failures) > 0 {
-			fmt.Fprintln(c.stdout, "failed tasks by error category:")
-			tw = newTable(c.stdout)
-			cats := make([]string, 0, len(st.Failures))
-			for k := range st.Failures {
-				cats = append(cats, k)
-			}
-			slices.Sort(cats)
-			for _, k := range cats {
-				tw.row("  "+k, strconv.Itoa(st.Failures[k]))
-			}
-			tw.flush()
-		}
+		// A type that stays here while others pass is one no running
+		// worker serves.
+		c.counts("unfinished tasks by type:", st.UnfinishedByType, "(no type)")
+		c.counts("failed tasks by error category:", st.Failures, "")
 		return nil
 	}
+}
+
+// counts prints the counts in m under title, in key order, if m has any;
+// the key "" is shown as the text empty.
+func (c *cli) counts(title string, m map[string]int, empty string) {
+	if len(m) == 0 {
+		return
+	}
+	fmt.Fprintln(c.stdout, title)
+	tw := newTable(c.stdout)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		name := clean(k, 40)
+		if k == "" {
+			name = empty
+		}
+		tw.row("  "+name, strconv.Itoa(m[k]))
+	}
+	tw.flush()
 }
 
 var allStatuses = []s3task.Status{
@@ -653,33 +657,29 @@ var allStatuses = []s3task.Status{
 // ---- reconcile ----
 
 type reconcileDoc struct {
-	DryRun   bool        `json:"dry_run"`
-	Tasks    int         `json:"tasks"`
-	Restored []string    `json:"restored"`
-	Removed  []string    `json:"removed"`
-	Broken   []brokenDoc `json:"broken"`
-	Clean    bool        `json:"clean"`
-	Error    string      `json:"error,omitempty"`
+	DryRun   bool              `json:"dry_run"`
+	Tasks    int               `json:"tasks"`
+	Restored []string          `json:"restored"`
+	Removed  []string          `json:"removed"`
+	Broken   []taskview.Broken `json:"broken"`
+	Clean    bool              `json:"clean"`
+	Error    string            `json:"error,omitempty"`
 }
 
 func reconcileCmd(fs *flag.FlagSet) runFunc {
-	since := fs.String("since", "", "look only at tasks created in this window: a duration back from now (24h, 7d) or an RFC 3339 time")
+	from := sinceFlag(fs, "look only at tasks created in this window")
 	dry := fs.Bool("dry-run", false, "report what would be repaired and change nothing")
 	return func(ctx context.Context, c *cli, _ []string) error {
-		from, err := parseSince(*since, time.Now())
-		if err != nil {
-			return usageErr(err)
-		}
 		store, err := c.open(ctx)
 		if err != nil {
 			return err
 		}
-		r, err := store.Reconcile(ctx, s3task.ReconcileOptions{Since: from, DryRun: *dry})
+		r, err := store.Reconcile(ctx, s3task.ReconcileOptions{Since: *from, DryRun: *dry})
 		if r == nil {
 			return err
 		}
 		doc := reconcileDoc{DryRun: *dry, Tasks: r.Tasks, Restored: orEmpty(r.Restored), Removed: orEmpty(r.Removed),
-			Broken: brokenDocs(r.Broken), Clean: r.Clean()}
+			Broken: taskview.BrokenOf(r.Broken), Clean: r.Clean()}
 		if err != nil {
 			doc.Error = err.Error()
 		}
@@ -717,33 +717,31 @@ func reconcileCmd(fs *flag.FlagSet) runFunc {
 // ---- purge ----
 
 type purgeDoc struct {
-	DryRun  bool        `json:"dry_run"`
-	Cutoff  time.Time   `json:"cutoff"`
-	Tasks   int         `json:"tasks"`
-	Purged  []string    `json:"purged"`
-	Objects int         `json:"objects"`
-	Kept    int         `json:"kept"`
-	Broken  []brokenDoc `json:"broken"`
-	Error   string      `json:"error,omitempty"`
+	DryRun  bool              `json:"dry_run"`
+	Cutoff  time.Time         `json:"cutoff"`
+	Tasks   int               `json:"tasks"`
+	Purged  []string          `json:"purged"`
+	Objects int               `json:"objects"`
+	Kept    int               `json:"kept"`
+	Broken  []taskview.Broken `json:"broken"`
+	Error   string            `json:"error,omitempty"`
 }
 
 func purgeCmd(fs *flag.FlagSet) runFunc {
-	olderThan := fs.String("older-than", "", "purge finished tasks created more than this long ago, e.g. 30d or 720h (required)")
+	var age time.Duration
+	fs.Func("older-than", "purge finished tasks created more than this long ago, e.g. 30d or 720h (required)", func(s string) error {
+		d, err := parseAge(s)
+		if err == nil && d <= 0 {
+			err = errors.New("want a positive duration")
+		}
+		age = d
+		return err
+	})
 	yes := fs.Bool("yes", false, "really delete; without it purge is a dry run")
-	limit := fs.Int("limit", 0, "delete at most this many tasks (0: no limit)")
+	limit := intFlag(fs, "limit", 0, 0, math.MaxInt, "delete at most this many tasks (0: no limit)")
 	return func(ctx context.Context, c *cli, _ []string) error {
-		if *olderThan == "" {
+		if age == 0 {
 			return usageErr(errors.New("purge needs -older-than, e.g. -older-than 30d"))
-		}
-		age, err := parseAge(*olderThan)
-		if err != nil {
-			return usageErr(fmt.Errorf("-older-than: %w", err))
-		}
-		if age <= 0 {
-			return usageErr(fmt.Errorf("-older-than %s: want a positive duration", *olderThan))
-		}
-		if *limit < 0 {
-			return usageErr(fmt.Errorf("-limit %d: must not be negative", *limit))
 		}
 		store, err := c.open(ctx)
 		if err != nil {
@@ -754,7 +752,7 @@ func purgeCmd(fs *flag.FlagSet) runFunc {
 		if r == nil {
 			return err
 		}
-		doc := purgeDoc{DryRun: !*yes, Cutoff: cutoff, Tasks: r.Tasks, Purged: orEmpty(r.Purged), Objects: r.Objects, Kept: r.Kept, Broken: brokenDocs(r.Broken)}
+		doc := purgeDoc{DryRun: !*yes, Cutoff: cutoff, Tasks: r.Tasks, Purged: orEmpty(r.Purged), Objects: r.Objects, Kept: r.Kept, Broken: taskview.BrokenOf(r.Broken)}
 		if err != nil {
 			doc.Error = err.Error()
 		}
@@ -876,4 +874,35 @@ func orEmpty(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// intFlag defines an int flag that takes lo to hi only: any other value is
+// a usage error when the flags are parsed.
+func intFlag(fs *flag.FlagSet, name string, value, lo, hi int, usage string) *int {
+	p := &value
+	fs.Func(name, fmt.Sprintf("%s (default %d)", usage, value), func(s string) error {
+		n, err := strconv.Atoi(s)
+		switch {
+		case err != nil:
+			return errors.New("not a whole number")
+		case n < lo:
+			return fmt.Errorf("want at least %d", lo)
+		case n > hi:
+			return fmt.Errorf("want at most %d", hi)
+		}
+		*p = n
+		return nil
+	})
+	return p
+}
+
+// sinceFlag defines -since, a window back from now: a duration (24h, 7d)
+// or an RFC 3339 time. Unset, it is the zero time: no limit.
+func sinceFlag(fs *flag.FlagSet, usage string) *time.Time {
+	var since time.Time
+	fs.Func("since", usage+": a duration back from now (24h, 7d) or an RFC 3339 time", func(s string) (err error) {
+		since, err = parseSince(s, time.Now())
+		return err
+	})
+	return &since
 }

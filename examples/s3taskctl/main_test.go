@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -24,13 +23,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/examples/internal/taskview"
 	"github.com/s3task/s3task/internal/s3test"
+	"github.com/s3task/s3task/s3tasktest"
 )
 
 // TestMain fails the package's tests if a goroutine outlives them: every
@@ -43,13 +42,12 @@ const cmdWait = time.Minute
 // buildCommand builds s3taskctl into a temporary folder.
 func buildCommand(t *testing.T) string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("no go tool to build the command with: %v", err)
-	}
 	bin := filepath.Join(t.TempDir(), "s3taskctl")
-	out, err := exec.CommandContext(t.Context(), goTool, "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
+	out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".").CombinedOutput()
+	switch {
+	case errors.Is(err, exec.ErrNotFound):
+		t.Skipf("no go tool to build the command with: %v", err)
+	case err != nil:
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
@@ -63,14 +61,14 @@ type fixture struct {
 	bin   string
 	srv   *s3test.Server
 	store *s3task.Store
-	raw   *s3.Client
+	objs  s3test.Objects // the bucket, behind the store's back
 	env   []string
 }
 
 func newFixture(t *testing.T, bin string) *fixture {
 	t.Helper()
 	srv := s3test.New(t)
-	f := &fixture{t: t, ctx: t.Context(), bin: bin, srv: srv, raw: srv.Client()}
+	f := &fixture{t: t, ctx: t.Context(), bin: bin, srv: srv, objs: s3test.Objects{Client: srv.Client(), Bucket: srv.Bucket}}
 	f.store = f.newStore(nil)
 	f.env = append(baseEnv(t),
 		"S3TASKCTL_BUCKET="+srv.Bucket,
@@ -99,7 +97,7 @@ func baseEnv(t *testing.T) []string {
 func (f *fixture) newStore(clock func() time.Time) *s3task.Store {
 	f.t.Helper()
 	st, err := s3task.NewStore(f.srv.Client(), f.srv.Bucket, &s3task.StoreOptions{
-		InputExt: ".csv", OutputExt: ".csv", Clock: clock, Logger: slog.New(slog.DiscardHandler),
+		InputExt: ".csv", OutputExt: ".csv", Clock: clock, Logger: s3tasktest.Logger(f.t),
 	})
 	if err != nil {
 		f.t.Fatal(err)
@@ -237,7 +235,7 @@ func (f *fixture) task(st *s3task.Store, state, name string) *s3task.Task {
 		f.delMarker(id)
 	case "failed-waiting":
 		f.rewrite(id, func(x *s3task.Task) {
-			x.Status, x.Attempt, x.LastError, x.ErrorCategory, x.RetryAt = s3task.StatusFailed, 1, "timeout", "transient", later
+			x.Status, x.Attempt, x.LastError, x.ErrorCategory, x.RetryAt = s3task.StatusFailed, 1, "timeout", s3task.CategoryTransient, later
 			x.DueAt = later
 		})
 		f.moveMarker(id)
@@ -273,14 +271,20 @@ func (f *fixture) rewrite(id string, edit func(*s3task.Task)) {
 
 func (f *fixture) put(key string, body []byte) {
 	f.t.Helper()
-	_, err := f.raw.PutObject(f.ctx, &s3.PutObjectInput{Bucket: &f.srv.Bucket, Key: &key, Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body)))})
-	if err != nil {
+	if _, err := f.objs.Put(f.ctx, key, body); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) del(key string) {
+	f.t.Helper()
+	if err := f.objs.Delete(f.ctx, key); err != nil {
 		f.t.Fatal(err)
 	}
 }
 
 func (f *fixture) markerKey(id string) string {
-	return s3test.Marker(f.ctx, f.raw, f.srv.Bucket, f.store.Prefix(), id)
+	return s3test.Marker(f.ctx, f.objs.Client, f.objs.Bucket, f.store.Prefix(), id)
 }
 
 // moveMarker leaves task id with only the marker its record calls for.
@@ -290,24 +294,16 @@ func (f *fixture) moveMarker(id string) {
 	f.put(want, nil)
 	for _, key := range f.keys(f.store.Prefix() + "active/") {
 		if key != want && strings.HasSuffix(key, id) {
-			if _, err := f.raw.DeleteObject(f.ctx, &s3.DeleteObjectInput{Bucket: &f.srv.Bucket, Key: &key}); err != nil {
-				f.t.Fatal(err)
-			}
+			f.del(key)
 		}
 	}
 }
 
-func (f *fixture) delMarker(id string) {
-	f.t.Helper()
-	key := f.markerKey(id)
-	if _, err := f.raw.DeleteObject(f.ctx, &s3.DeleteObjectInput{Bucket: &f.srv.Bucket, Key: &key}); err != nil {
-		f.t.Fatal(err)
-	}
-}
+func (f *fixture) delMarker(id string) { f.del(f.markerKey(id)) }
 
 func (f *fixture) exists(key string) bool {
 	f.t.Helper()
-	_, err := f.raw.HeadObject(f.ctx, &s3.HeadObjectInput{Bucket: &f.srv.Bucket, Key: &key})
+	_, _, err := f.objs.Get(f.ctx, key)
 	if err != nil && !isNotFound(err) {
 		f.t.Fatal(err)
 	}
@@ -317,13 +313,9 @@ func (f *fixture) exists(key string) bool {
 // keys lists the keys under prefix.
 func (f *fixture) keys(prefix string) []string {
 	f.t.Helper()
-	out, err := f.raw.ListObjectsV2(f.ctx, &s3.ListObjectsV2Input{Bucket: &f.srv.Bucket, Prefix: &prefix})
+	keys, err := f.objs.Keys(f.ctx, prefix)
 	if err != nil {
 		f.t.Fatal(err)
-	}
-	var keys []string
-	for _, o := range out.Contents {
-		keys = append(keys, aws.ToString(o.Key))
 	}
 	return keys
 }
@@ -340,7 +332,7 @@ func (f *fixture) startWorker(h s3task.HandlerFunc) {
 	w, err := s3task.NewWorker(f.newStore(nil), h, &s3task.WorkerOptions{
 		PollInterval: 10 * time.Millisecond, MaxPollInterval: 100 * time.Millisecond,
 		LeaseDuration: 10 * time.Second, HeartbeatInterval: 50 * time.Millisecond, ClockMargin: 2 * time.Second,
-		ShutdownTimeout: time.Second, ReconcileInterval: -1, Logger: slog.New(slog.DiscardHandler),
+		ShutdownTimeout: time.Second, ReconcileInterval: -1, Logger: s3tasktest.Logger(f.t),
 	})
 	if err != nil {
 		f.t.Fatal(err)
@@ -396,12 +388,12 @@ type taskJSON struct {
 }
 
 type listJSON struct {
-	Tasks        []taskJSON  `json:"tasks"`
-	Broken       []brokenDoc `json:"broken"`
-	NextCursor   string      `json:"next_cursor"`
-	Read         int         `json:"read"`
-	StatusFilter []string    `json:"status_filter"`
-	Note         string      `json:"note"`
+	Tasks        []taskJSON        `json:"tasks"`
+	Broken       []taskview.Broken `json:"broken"`
+	NextCursor   string            `json:"next_cursor"`
+	Read         int               `json:"read"`
+	StatusFilter []string          `json:"status_filter"`
+	Note         string            `json:"note"`
 }
 
 func ids(ts []taskJSON) []string {
@@ -412,13 +404,20 @@ func ids(ts []taskJSON) []string {
 	return out
 }
 
+// TestCommands builds the command and runs it as an operator would,
+// against an in-process S3 the fixtures prepare: a subtest per command.
 func TestCommands(t *testing.T) {
 	t.Parallel()
 	bin := buildCommand(t)
+	// sub runs test in parallel with the others, on a fixture of its own.
+	sub := func(name string, test func(t *testing.T, f *fixture)) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, newFixture(t, bin))
+		})
+	}
 
-	t.Run("usage", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t, bin)
+	sub("usage", func(t *testing.T, f *fixture) {
 		if r := f.want(exitUsage, nil); !strings.Contains(r.stderr, "Usage: s3taskctl") {
 			t.Errorf("no arguments: no usage on stderr\n%s", r)
 		}
@@ -447,9 +446,7 @@ func TestCommands(t *testing.T) {
 		}
 	})
 
-	t.Run("settings", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t, bin)
+	sub("settings", func(t *testing.T, f *fixture) {
 		task := f.task(f.store, "queued", "settings")
 		check := func(name string, env []string, args ...string) {
 			t.Helper()
@@ -466,7 +463,7 @@ func TestCommands(t *testing.T) {
 		if r := f.runWith(append(slices.Clone(f.env), "S3TASKCTL_S3_PATH_STYLE=perhaps"), "list"); r.code != exitUsage {
 			t.Errorf("a bad boolean in the environment: %s", r)
 		}
-		jobs, err := s3task.NewStore(f.srv.Client(), f.srv.Bucket, &s3task.StoreOptions{Prefix: "jobs/", Logger: slog.New(slog.DiscardHandler)})
+		jobs, err := s3task.NewStore(f.srv.Client(), f.srv.Bucket, &s3task.StoreOptions{Prefix: "jobs/", Logger: s3tasktest.Logger(f.t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -482,9 +479,7 @@ func TestCommands(t *testing.T) {
 		f.wantError(exitUsage, "usage", "-prefix", "/bad", "list")
 	})
 
-	t.Run("list", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t, bin)
+	sub("list", func(t *testing.T, f *fixture) {
 		// Oldest first; the listing is newest first.
 		var made []*s3task.Task
 		for _, state := range []string{"created", "queued", "failed", "completed", "abandoned"} {
@@ -558,9 +553,7 @@ func TestCommands(t *testing.T) {
 		f.wantError(exitUsage, "invalid_cursor", "list", "-cursor", "not/a cursor")
 	})
 
-	t.Run("show", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t, bin)
+	sub("show", func(t *testing.T, f *fixture) {
 		done := f.task(f.store, "completed", "June import")
 		var doc struct {
 			Task     taskJSON     `json:"task"`
@@ -608,9 +601,7 @@ func TestCommands(t *testing.T) {
 		f.wantError(exitUsage, "invalid_id", "show", strings.ToLower(done.ID))
 	})
 
-	t.Run("watch", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t, bin)
+	sub("watch", func(t *testing.T, f *fixture) {
 		progressed := make(chan struct{})
 		var once sync.Once
 		f.startWorker(func(ctx context.Context, job *s3task.Job) error {
@@ -671,7 +662,7 @@ func TestCommands(t *testing.T) {
 		}
 		var failedDoc taskJSON
 		f.want(exitFailed, &failedDoc, "watch", fails.ID, "-json")
-		if failedDoc.Status != "failed" || !failedDoc.Terminal || failedDoc.ErrorCategory != "permanent" {
+		if failedDoc.Status != "failed" || !failedDoc.Terminal || failedDoc.ErrorCategory != s3task.CategoryPermanent {
 			t.Errorf("watch -json of a failed task: %+v", failedDoc)
 		}
 		quick := f.task(f.store, "queued", "quick")
@@ -688,9 +679,8 @@ func TestCommands(t *testing.T) {
 		f.wantError(exitUsage, "usage", "watch", slow.ID, "-interval", "1ns")
 	})
 
-	t.Run("watch times out", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t, bin) // no worker: the task stays queued
+	sub("watch times out", func(t *testing.T, f *fixture) {
+		// No worker: the task stays queued.
 		waiting := f.task(f.store, "queued", "nobody runs me")
 		r := f.want(exitFailed, nil, "watch", waiting.ID, "-interval", "20ms", "-timeout", "300ms")
 		if !strings.Contains(r.stderr, "still queued") {
@@ -699,9 +689,7 @@ func TestCommands(t *testing.T) {
 		f.wantError(exitFailed, "timeout", "watch", waiting.ID, "-interval", "20ms", "-timeout", "300ms")
 	})
 
-	t.Run("retry and cancel", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t, bin)
+	sub("retry and cancel", func(t *testing.T, f *fixture) {
 		failed := f.task(f.store, "failed", "failed")
 		var retried taskJSON
 		f.want(exitOK, &retried, "retry", failed.ID, "-json")
@@ -737,9 +725,7 @@ func TestCommands(t *testing.T) {
 		}
 	})
 
-	t.Run("schedule", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t, bin)
+	sub("schedule", func(t *testing.T, f *fixture) {
 
 		// A created task keeps its start for when it is submitted.
 		created := f.task(f.store, "created", "created")
@@ -785,9 +771,7 @@ func TestCommands(t *testing.T) {
 		f.wantError(exitUsage, "usage", "schedule", queued.ID)
 	})
 
-	t.Run("stats", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t, bin)
+	sub("stats", func(t *testing.T, f *fixture) {
 		old := f.task(f.oldStore(time.Hour), "queued", "an hour old")
 		for _, state := range []string{"queued", "running", "completed", "failed", "failed-waiting", "created", "abandoned"} {
 			f.task(f.store, state, state)
@@ -803,7 +787,10 @@ func TestCommands(t *testing.T) {
 		if st.Tasks != 8 || st.Truncated || st.Unfinished != 4 || st.WaitingRetry != 1 || st.Broken != 1 || st.MaxTasks != s3task.DefaultStatsMaxTasks {
 			t.Errorf("stats: %+v", st)
 		}
-		if diff := cmp.Diff(map[string]int{"bad_input": 1, "transient": 1}, st.Failures); diff != "" {
+		if diff := cmp.Diff(map[string]int{"csv_enrich": 4}, st.UnfinishedByType); diff != "" {
+			t.Errorf("unfinished_by_type (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(map[string]int{"bad_input": 1, s3task.CategoryTransient: 1}, st.Failures); diff != "" {
 			t.Errorf("failures (-want +got):\n%s", diff)
 		}
 		if st.OldestUnfinished == nil || st.OldestUnfinished.ID != old.ID || st.OldestUnfinishedAgeSeconds < 3500 || st.OldestUnfinishedAgeSeconds > 3700 {
@@ -827,7 +814,7 @@ func TestCommands(t *testing.T) {
 			}
 		}
 		r = f.want(exitOK, nil, "stats")
-		for _, want := range [][]string{{"oldest unfinished", old.ID, "queued,"}, {"bad_input", "1"}, {"transient", "1"}, {"unreadable records", "1"}, {"unfinished", "4"}} {
+		for _, want := range [][]string{{"oldest unfinished", old.ID, "queued,"}, {"bad_input", "1"}, {s3task.CategoryTransient, "1"}, {"unreadable records", "1"}, {"unfinished", "4"}, {"csv_enrich", "4"}} {
 			if !hasRow(r.stdout, want...) {
 				t.Errorf("stats table has no row %q\n%s", want, r.stdout)
 			}
@@ -836,9 +823,7 @@ func TestCommands(t *testing.T) {
 		f.wantError(exitUsage, "usage", "stats", "-max-tasks", "0")
 	})
 
-	t.Run("reconcile", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t, bin)
+	sub("reconcile", func(t *testing.T, f *fixture) {
 		lost := f.task(f.store, "queued", "lost its marker")
 		f.delMarker(lost.ID)
 		lostKey := f.store.MarkerKey(lost)
@@ -852,7 +837,7 @@ func TestCommands(t *testing.T) {
 
 		var dry, real, again reconcileDoc
 		f.want(exitOK, &dry, "reconcile", "-dry-run", "-json")
-		want := reconcileDoc{DryRun: true, Tasks: 2, Restored: []string{lost.ID}, Removed: []string{staleKey}, Broken: []brokenDoc{}}
+		want := reconcileDoc{DryRun: true, Tasks: 2, Restored: []string{lost.ID}, Removed: []string{staleKey}, Broken: []taskview.Broken{}}
 		if diff := cmp.Diff(want, dry); diff != "" {
 			t.Errorf("dry run (-want +got):\n%s", diff)
 		}
@@ -877,9 +862,7 @@ func TestCommands(t *testing.T) {
 		f.wantError(exitUsage, "usage", "reconcile", "-since", "-5m")
 	})
 
-	t.Run("purge", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t, bin)
+	sub("purge", func(t *testing.T, f *fixture) {
 		oldDone := f.task(f.oldStore(2*time.Hour), "completed", "old and done")
 		oldQueued := f.task(f.oldStore(2*time.Hour), "queued", "old but queued")
 		recent := f.task(f.store, "completed", "recent")
@@ -921,9 +904,7 @@ func TestCommands(t *testing.T) {
 		f.wantError(exitUsage, "usage", "purge", "-older-than", "1h", "-limit", "-2")
 	})
 
-	t.Run("check", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t, bin)
+	sub("check", func(t *testing.T, f *fixture) {
 		var ok checkDoc
 		f.want(exitOK, &ok, "check", "-json")
 		if diff := cmp.Diff(checkDoc{Bucket: f.srv.Bucket, Prefix: s3task.DefaultPrefix, Endpoint: f.srv.URL, Reachable: true, ConditionalWrites: true, Listing: true}, ok); diff != "" {
@@ -1039,6 +1020,45 @@ func TestParseWhen(t *testing.T) {
 	for _, in := range []string{"", "later", "+", "+-5m", "90m", "+1d", "2025-06-02"} {
 		if got, err := parseWhen(in, now); err == nil {
 			t.Errorf("parseWhen(%q) = %s, want an error", in, got)
+		}
+	}
+}
+
+// TestStatsByType runs stats in process on the test kit's S3: unfinished
+// tasks are counted by type, so that a type no worker serves shows.
+func TestStatsByType(t *testing.T) {
+	t.Parallel()
+	store := s3tasktest.NewStore(t, nil)
+	for _, typ := range []string{"csv_enrich", "pdf_render", "csv_enrich", "", "csv_stats"} {
+		s3tasktest.Submit(t, store, s3task.CreateParams{Type: typ}, []byte("a\n"))
+	}
+	// A worker that serves csv_stats finishes its task; the others wait.
+	var mux s3task.Mux
+	if err := mux.HandleFunc("csv_stats", func(context.Context, *s3task.Job) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if ran := s3tasktest.Drain(t, store, &mux); len(ran) != 1 {
+		t.Fatalf("drain ran %d tasks, want the csv_stats one", len(ran))
+	}
+	stats := func(args ...string) (int, string) {
+		var out bytes.Buffer
+		c := newCLI(&out, io.Discard, func(string) (string, bool) { return "", false })
+		c.store = store
+		return c.run(t.Context(), append([]string{"stats"}, args...)), out.String()
+	}
+
+	code, out := stats("-json")
+	var st statsDoc
+	if err := json.Unmarshal([]byte(out), &st); code != exitOK || err != nil {
+		t.Fatalf("stats -json: exit %d, %v\n%s", code, err, out)
+	}
+	if diff := cmp.Diff(map[string]int{"csv_enrich": 2, "pdf_render": 1, "": 1}, st.UnfinishedByType); diff != "" {
+		t.Errorf("unfinished_by_type (-want +got):\n%s", diff)
+	}
+	code, out = stats()
+	for _, want := range [][]string{{"unfinished", "4"}, {"unfinished tasks by type:"}, {"(no type)", "1"}, {"csv_enrich", "2"}, {"pdf_render", "1"}} {
+		if code != exitOK || !hasRow(out, want...) {
+			t.Errorf("stats table has no row %q (exit %d)\n%s", want, code, out)
 		}
 	}
 }

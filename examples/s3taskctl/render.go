@@ -13,45 +13,17 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/examples/internal/taskview"
 )
 
-// taskDoc is a task as -json prints it: the record's own snake_case fields
-// plus three the command works out.
-type taskDoc struct {
-	*s3task.Task
-	// Terminal: finished; nothing more happens without an operator.
-	Terminal bool `json:"terminal"`
-	// Retryable and Cancelable: whether retry and cancel would be accepted
-	// now.
-	Retryable  bool `json:"retryable"`
-	Cancelable bool `json:"cancelable"`
-}
-
-func docOf(t *s3task.Task) taskDoc {
-	return taskDoc{Task: t, Terminal: t.Terminal(), Retryable: t.Retryable(), Cancelable: t.Cancelable()}
-}
-
-// brokenDoc is a record that cannot be read.
-type brokenDoc struct {
-	Key   string `json:"key"`
-	Error string `json:"error"`
-}
-
-func brokenDocs(bs []*s3task.RecordError) []brokenDoc {
-	out := []brokenDoc{}
-	for _, b := range bs {
-		out = append(out, brokenDoc{Key: b.Key, Error: b.Err.Error()})
-	}
-	return out
-}
-
+// listDoc is what list -json prints.
 type listDoc struct {
-	Tasks        []taskDoc   `json:"tasks"`
-	Broken       []brokenDoc `json:"broken"`
-	NextCursor   string      `json:"next_cursor,omitempty"`
-	Read         int         `json:"read"` // readable tasks in the page, before -status
-	StatusFilter []string    `json:"status_filter,omitempty"`
-	Note         string      `json:"note,omitempty"`
+	Tasks        []taskview.Task   `json:"tasks"`
+	Broken       []taskview.Broken `json:"broken"`
+	NextCursor   string            `json:"next_cursor,omitempty"`
+	Read         int               `json:"read"` // readable tasks in the page, before -status
+	StatusFilter []string          `json:"status_filter,omitempty"`
+	Note         string            `json:"note,omitempty"`
 }
 
 // table writes aligned columns.
