@@ -3,7 +3,6 @@ package s3task_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -40,27 +39,59 @@ func (n *notices) of(id string) []s3task.Status {
 	return append([]s3task.Status(nil), n.calls[id]...)
 }
 
+// wantOne fails t unless task id was notified once, as status.
+func (n *notices) wantOne(t *testing.T, id string, status s3task.Status) {
+	t.Helper()
+	if got := n.of(id); len(got) != 1 || got[0] != status {
+		t.Errorf("notices of %s: %v, want one for %s", id, got, status)
+	}
+}
+
+// notifying returns a Store whose OnTerminal hook is n's.
+func (e *env) notifying(t *testing.T, n *notices) *s3task.Store {
+	t.Helper()
+	return e.newStore(t, &s3task.StoreOptions{OnTerminal: n.hook})
+}
+
+// awaitDelivered waits for n's notice of task id, then for the store to
+// record it: notify_pending cleared and the marker removed.
+func awaitDelivered(t *testing.T, e *env, n *notices, id string) {
+	t.Helper()
+	if got := await(t, n.ch, "the notice of "+id); got != id {
+		t.Fatalf("notice for %s, want %s", got, id)
+	}
+	waitUntil(t, testWait, "the notice recorded and the marker removed", func() bool {
+		return !e.get(t, id).NotifyPending && !e.hasMarker(id)
+	})
+}
+
+// completeUndelivered submits a task and has it completed by a worker whose
+// hook fails, as if its process died before delivering the notice. The
+// worker is stopped when it returns.
+func completeUndelivered(t *testing.T, e *env, name string) *s3task.Task {
+	t.Helper()
+	broken := newNotices(true)
+	completed := make(chan *s3task.Task, 1)
+	stop := runWorker(t, e.notifying(t, broken), succeed,
+		quickWorker("broken-hook", s3task.Hooks{OnComplete: func(t *s3task.Task) { offer(completed, t) }}))
+	task := e.submit(t, name)
+	await(t, completed, "the task to complete")
+	waitUntil(t, testWait, "the failed delivery", func() bool { return len(broken.of(task.ID)) > 0 })
+	stop()
+	return task
+}
+
 // TestNoticeOnComplete: the worker that completes a task calls OnTerminal
 // once, then clears the notice and the marker.
 func TestNoticeOnComplete(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	n := newNotices(false)
-	ev := newHookEvents()
-	store := e.newStore(t, &s3task.StoreOptions{OnTerminal: n.hook})
-	startWorker(t, store, s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), workerOptions("notifier", ev.hooks()))
-	task := e.submit(t, s3task.CreateParams{Name: "notify me"}, "x\n")
+	runWorker(t, e.notifying(t, n), succeed, quickWorker("notifier", s3task.Hooks{}))
+	task := e.submit(t, "notify me")
 
-	if id := awaitSignal(t, n.ch, "the notice"); id != task.ID {
-		t.Fatalf("notice for %s, want %s", id, task.ID)
-	}
-	waitForCondition(t, "the notice to be recorded and the marker removed", func() bool {
-		got := e.get(t, task.ID)
-		return !got.NotifyPending && !e.hasMarker(t, task.ID)
-	})
-	if got := n.of(task.ID); len(got) != 1 || got[0] != s3task.StatusCompleted {
-		t.Errorf("notices %v, want one for completed", got)
-	}
+	awaitDelivered(t, e, n, task.ID)
+	n.wantOne(t, task.ID, s3task.StatusCompleted)
 }
 
 // TestNoticeDeliveredByAnotherWorker: a worker whose hook fails (as if its
@@ -71,20 +102,13 @@ func TestNoticeOnComplete(t *testing.T) {
 // with a working hook delivers it when it next lists the marker.
 func TestNoticeDeliveredByAnotherWorker(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
-	broken := newNotices(true)
-	ev := newHookEvents()
-	a := startWorker(t, e.newStore(t, &s3task.StoreOptions{OnTerminal: broken.hook}),
-		s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), workerOptions("broken-hook", ev.hooks()))
-	task := e.submit(t, s3task.CreateParams{Name: "notice goes astray"}, "x\n")
-	awaitSignal(t, ev.completed, "the task to complete")
-	waitForCondition(t, "the failed delivery", func() bool { return len(broken.of(task.ID)) > 0 })
-	a.stop()
+	e := newEnv(t, nil)
+	task := completeUndelivered(t, e, "notice goes astray")
 
 	got := e.get(t, task.ID)
-	if got.Status != s3task.StatusCompleted || !got.NotifyPending || !e.hasMarker(t, task.ID) {
+	if got.Status != s3task.StatusCompleted || !got.NotifyPending || !e.hasMarker(task.ID) {
 		t.Fatalf("after a failed delivery: status %s, notify_pending %v, marker %v; want completed, true, true",
-			got.Status, got.NotifyPending, e.hasMarker(t, task.ID))
+			got.Status, got.NotifyPending, e.hasMarker(task.ID))
 	}
 	if key, want := e.markerKey(task.ID), e.store.MarkerKey(got); key != want {
 		t.Errorf("marker of the task with its notice pending: %s, want %s (due_at %s)", key, want, got.DueAt)
@@ -94,36 +118,30 @@ func TestNoticeDeliveredByAnotherWorker(t *testing.T) {
 	e.srv.Advance(got.DueAt.Sub(e.srv.Now()) + 2*time.Second)
 
 	// A worker without the hook visits and leaves the notice alone.
-	var polled = make(chan s3task.PollStats, 16)
-	opts := workerOptions("no-hook", s3task.Hooks{OnPoll: func(p s3task.PollStats) { offerHook(polled, p) }})
+	polled := make(chan s3task.PollStats, 16)
+	opts := quickWorker("no-hook", s3task.Hooks{OnPoll: func(p s3task.PollStats) { offer(polled, p) }})
 	opts.MaxPollInterval = 20 * time.Millisecond
-	var blog requestLog
-	b := startWorker(t, e.newStore(t, nil, blog.wrap), s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), opts)
-	recordPath := "/" + e.srv.Bucket + "/" + e.recordKey(task.ID)
-	waitForCondition(t, "the hook-less worker to visit the due marker", func() bool {
-		return slices.Contains(blog.since(0), "GET "+recordPath)
+	var requests recorder
+	stop := runWorker(t, e.newStore(t, nil, requests.wrap), succeed, opts)
+	waitUntil(t, testWait, "the hook-less worker to visit the due marker", func() bool {
+		return requests.index("GET "+e.recordKey(task.ID)) >= 0
 	})
 	for len(polled) > 0 {
 		<-polled
 	}
 	for range 3 { // polls after the visit: time to act on it
-		awaitSignal(t, polled, "a poll of the hook-less worker")
+		await(t, polled, "a poll of the hook-less worker")
 	}
-	b.stop()
-	if after := e.get(t, task.ID); after.Revision != got.Revision || !e.hasMarker(t, task.ID) {
+	stop()
+	if after := e.get(t, task.ID); after.Revision != got.Revision || !e.hasMarker(task.ID) {
 		t.Fatalf("a worker without the hook changed the record (revision %s -> %s) or removed the marker", got.Revision, after.Revision)
 	}
 
 	good := newNotices(false)
-	opts = workerOptions("good-hook", s3task.Hooks{})
+	opts = quickWorker("good-hook", s3task.Hooks{})
 	opts.MaxPollInterval = 20 * time.Millisecond
-	startWorker(t, e.newStore(t, &s3task.StoreOptions{OnTerminal: good.hook}), s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), opts)
-	if id := awaitSignal(t, good.ch, "the notice from the second worker"); id != task.ID {
-		t.Fatalf("notice for %s, want %s", id, task.ID)
-	}
-	waitForCondition(t, "the notice recorded and the marker removed", func() bool {
-		return !e.get(t, task.ID).NotifyPending && !e.hasMarker(t, task.ID)
-	})
+	runWorker(t, e.notifying(t, good), succeed, opts)
+	awaitDelivered(t, e, good, task.ID)
 }
 
 // TestNoticeOnCancelAndFinalFailure: Cancel through a Store with the hook
@@ -131,32 +149,26 @@ func TestNoticeDeliveredByAnotherWorker(t *testing.T) {
 // between does not leave a notice for the failure behind.
 func TestNoticeOnCancelAndFinalFailure(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	n := newNotices(false)
-	st := e.newStore(t, &s3task.StoreOptions{OnTerminal: n.hook})
 
-	queued := e.submit(t, s3task.CreateParams{Name: "cancel me"}, "x\n")
-	if _, err := st.Cancel(e.ctx, queued.ID, "not needed"); err != nil {
+	queued := e.submit(t, "cancel me")
+	if _, err := e.notifying(t, n).Cancel(e.ctx, queued.ID, "not needed"); err != nil {
 		t.Fatal(err)
 	}
-	if got := n.of(queued.ID); len(got) != 1 || got[0] != s3task.StatusAbandoned {
-		t.Errorf("notices after Cancel: %v, want one for abandoned", got)
-	}
-	if rec := e.get(t, queued.ID); rec.NotifyPending || e.hasMarker(t, queued.ID) {
-		t.Errorf("after Cancel: notify_pending %v, marker %v; want both cleared", rec.NotifyPending, e.hasMarker(t, queued.ID))
+	n.wantOne(t, queued.ID, s3task.StatusAbandoned)
+	if rec := e.get(t, queued.ID); rec.NotifyPending || e.hasMarker(queued.ID) {
+		t.Errorf("after Cancel: notify_pending %v, marker %v; want both cleared", rec.NotifyPending, e.hasMarker(queued.ID))
 	}
 
-	ev := newHookEvents()
-	startWorker(t, e.newStore(t, &s3task.StoreOptions{OnTerminal: n.hook}), s3task.HandlerFunc(func(context.Context, *s3task.Job) error {
+	runWorker(t, e.notifying(t, n), s3task.HandlerFunc(func(context.Context, *s3task.Job) error {
 		return s3task.Permanent(errors.New("bad file"))
-	}), workerOptions("failer", ev.hooks()))
-	bad := e.submit(t, s3task.CreateParams{Name: "fails"}, "x\n")
-	for awaitSignal(t, n.ch, "the failure notice") != bad.ID {
+	}), quickWorker("failer", s3task.Hooks{}))
+	bad := e.submit(t, "fails")
+	for await(t, n.ch, "the failure notice") != bad.ID {
 		// the Cancel's notice may come first
 	}
-	if got := n.of(bad.ID); len(got) != 1 || got[0] != s3task.StatusFailed {
-		t.Errorf("notices for the failed task: %v, want one for failed", got)
-	}
+	n.wantOne(t, bad.ID, s3task.StatusFailed)
 }
 
 // TestPurgeAndPendingNotices: a finished task whose notice never went out
@@ -164,46 +176,38 @@ func TestNoticeOnCancelAndFinalFailure(t *testing.T) {
 // with DropPendingNotices.
 func TestPurgeAndPendingNotices(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
-	broken := newNotices(true)
-	ev := newHookEvents()
-	a := startWorker(t, e.newStore(t, &s3task.StoreOptions{OnTerminal: broken.hook}),
-		s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), workerOptions("broken-hook", ev.hooks()))
-	task := e.submit(t, s3task.CreateParams{Name: "never notified"}, "x\n")
-	awaitSignal(t, ev.completed, "the task to complete")
-	waitForCondition(t, "the failed delivery", func() bool { return len(broken.of(task.ID)) > 0 })
-	a.stop()
+	e := newEnv(t, nil)
+	task := completeUndelivered(t, e, "never notified")
 
-	st := e.newStore(t, nil)
 	cutoff := time.Now().Add(time.Hour)
-	r, err := st.Purge(e.ctx, cutoff, s3task.PurgeOptions{})
+	r, err := e.store.Purge(e.ctx, cutoff, s3task.PurgeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(r.Purged) != 0 || r.Kept != 1 || !e.get(t, task.ID).NotifyPending {
 		t.Fatalf("Purge with a notice pending: purged %v, kept %d; want the task kept, notice pending", r.Purged, r.Kept)
 	}
-	r, err = st.Purge(e.ctx, cutoff, s3task.PurgeOptions{DropPendingNotices: true})
+	r, err = e.store.Purge(e.ctx, cutoff, s3task.PurgeOptions{DropPendingNotices: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(r.Purged) != 1 || r.Purged[0] != task.ID {
 		t.Fatalf("Purge with DropPendingNotices: purged %v, want [%s]", r.Purged, task.ID)
 	}
-	if _, err := st.Get(e.ctx, task.ID); !errors.Is(err, s3task.ErrNotFound) || e.hasMarker(t, task.ID) {
-		t.Errorf("after the purge: Get = %v, marker %v; want ErrNotFound and no marker", err, e.hasMarker(t, task.ID))
+	if _, err := e.store.Get(e.ctx, task.ID); !errors.Is(err, s3task.ErrNotFound) || e.hasMarker(task.ID) {
+		t.Errorf("after the purge: Get = %v, marker %v; want ErrNotFound and no marker", err, e.hasMarker(task.ID))
 	}
 }
 
 // TestNoticeOfTaskCancelledBeforeSubmit: a created task has no marker, so
 // a Store with the hook writes one before cancelling it; when its own
 // delivery fails, a worker with a working hook delivers the notice at its
-// next listing instead of waiting for a reconcile.
+// next listing (it runs no reconcile: the marker must bring it).
 func TestNoticeOfTaskCancelledBeforeSubmit(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	broken := newNotices(true)
-	st := e.newStore(t, &s3task.StoreOptions{OnTerminal: broken.hook})
+	st := e.notifying(t, broken)
 	task, err := st.Create(e.ctx, s3task.CreateParams{Name: "never submitted"})
 	if err != nil {
 		t.Fatal(err)
@@ -211,20 +215,14 @@ func TestNoticeOfTaskCancelledBeforeSubmit(t *testing.T) {
 	if _, err := st.Cancel(e.ctx, task.ID, "changed my mind"); err != nil {
 		t.Fatal(err)
 	}
-	if got := broken.of(task.ID); len(got) != 1 || !e.get(t, task.ID).NotifyPending || !e.hasMarker(t, task.ID) {
+	if got := broken.of(task.ID); len(got) != 1 || !e.get(t, task.ID).NotifyPending || !e.hasMarker(task.ID) {
 		t.Fatalf("after a failed notice: calls %v, notify_pending %v, marker %v; want one call, pending, a marker",
-			got, e.get(t, task.ID).NotifyPending, e.hasMarker(t, task.ID))
+			got, e.get(t, task.ID).NotifyPending, e.hasMarker(task.ID))
 	}
 
 	good := newNotices(false)
-	opts := workerOptions("good-hook", s3task.Hooks{})
+	opts := quickWorker("good-hook", s3task.Hooks{})
 	opts.MaxPollInterval = 20 * time.Millisecond
-	opts.ReconcileInterval = -1 // the marker, not a reconcile, must bring the worker
-	startWorker(t, e.newStore(t, &s3task.StoreOptions{OnTerminal: good.hook}), s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), opts)
-	if id := awaitSignal(t, good.ch, "the notice from the worker"); id != task.ID {
-		t.Fatalf("notice for %s, want %s", id, task.ID)
-	}
-	waitForCondition(t, "the notice recorded and the marker removed", func() bool {
-		return !e.get(t, task.ID).NotifyPending && !e.hasMarker(t, task.ID)
-	})
+	runWorker(t, e.notifying(t, good), succeed, opts)
+	awaitDelivered(t, e, good, task.ID)
 }

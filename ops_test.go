@@ -1,78 +1,43 @@
 package s3task_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/s3task/s3task"
-	"github.com/s3task/s3task/internal/s3test"
 )
 
 // The operations tests: Reconcile, Stats, Purge, failure categories and the
-// poll and reconcile hooks. They share the package with the store and
-// worker tests, so their helpers carry an "ops" prefix.
+// poll and reconcile hooks. (Reconcile racing workers is with the other
+// races, in store_concurrency_test.go.)
 
-// opsWait bounds every wait for something that should happen. Reaching it
-// is a failure.
-const opsWait = 20 * time.Second
+// cmpSet compares slices of keys or IDs as sets: in any order, and none
+// the same as nil. The concurrency tests use it too.
+var cmpSet = cmp.Options{cmpopts.SortSlices(func(a, b string) bool { return a < b }), cmpopts.EquateEmpty()}
 
-// opsInput is the input every prepared task gets.
-const opsInput = "a,b\n1,2\n"
-
-// opsEnv is what an operations test works with: an in-process S3, a Store
-// that prepares tasks, and a raw client to plant and inspect objects.
-type opsEnv struct {
-	ctx   context.Context
-	srv   *s3test.Server
-	store *s3task.Store
-	raw   *s3.Client
-}
-
-func setupOps(t *testing.T) *opsEnv {
+// setupOps returns an env whose stores name their inputs and outputs .csv.
+func setupOps(t *testing.T) *env {
 	t.Helper()
-	srv := s3test.New(t)
-	e := &opsEnv{ctx: t.Context(), srv: srv, raw: srv.Client()}
-	e.store = e.newStore(t, nil)
-	return e
-}
-
-// newStore returns a Store with its own S3 client, as another machine would
-// have. A nil clock is the real one.
-func (e *opsEnv) newStore(t *testing.T, clock func() time.Time, wrap ...func(http.RoundTripper) http.RoundTripper) *s3task.Store {
-	t.Helper()
-	st, err := s3task.NewStore(e.srv.Client(wrap...), e.srv.Bucket, &s3task.StoreOptions{
-		InputExt: ".csv", OutputExt: ".csv", Clock: clock, Logger: workerQuietLog(),
-	})
-	if err != nil {
-		t.Fatalf("NewStore: %v", err)
-	}
-	return st
+	return newEnv(t, &s3task.StoreOptions{InputExt: ".csv", OutputExt: ".csv"})
 }
 
 // createAgo creates a task whose creation time (and ID) lies ago in the
 // past. It uses a fresh Store whose clock is behind by ago: a Store stamps
 // its first write by its own clock, before any server Date corrects it.
-func (e *opsEnv) createAgo(t *testing.T, ago time.Duration, name string) *s3task.Task {
+func (e *env) createAgo(t *testing.T, ago time.Duration, name string) *s3task.Task {
 	t.Helper()
-	st := e.newStore(t, func() time.Time { return time.Now().Add(-ago) })
-	task, err := st.Create(e.ctx, s3task.CreateParams{Name: name})
+	opts := e.opts
+	opts.Clock = func() time.Time { return time.Now().Add(-ago) }
+	task, err := e.newStore(t, &opts).Create(e.ctx, s3task.CreateParams{Name: name})
 	if err != nil {
 		t.Fatalf("Create(%s): %v", name, err)
 	}
@@ -82,254 +47,15 @@ func (e *opsEnv) createAgo(t *testing.T, ago time.Duration, name string) *s3task
 	return task
 }
 
-// opsStates are the states prepare knows.
-var opsStates = []string{"created", "queued", "running", "completed", "failed", "failed-waiting", "abandoned"}
-
-// prepare uploads the input of a created task and brings it to state:
-// created (input only), queued, running, completed (with the output of
-// attempt 1), failed (final), failed-waiting (a retry in an hour),
-// abandoned. The record is written as a worker would have, with the DueAt
-// it would have set, and the markers are as it would have left them: the
-// one the record calls for if it needs one, no other. Tests that want
-// something else set markers explicitly.
-func (e *opsEnv) prepare(t *testing.T, task *s3task.Task, state string) *s3task.Task {
-	t.Helper()
-	id := task.ID
-	if err := e.store.UploadInput(e.ctx, id, strings.NewReader(opsInput)); err != nil {
-		t.Fatalf("UploadInput(%s): %v", id, err)
-	}
-	switch state {
-	case "created":
-		return e.get(t, id)
-	case "abandoned":
-		got, err := e.store.Cancel(e.ctx, id, "not needed")
-		if err != nil {
-			t.Fatalf("Cancel(%s): %v", id, err)
-		}
-		return got
-	}
-	if _, err := e.store.Submit(e.ctx, id); err != nil {
-		t.Fatalf("Submit(%s): %v", id, err)
-	}
-	inAnHour := time.Now().UTC().Add(time.Hour).Truncate(time.Millisecond)
-	switch state {
-	case "queued":
-	case "running":
-		e.change(t, id, func(x *s3task.Task) {
-			x.Status, x.Attempt, x.WorkerID, x.LeaseExpiresAt = s3task.StatusRunning, 1, "worker-elsewhere", inAnHour
-			x.DueAt = inAnHour.Add(s3task.DefaultClockMargin)
-		})
-	case "completed":
-		key, err := e.store.OutputKey(id, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.put(t, key, []byte("output of attempt 1"))
-		e.change(t, id, func(x *s3task.Task) {
-			x.Status, x.Attempt, x.OutputPath = s3task.StatusCompleted, 1, key
-		})
-	case "failed":
-		e.change(t, id, func(x *s3task.Task) {
-			x.Status, x.Attempt, x.LastError, x.ErrorCategory = s3task.StatusFailed, 1, "bad row", "permanent"
-		})
-	case "failed-waiting":
-		e.change(t, id, func(x *s3task.Task) {
-			x.Status, x.Attempt, x.LastError, x.ErrorCategory, x.RetryAt = s3task.StatusFailed, 1, "timeout", "transient", inAnHour
-			x.DueAt = inAnHour
-		})
-	default:
-		t.Fatalf("unknown state %q", state)
-	}
-	return e.get(t, id)
-}
-
-// rewrite reads a record, lets edit change it, and writes it back raw with
-// a fresh revision and the server's time as updated_at, as a worker's write
-// would look. It leaves the markers alone; change moves them too.
-func (e *opsEnv) rewrite(t *testing.T, id string, edit func(*s3task.Task)) {
-	t.Helper()
-	task := e.get(t, id)
-	edit(task)
-	e.writeRecord(t, task)
-}
-
-func (e *opsEnv) writeRecord(t *testing.T, task *s3task.Task) {
-	t.Helper()
-	task.Revision = strings.ToLower(rand.Text())
-	task.UpdatedAt = e.srv.Now().UTC().Truncate(time.Millisecond)
-	body, err := json.Marshal(task)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.put(t, e.recordKey(task.ID), body)
-}
-
-// change is rewrite with the markers moved as the library moves them: the
-// marker the new record calls for, if it needs one, is written before the
-// record, and the old record's marker deleted after it.
-func (e *opsEnv) change(t *testing.T, id string, edit func(*s3task.Task)) {
-	t.Helper()
-	task := e.get(t, id)
-	old := e.wantMarker(task)
-	edit(task)
-	want := e.wantMarker(task)
-	if want != "" && want != old {
-		e.put(t, want, nil)
-	}
-	e.writeRecord(t, task)
-	if old != "" && old != want {
-		e.del(t, old)
-	}
-}
-
-// opsNeedsMarker says whether a task needs an active marker: it waits for
-// a worker (queued, running, or failed with a retry due), or its OnTerminal
-// notice is still to go out.
-func opsNeedsMarker(task *s3task.Task) bool {
-	switch {
-	case task.NotifyPending, task.Status == s3task.StatusQueued, task.Status == s3task.StatusRunning:
-		return true
-	}
-	return task.Status == s3task.StatusFailed && !task.RetryAt.IsZero()
-}
-
-// wantMarker returns the key of the marker task needs, "" if none.
-func (e *opsEnv) wantMarker(task *s3task.Task) string {
-	if !opsNeedsMarker(task) {
-		return ""
-	}
-	return dueMarkerKey(e.store.Prefix(), task)
-}
-
-func (e *opsEnv) get(t *testing.T, id string) *s3task.Task {
-	t.Helper()
-	task, err := e.store.Get(e.ctx, id)
-	if err != nil {
-		t.Fatalf("Get(%s): %v", id, err)
-	}
-	return task
-}
-
-func (e *opsEnv) recordKey(id string) string { return e.store.Prefix() + id + "/status.json" }
-func (e *opsEnv) markerKey(id string) string {
-	return s3test.Marker(e.ctx, e.raw, e.srv.Bucket, e.store.Prefix(), id)
-}
-func (e *opsEnv) folder(id string) string { return e.store.Prefix() + id + "/" }
-
-func (e *opsEnv) inputKey(t *testing.T, id string) string {
-	t.Helper()
-	key, err := e.store.InputKey(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key
-}
-
-func (e *opsEnv) put(t *testing.T, key string, body []byte) {
-	t.Helper()
-	_, err := e.raw.PutObject(e.ctx, &s3.PutObjectInput{
-		Bucket: &e.srv.Bucket, Key: &key, Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
-	})
-	if err != nil {
-		t.Fatalf("PutObject(%s): %v", key, err)
-	}
-}
-
-func (e *opsEnv) del(t *testing.T, key string) {
-	t.Helper()
-	if _, err := e.raw.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: &e.srv.Bucket, Key: &key}); err != nil {
-		t.Fatalf("DeleteObject(%s): %v", key, err)
-	}
-}
-
-// object returns the bytes at key, or ok=false if there is no object.
-func (e *opsEnv) object(t *testing.T, key string) (body []byte, ok bool) {
-	t.Helper()
-	out, err := e.raw.GetObject(e.ctx, &s3.GetObjectInput{Bucket: &e.srv.Bucket, Key: &key})
-	if err != nil {
-		var nf interface{ ErrorCode() string }
-		if errors.As(err, &nf) && nf.ErrorCode() == "NoSuchKey" {
-			return nil, false
-		}
-		t.Fatalf("GetObject(%s): %v", key, err)
-	}
-	defer out.Body.Close()
-	body, err = io.ReadAll(out.Body)
-	if err != nil {
-		t.Fatalf("read %s: %v", key, err)
-	}
-	return body, true
-}
-
-// markers lists every marker key of task id.
-func (e *opsEnv) markers(t *testing.T, id string) []string {
-	t.Helper()
-	return markerKeysOf(t, e.ctx, e.raw, e.srv.Bucket, e.store.Prefix(), id)
-}
-
-// hasMarker reports whether task id has any marker at all.
-func (e *opsEnv) hasMarker(t *testing.T, id string) bool {
-	t.Helper()
-	return len(e.markers(t, id)) > 0
-}
-
-// hasOwnMarker reports whether the marker task's record calls for is there.
-func (e *opsEnv) hasOwnMarker(t *testing.T, task *s3task.Task) bool {
-	t.Helper()
-	_, ok := e.object(t, e.store.MarkerKey(task))
-	return ok
-}
-
-// setMarker makes task id's markers the one its record calls for, or none,
-// whatever was there. A task without a readable record gets one due now.
-func (e *opsEnv) setMarker(t *testing.T, id string, on bool) {
-	t.Helper()
-	for _, key := range e.markers(t, id) {
-		e.del(t, key)
-	}
-	if !on {
-		return
-	}
-	if task, err := e.store.Get(e.ctx, id); err == nil {
-		e.put(t, e.store.MarkerKey(task), nil)
-	} else {
-		e.put(t, e.datedMarker(id, e.srv.Now()), nil)
-	}
-}
-
-// pastMarkerSkew waits until the markers written so far count as written
-// before any record written from now on. The library allows two seconds
-// for the one-second resolution of a marker's LastModified; and the test
-// server dates objects by the real clock whatever Advance did, so the only
-// way is to let the time pass.
-func (e *opsEnv) pastMarkerSkew() { time.Sleep(3 * time.Second) }
-
-// datedMarker returns the key of a marker of task id due at at.
-func (e *opsEnv) datedMarker(id string, at time.Time) string {
-	return e.store.Prefix() + "active/" + at.UTC().Format(dueKeyLayout) + "_" + id
-}
-
-// snapshot returns every key under prefix with its ETag (an MD5 of the
-// bytes on this server, so equal snapshots mean equal bytes).
-func (e *opsEnv) snapshot(t *testing.T, prefix string) map[string]string {
-	t.Helper()
-	m := map[string]string{}
-	p := s3.NewListObjectsV2Paginator(e.raw, &s3.ListObjectsV2Input{Bucket: &e.srv.Bucket, Prefix: aws.String(prefix)})
-	for p.HasMorePages() {
-		out, err := p.NextPage(e.ctx)
-		if err != nil {
-			t.Fatalf("list %s: %v", prefix, err)
-		}
-		for _, o := range out.Contents {
-			m[aws.ToString(o.Key)] = aws.ToString(o.ETag)
-		}
-	}
-	return m
-}
+// pastMarkerSkew moves the server's clock on until the markers written so
+// far count as written before any record written from now on: the library
+// allows two seconds for the one-second resolution of a marker's
+// LastModified.
+func (e *env) pastMarkerSkew() { e.srv.Advance(3 * time.Second) }
 
 // withoutMarkers returns the snapshot without the marker folder and the
 // wake object, which Reconcile and Submit are allowed to change.
-func (e *opsEnv) withoutMarkers(snap map[string]string) map[string]string {
+func (e *env) withoutMarkers(snap map[string]string) map[string]string {
 	m := map[string]string{}
 	for k, v := range snap {
 		if !strings.HasPrefix(k, e.store.Prefix()+"active/") && k != e.store.Prefix()+"_wake" {
@@ -341,201 +67,10 @@ func (e *opsEnv) withoutMarkers(snap map[string]string) map[string]string {
 
 // leftovers returns every object in the bucket but the wake object, which
 // Submit and Retry write and nothing deletes.
-func (e *opsEnv) leftovers(t *testing.T) map[string]string {
-	t.Helper()
-	m := e.snapshot(t, "")
+func (e *env) leftovers() map[string]string {
+	m := e.snapshot("")
 	delete(m, e.store.Prefix()+"_wake")
 	return m
-}
-
-// sorted returns a sorted copy; nil stays nil so cmp can tell "none".
-func sorted(s []string) []string {
-	if len(s) == 0 {
-		return nil
-	}
-	c := slices.Clone(s)
-	slices.Sort(c)
-	return c
-}
-
-func brokenKeys(bs []*s3task.RecordError) []string {
-	var keys []string
-	for _, b := range bs {
-		keys = append(keys, b.Key)
-	}
-	return sorted(keys)
-}
-
-// opsHold is a transport wrapper that holds back the first request match
-// accepts until release is called, and closes arrived when that request
-// gets there. It lets a test run another party's calls between two
-// requests of one call.
-type opsHold struct {
-	match    func(*http.Request) bool
-	taken    atomic.Bool
-	arrived  chan struct{}
-	released chan struct{}
-	once     sync.Once
-}
-
-func newOpsHold(t *testing.T, match func(*http.Request) bool) *opsHold {
-	h := &opsHold{match: match, arrived: make(chan struct{}), released: make(chan struct{})}
-	t.Cleanup(h.release) // never leave a request held behind a finished test
-	return h
-}
-
-func (h *opsHold) release() { h.once.Do(func() { close(h.released) }) }
-
-func (h *opsHold) wrap(next http.RoundTripper) http.RoundTripper {
-	return workerRoundTrip(func(r *http.Request) (*http.Response, error) {
-		if h.match(r) && h.taken.CompareAndSwap(false, true) {
-			close(h.arrived)
-			select {
-			case <-h.released:
-			case <-r.Context().Done():
-				return nil, r.Context().Err()
-			}
-		}
-		return next.RoundTrip(r)
-	})
-}
-
-// isPut reports whether r is a PUT of key on the test bucket.
-func isPut(r *http.Request, key string) bool {
-	return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/"+key)
-}
-
-// waitUntil checks cond on a short ticker until it holds, failing the
-// test after d.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting until %s", d, what)
-		}
-		<-tick.C
-	}
-}
-
-// waitUntilOr is waitUntil that adds what describe says to the failure.
-func waitUntilOr(t *testing.T, d time.Duration, what string, cond func() bool, describe func() string) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting until %s:\n%s", d, what, describe())
-		}
-		<-tick.C
-	}
-}
-
-// listedMarker is a marker as a LIST shows it.
-type listedMarker struct {
-	key, id string
-	written time.Time
-}
-
-// listMarkers lists the marker folder.
-func (e *opsEnv) listMarkers(t *testing.T) []listedMarker {
-	t.Helper()
-	var ms []listedMarker
-	dir := e.store.Prefix() + "active/"
-	p := s3.NewListObjectsV2Paginator(e.raw, &s3.ListObjectsV2Input{Bucket: &e.srv.Bucket, Prefix: &dir})
-	for p.HasMorePages() {
-		out, err := p.NextPage(e.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range out.Contents {
-			key := aws.ToString(o.Key)
-			ms = append(ms, listedMarker{key: key, id: key[strings.LastIndexAny(key, "/_")+1:], written: aws.ToTime(o.LastModified)})
-		}
-	}
-	return ms
-}
-
-// describeMarkers lists the markers with when each was written and the
-// record of its task, for a failure message.
-func (e *opsEnv) describeMarkers(t *testing.T) string {
-	t.Helper()
-	var b strings.Builder
-	dir := e.store.Prefix() + "active/"
-	out, err := e.raw.ListObjectsV2(e.ctx, &s3.ListObjectsV2Input{Bucket: &e.srv.Bucket, Prefix: &dir})
-	if err != nil {
-		return err.Error()
-	}
-	fmt.Fprintf(&b, "server now %s\n", e.srv.Now().UTC().Format(time.RFC3339Nano))
-	for _, o := range out.Contents {
-		key := aws.ToString(o.Key)
-		fmt.Fprintf(&b, "%s written %s", key, aws.ToTime(o.LastModified).UTC().Format(time.RFC3339))
-		id := key[strings.LastIndexAny(key, "/_")+1:]
-		if task, err := e.store.Get(e.ctx, id); err == nil {
-			fmt.Fprintf(&b, ": %s, updated %s, due %s, calls for %s", task.Status, task.UpdatedAt.Format(time.RFC3339Nano), task.DueAt.Format(time.RFC3339Nano), e.store.MarkerKey(task))
-		} else {
-			fmt.Fprintf(&b, ": %v", err)
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
-}
-
-// opsWorker runs a worker until stop is called or the test ends.
-type opsWorker struct {
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
-	t      *testing.T
-}
-
-func startOpsWorker(t *testing.T, st *s3task.Store, h s3task.HandlerFunc, opts s3task.WorkerOptions) *opsWorker {
-	t.Helper()
-	if opts.Logger == nil {
-		opts.Logger = workerQuietLog()
-	}
-	w, err := s3task.NewWorker(st, h, &opts)
-	if err != nil {
-		t.Fatalf("NewWorker: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ow := &opsWorker{cancel: cancel, done: make(chan error, 1), t: t}
-	go func() { ow.done <- w.Run(ctx) }()
-	t.Cleanup(ow.stop)
-	return ow
-}
-
-func (ow *opsWorker) stop() {
-	ow.once.Do(func() {
-		ow.cancel()
-		select {
-		case err := <-ow.done:
-			if err != nil {
-				ow.t.Errorf("worker Run: %v", err)
-			}
-		case <-time.After(opsWait):
-			ow.t.Errorf("worker Run did not return within %s of its context ending", opsWait)
-		}
-	})
-}
-
-// opsWorkerOptions are fast polls, long leases, no reconcile of its own.
-func opsWorkerOptions(hooks s3task.Hooks) s3task.WorkerOptions {
-	return s3task.WorkerOptions{
-		Concurrency:       2,
-		PollInterval:      5 * time.Millisecond,
-		MaxPollInterval:   50 * time.Millisecond,
-		LeaseDuration:     10 * time.Second,
-		HeartbeatInterval: time.Second,
-		ClockMargin:       2 * time.Second,
-		Backoff:           func(int) time.Duration { return 0 },
-		ShutdownTimeout:   time.Second,
-		ReconcileInterval: -1,
-		Hooks:             hooks,
-	}
 }
 
 // ---- Reconcile ----
@@ -630,7 +165,7 @@ func TestReconcileHealsMarkers(t *testing.T) {
 				p.wantAfter = append(p.wantAfter, key)
 			}
 		}
-		if opsNeedsMarker(p.task) {
+		if needsMarker(p.task) {
 			p.wantAfter = append(p.wantAfter, ownKey)
 			if c.markers&own == 0 {
 				wantRestored = append(wantRestored, p.task.ID)
@@ -652,7 +187,7 @@ func TestReconcileHealsMarkers(t *testing.T) {
 		wantRemoved = append(wantRemoved, e.store.Prefix()+key)
 	}
 
-	before := e.snapshot(t, "")
+	before := e.snapshot("")
 	reconciler := e.newStore(t, nil)
 
 	// A dry run reports every repair and changes nothing.
@@ -660,7 +195,7 @@ func TestReconcileHealsMarkers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Reconcile(DryRun): %v", err)
 	}
-	if diff := cmp.Diff(before, e.snapshot(t, "")); diff != "" {
+	if diff := cmp.Diff(before, e.snapshot("")); diff != "" {
 		t.Errorf("a dry run changed the bucket (-before +after):\n%s", diff)
 	}
 
@@ -676,10 +211,10 @@ func TestReconcileHealsMarkers(t *testing.T) {
 		if r.r.Tasks != wantTasks {
 			t.Errorf("%s: Tasks = %d, want %d", r.name, r.r.Tasks, wantTasks)
 		}
-		if diff := cmp.Diff(sorted(wantRestored), sorted(r.r.Restored)); diff != "" {
+		if diff := cmp.Diff(wantRestored, r.r.Restored, cmpSet); diff != "" {
 			t.Errorf("%s: Restored (-want +got):\n%s", r.name, diff)
 		}
-		if diff := cmp.Diff(sorted(wantRemoved), sorted(r.r.Removed)); diff != "" {
+		if diff := cmp.Diff(wantRemoved, r.r.Removed, cmpSet); diff != "" {
 			t.Errorf("%s: Removed (-want +got):\n%s", r.name, diff)
 		}
 		if len(r.r.Broken) != 0 {
@@ -695,22 +230,22 @@ func TestReconcileHealsMarkers(t *testing.T) {
 	var wantLeft []string
 	for _, c := range cases {
 		p := tasks[c.name]
-		if diff := cmp.Diff(sorted(p.wantAfter), sorted(e.markers(t, p.task.ID))); diff != "" {
+		if diff := cmp.Diff(p.wantAfter, e.markers(p.task.ID), cmpSet); diff != "" {
 			t.Errorf("%s: markers after Reconcile (-want +got):\n%s", c.name, diff)
 		}
 		wantLeft = append(wantLeft, p.wantAfter...)
 	}
 	var left []string
-	for key := range e.snapshot(t, e.store.Prefix()+"active/") {
+	for key := range e.snapshot(e.store.Prefix() + "active/") {
 		left = append(left, key)
 	}
-	if diff := cmp.Diff(sorted(wantLeft), sorted(left)); diff != "" {
+	if diff := cmp.Diff(wantLeft, left, cmpSet); diff != "" {
 		t.Errorf("marker folder after Reconcile (-want +got):\n%s", diff)
 	}
 	// Reconcile changes markers only (and the wake object, for the tasks it
 	// restored): every record, input and output is byte for byte what it
 	// was.
-	if diff := cmp.Diff(e.withoutMarkers(before), e.withoutMarkers(e.snapshot(t, ""))); diff != "" {
+	if diff := cmp.Diff(e.withoutMarkers(before), e.withoutMarkers(e.snapshot(""))); diff != "" {
 		t.Errorf("Reconcile changed objects other than markers (-before +after):\n%s", diff)
 	}
 
@@ -735,13 +270,13 @@ func TestReconcileHealsMarkers(t *testing.T) {
 			wantLate = append(wantLate, key)
 		}
 	}
-	if diff := cmp.Diff(sorted(wantLate), sorted(late.Removed)); diff != "" || len(late.Restored) != 0 {
+	if diff := cmp.Diff(wantLate, late.Removed, cmpSet); diff != "" || len(late.Restored) != 0 {
 		t.Errorf("Reconcile ten minutes on: restored %v, removed (-want +got):\n%s", late.Restored, diff)
 	}
 	for _, c := range cases {
 		p := tasks[c.name]
 		want := slices.DeleteFunc(slices.Clone(p.wantAfter), func(k string) bool { return k == p.freshKey })
-		if diff := cmp.Diff(sorted(want), sorted(e.markers(t, p.task.ID))); diff != "" {
+		if diff := cmp.Diff(want, e.markers(p.task.ID), cmpSet); diff != "" {
 			t.Errorf("%s: markers ten minutes on (-want +got):\n%s", c.name, diff)
 		}
 	}
@@ -758,7 +293,7 @@ func TestReconcileLeavesBrokenRecordsAlone(t *testing.T) {
 	e.put(t, e.recordKey(corrupt), corruptBody)
 	e.put(t, e.recordKey(future), futureBody)
 	e.setMarker(t, corrupt, true) // an unreadable task's marker is kept too
-	before := e.snapshot(t, "")
+	before := e.snapshot("")
 
 	for run := 1; run <= 2; run++ {
 		r, err := e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{})
@@ -768,10 +303,9 @@ func TestReconcileLeavesBrokenRecordsAlone(t *testing.T) {
 		if r.Tasks != 1 || len(r.Restored) != 0 || len(r.Removed) != 0 {
 			t.Errorf("run %d: Tasks %d, Restored %v, Removed %v; want 1 task (%s) and no repair", run, r.Tasks, r.Restored, r.Removed, good.ID)
 		}
-		if diff := cmp.Diff(sorted([]string{e.recordKey(corrupt), e.recordKey(future)}), brokenKeys(r.Broken)); diff != "" {
-			t.Errorf("run %d: Broken keys (-want +got):\n%s", run, diff)
-		}
+		var keys []string
 		for _, b := range r.Broken {
+			keys = append(keys, b.Key)
 			want := s3task.ErrCorruptRecord
 			if b.Key == e.recordKey(future) {
 				want = s3task.ErrUnsupportedSchema
@@ -780,15 +314,18 @@ func TestReconcileLeavesBrokenRecordsAlone(t *testing.T) {
 				t.Errorf("run %d: broken %s: %v, want an error wrapping %v", run, b.Key, b, want)
 			}
 		}
+		if diff := cmp.Diff([]string{e.recordKey(corrupt), e.recordKey(future)}, keys, cmpSet); diff != "" {
+			t.Errorf("run %d: Broken keys (-want +got):\n%s", run, diff)
+		}
 		if r.Clean() {
 			t.Errorf("run %d: Clean() = true with broken records", run)
 		}
-		if diff := cmp.Diff(before, e.snapshot(t, "")); diff != "" {
+		if diff := cmp.Diff(before, e.snapshot("")); diff != "" {
 			t.Errorf("run %d: Reconcile changed the bucket (-before +after):\n%s", run, diff)
 		}
 	}
 	for key, want := range map[string][]byte{e.recordKey(corrupt): corruptBody, e.recordKey(future): futureBody} {
-		if got, _ := e.object(t, key); !bytes.Equal(got, want) {
+		if got, _ := e.object(key); string(got) != string(want) {
 			t.Errorf("%s is now %q, want it byte for byte as written: %q", key, got, want)
 		}
 	}
@@ -832,19 +369,19 @@ func TestReconcileSince(t *testing.T) {
 	if diff := cmp.Diff([]string{newQueued.ID}, r.Restored); diff != "" {
 		t.Errorf("Restored (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(sorted([]string{staleKey[newDone.ID], orphanKey[newOrphan]}), sorted(r.Removed)); diff != "" {
+	if diff := cmp.Diff([]string{staleKey[newDone.ID], orphanKey[newOrphan]}, r.Removed, cmpSet); diff != "" {
 		t.Errorf("Removed (-want +got):\n%s", diff)
 	}
 	for id, want := range map[string]bool{
 		oldQueued.ID: false, oldDone.ID: true, oldOrphan: true, // out of the window: left as they were
 		newQueued.ID: true, newDone.ID: false, newOrphan: false,
 	} {
-		if got := e.hasMarker(t, id); got != want {
+		if got := e.hasMarker(id); got != want {
 			t.Errorf("marker of %s present = %t, want %t", id, got, want)
 		}
 	}
-	if !e.hasOwnMarker(t, e.get(t, newQueued.ID)) {
-		t.Errorf("the restored marker of %s is not the one its record calls for: %v", newQueued.ID, e.markers(t, newQueued.ID))
+	if !e.hasOwnMarker(e.get(t, newQueued.ID)) {
+		t.Errorf("the restored marker of %s is not the one its record calls for: %v", newQueued.ID, e.markers(newQueued.ID))
 	}
 
 	all, err := e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{})
@@ -854,7 +391,7 @@ func TestReconcileSince(t *testing.T) {
 	if all.Tasks != 4 || !slices.Equal(all.Restored, []string{oldQueued.ID}) {
 		t.Errorf("Reconcile without Since: Tasks %d, Restored %v; want 4 tasks and %s restored", all.Tasks, all.Restored, oldQueued.ID)
 	}
-	if diff := cmp.Diff(sorted([]string{staleKey[oldDone.ID], orphanKey[oldOrphan]}), sorted(all.Removed)); diff != "" {
+	if diff := cmp.Diff([]string{staleKey[oldDone.ID], orphanKey[oldOrphan]}, all.Removed, cmpSet); diff != "" {
 		t.Errorf("Reconcile without Since: Removed (-want +got):\n%s", diff)
 	}
 }
@@ -876,8 +413,8 @@ func TestReconcileRemovesMarkerOfDeadSubmit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}
-	if !r.Clean() || !slices.Equal(e.markers(t, dead.ID), []string{key}) {
-		t.Errorf("Reconcile right after the marker: report %+v, markers %v; want a clean run, the marker kept", r, e.markers(t, dead.ID))
+	if !r.Clean() || !slices.Equal(e.markers(dead.ID), []string{key}) {
+		t.Errorf("Reconcile right after the marker: report %+v, markers %v; want a clean run, the marker kept", r, e.markers(dead.ID))
 	}
 
 	e.srv.Advance(11 * time.Minute)
@@ -888,7 +425,7 @@ func TestReconcileRemovesMarkerOfDeadSubmit(t *testing.T) {
 	if !slices.Equal(r.Removed, []string{key}) || len(r.Restored) != 0 {
 		t.Errorf("Reconcile removed %v, restored %v; want only the marker %s removed", r.Removed, r.Restored, key)
 	}
-	if e.hasMarker(t, dead.ID) {
+	if e.hasMarker(dead.ID) {
 		t.Error("the dead Submit's marker is still there")
 	}
 	if got := e.get(t, dead.ID); got.Status != s3task.StatusCreated {
@@ -905,214 +442,28 @@ func TestReconcileDuringSlowSubmit(t *testing.T) {
 	e := setupOps(t)
 	task := e.prepare(t, e.createAgo(t, 20*time.Minute, "slow upload"), "created")
 
-	hold := newOpsHold(t, func(r *http.Request) bool { return isPut(r, e.recordKey(task.ID)) })
-	submitter := e.newStore(t, nil, hold.wrap)
-	submitted := make(chan error, 1)
-	go func() {
-		_, err := submitter.Submit(e.ctx, task.ID)
-		submitted <- err
-	}()
-	awaitSignal(t, hold.arrived, "Submit to write its marker and reach its record write")
-	if !e.hasMarker(t, task.ID) {
+	release, submitted := e.heldCall(t, "Submit to write its marker and reach its record write",
+		func(key string) bool { return key == e.recordKey(task.ID) },
+		func(st *s3task.Store) (*s3task.Task, error) { return st.Submit(e.ctx, task.ID) })
+	if !e.hasMarker(task.ID) {
 		t.Fatal("Submit reached its record write without writing the marker first")
 	}
 
 	if _, err := e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{}); err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}
-	hold.release()
-	if err := awaitSignal(t, submitted, "Submit to return"); err != nil {
+	release()
+	if err := await(t, submitted, "Submit to return"); err != nil {
 		t.Fatalf("Submit: %v", err)
 	}
 	got := e.get(t, task.ID)
 	if got.Status != s3task.StatusQueued {
 		t.Fatalf("after Submit: status %s, want queued", got.Status)
 	}
-	if !e.hasOwnMarker(t, got) {
+	if !e.hasOwnMarker(got) {
 		t.Errorf("task %s is queued but Reconcile deleted the marker its Submit had just written: "+
 			"it judged the marker stale by the record's updated_at (20 minutes ago), not by the marker's own age, "+
 			"and its re-check ran before the record write; no worker will see the task until the next reconcile", task.ID)
-	}
-}
-
-// TestReconcileConcurrentWithWorkers runs reconciles in a loop from several
-// processes while workers run fifty tasks and an operator retries the ones
-// that failed. Reconcile only ever adds or drops markers, racing with every
-// other writer of them; nothing may be lost.
-func TestReconcileConcurrentWithWorkers(t *testing.T) {
-	t.Parallel()
-	e := setupOps(t)
-	const (
-		tasks       = 50
-		failEvery   = 5 // every fifth task fails for good on its first attempt
-		reconcilers = 3
-	)
-
-	failures := make(chan *s3task.Task, tasks)
-	hooks := s3task.Hooks{OnFail: func(t *s3task.Task, _ error) {
-		if t.Terminal() {
-			failures <- t
-		}
-	}}
-	handler := func(ctx context.Context, job *s3task.Job) error {
-		if strings.HasPrefix(job.Task.Name, "fail-first") && job.Task.Attempt == 1 {
-			return s3task.Permanent(errors.New("first attempt fails"))
-		}
-		return job.WriteOutput(ctx, strings.NewReader("done\n"))
-	}
-
-	// The reconcilers run from before the first task until the operator
-	// has retried every failure.
-	stop := make(chan struct{})
-	var runs atomic.Int64
-	var wg sync.WaitGroup
-	for i := range reconcilers {
-		st := e.newStore(t, nil)
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				r, err := st.Reconcile(e.ctx, s3task.ReconcileOptions{})
-				if err != nil {
-					t.Errorf("reconciler %d: %v", i, err)
-					return
-				}
-				if len(r.Broken) > 0 {
-					t.Errorf("reconciler %d: broken records %v", i, r.Broken)
-				}
-				runs.Add(1)
-			}
-		})
-	}
-	stopReconcilers := sync.OnceFunc(func() { close(stop); wg.Wait() })
-	t.Cleanup(stopReconcilers)
-
-	var workers []*opsWorker
-	for range 2 {
-		opts := opsWorkerOptions(hooks)
-		opts.Concurrency = 3
-		workers = append(workers, startOpsWorker(t, e.newStore(t, nil), handler, opts))
-	}
-
-	ids := make([]string, tasks)
-	wantAttempt := map[string]int{}
-	for i := range tasks {
-		name := fmt.Sprintf("task %d", i)
-		if i%failEvery == 0 {
-			name = fmt.Sprintf("fail-first %d", i)
-		}
-		task, err := e.store.Create(e.ctx, s3task.CreateParams{Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.store.UploadInput(e.ctx, task.ID, strings.NewReader(opsInput)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.store.Submit(e.ctx, task.ID); err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = task.ID
-		wantAttempt[task.ID] = 1
-		if i%failEvery == 0 {
-			wantAttempt[task.ID] = 2
-		}
-	}
-
-	operator := e.newStore(t, nil)
-	for range tasks / failEvery {
-		f := awaitSignal(t, failures, "a task's final failure")
-		if got, err := operator.Retry(e.ctx, f.ID); err != nil || got.Status != s3task.StatusQueued {
-			t.Fatalf("Retry(%s) = %v, %v; want it queued", f.ID, got, err)
-		}
-	}
-	stopReconcilers()
-	if runs.Load() < reconcilers {
-		t.Errorf("only %d reconcile runs completed", runs.Load())
-	}
-
-	// With everything stopped, the index must be whole: every task a worker
-	// still has to run has the marker its record calls for. (A graceful
-	// stop puts interrupted tasks back in the queue, with a marker due now.)
-	for _, w := range workers {
-		w.stop()
-	}
-	for _, id := range ids {
-		if task := e.get(t, id); !task.Terminal() && task.Status != s3task.StatusCreated && !e.hasOwnMarker(t, task) {
-			t.Errorf("task %s (%s) is %s without its marker %s after the reconciles (it has %v)", id, task.Name, task.Status, e.store.MarkerKey(task), e.markers(t, id))
-		}
-	}
-	workers = nil
-	for range 2 {
-		opts := opsWorkerOptions(hooks)
-		opts.Concurrency = 3
-		workers = append(workers, startOpsWorker(t, e.newStore(t, nil), handler, opts))
-	}
-
-	// From here only markers lead workers to tasks (the workers run no
-	// reconcile of their own): a marker lost on the way strands its task.
-	stranded := func() []string {
-		var out []string
-		for _, id := range ids {
-			if task := e.get(t, id); task.Status != s3task.StatusCompleted {
-				out = append(out, fmt.Sprintf("%s %s (marker %t)", id, task.Status, e.hasMarker(t, id)))
-			}
-		}
-		return out
-	}
-	var left []string
-	deadline := time.Now().Add(opsWait)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for left = stranded(); len(left) > 0 && time.Now().Before(deadline); left = stranded() {
-		<-tick.C
-	}
-	if len(left) > 0 {
-		t.Fatalf("tasks not completed %s after the last retry:\n%s", opsWait, strings.Join(left, "\n"))
-	}
-	for _, id := range ids {
-		if got := e.get(t, id); got.Attempt != wantAttempt[id] {
-			t.Errorf("task %s (%s) completed at attempt %d, want %d", id, got.Name, got.Attempt, wantAttempt[id])
-		}
-	}
-
-	// Stale markers (a reconcile that restored a marker the task's next
-	// phase had just replaced) are dropped by the workers as they visit
-	// them once due, if they were written before the record's last change.
-	// Those written after it may be a change under way (a Retry writes its
-	// marker before the record): the workers leave them, and a reconcile
-	// drops them once they are ten minutes old.
-	var kept []string
-	waitUntilOr(t, opsWait, "the workers drop every marker of a phase that is over", func() bool {
-		kept = kept[:0]
-		for _, m := range e.listMarkers(t) {
-			task, err := e.store.Get(e.ctx, m.id)
-			if err != nil || task.Status != s3task.StatusCompleted || m.key == e.store.MarkerKey(task) ||
-				m.written.Before(task.UpdatedAt.Add(-2*time.Second)) {
-				return false
-			}
-			kept = append(kept, m.key)
-		}
-		return true
-	}, func() string { return e.describeMarkers(t) })
-	for _, w := range workers {
-		w.stop()
-	}
-	e.srv.Advance(11 * time.Minute)
-	r, err := e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{})
-	if err != nil || r.Tasks != tasks || len(r.Restored) != 0 || len(r.Broken) != 0 {
-		t.Errorf("Reconcile ten minutes on = %+v, %v; want a run over %d tasks that restores nothing", r, err, tasks)
-	} else if diff := cmp.Diff(sorted(kept), sorted(r.Removed)); diff != "" {
-		t.Errorf("Reconcile ten minutes on: Removed (-want the markers the workers kept +got):\n%s", diff)
-	}
-	if left := e.snapshot(t, e.store.Prefix()+"active/"); len(left) != 0 {
-		t.Errorf("markers left after the last reconcile: %v", left)
-	}
-	r, err = e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{})
-	if err != nil || !r.Clean() || r.Tasks != tasks {
-		t.Errorf("final Reconcile = %+v, %v; want a clean run over %d tasks", r, err, tasks)
 	}
 }
 
@@ -1125,19 +476,14 @@ func TestWorkerReconcileHealsLostMarker(t *testing.T) {
 	e := setupOps(t)
 	reports := make(chan *s3task.ReconcileReport, 1000)
 	completed := make(chan *s3task.Task, 1)
-	opts := opsWorkerOptions(s3task.Hooks{
-		OnReconcile: func(r *s3task.ReconcileReport) {
-			select {
-			case reports <- r:
-			default:
-			}
-		},
-		OnComplete: func(t *s3task.Task) { completed <- t },
+	opts := quickWorker("", s3task.Hooks{
+		OnReconcile: func(r *s3task.ReconcileReport) { offer(reports, r) },
+		OnComplete:  func(t *s3task.Task) { completed <- t },
 	})
 	opts.MaxPollInterval = time.Hour
 	opts.ReconcileInterval = 50 * time.Millisecond
-	rec := &recorder{bucket: e.srv.Bucket}
-	startOpsWorker(t, e.newStore(t, nil, rec.wrap), func(context.Context, *s3task.Job) error { return nil }, opts)
+	rec := &recorder{}
+	runWorker(t, e.newStore(t, nil, rec.wrap), succeed, opts)
 
 	// A queued task as a Submit whose marker was lost would leave it, and
 	// no wake object: Create and UploadInput do not write one. (The
@@ -1147,17 +493,17 @@ func TestWorkerReconcileHealsLostMarker(t *testing.T) {
 		x.Status, x.DueAt = s3task.StatusQueued, e.srv.Now().UTC().Truncate(time.Millisecond)
 	})
 	queued := e.get(t, task.ID)
-	if _, ok := e.object(t, e.store.Prefix()+"_wake"); ok {
+	if _, ok := e.object(e.store.Prefix() + "_wake"); ok {
 		t.Fatal("the test needs a bucket without a wake object")
 	}
 
-	deadline := time.After(opsWait)
+	deadline := time.After(testWait)
 	for healed := false; !healed; {
 		select {
 		case r := <-reports:
 			healed = slices.Contains(r.Restored, task.ID)
 		case <-deadline:
-			t.Fatalf("no OnReconcile report restored the marker of %s within %s", task.ID, opsWait)
+			t.Fatalf("no OnReconcile report restored the marker of %s within %s", task.ID, testWait)
 		}
 	}
 	// The restored marker may be gone already: the reconcile wakes the
@@ -1189,39 +535,31 @@ func TestWorkerOnPollHook(t *testing.T) {
 		ids = append(ids, e.prepare(t, e.createAgo(t, 0, fmt.Sprintf("poll %d", i)), "queued").ID)
 	}
 	polls := make(chan s3task.PollStats, 1000)
-	gate := make(chan struct{})
-	var gateOnce sync.Once
-	openGate := func() { gateOnce.Do(func() { close(gate) }) }
-	t.Cleanup(openGate)
-	var completed atomic.Int64
-	opts := opsWorkerOptions(s3task.Hooks{
-		OnPoll: func(p s3task.PollStats) {
-			select {
-			case polls <- p:
-			default:
-			}
-		},
-		OnComplete: func(*s3task.Task) { completed.Add(1) },
+	completed := make(chan *s3task.Task, 100)
+	gate := make(chan struct{}) // closed to let the handlers return
+	opts := quickWorker("", s3task.Hooks{
+		OnPoll:     func(p s3task.PollStats) { offer(polls, p) },
+		OnComplete: func(t *s3task.Task) { offer(completed, t) },
 	})
 	opts.Concurrency = 2
-	startOpsWorker(t, e.newStore(t, nil), func(ctx context.Context, _ *s3task.Job) error {
+	runWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(ctx context.Context, _ *s3task.Job) error {
 		select {
 		case <-gate:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	}, opts)
+	}), opts)
 
 	// The first listing finds the three markers and starts as many tasks as
 	// there are slots.
-	first := awaitSignal(t, polls, "the first OnPoll")
+	first := await(t, polls, "the first OnPoll")
 	if first.Markers != 3 || first.Started != 2 || first.Took <= 0 {
 		t.Errorf("first OnPoll = %+v, want 3 markers, 2 started and a positive duration", first)
 	}
-	openGate()
+	close(gate)
 	started := first.Started
-	waitUntil(t, opsWait, "every task completes and OnPoll has counted its start", func() bool {
+	waitUntil(t, testWait, "every task completes and OnPoll has counted its start", func() bool {
 		for {
 			select {
 			case p := <-polls:
@@ -1232,7 +570,7 @@ func TestWorkerOnPollHook(t *testing.T) {
 				continue
 			default:
 			}
-			return completed.Load() == int64(len(ids)) && started == len(ids)
+			return len(completed) == len(ids) && started == len(ids)
 		}
 	})
 }
@@ -1292,24 +630,24 @@ func TestFailureCategories(t *testing.T) {
 			"permanent with category": {func() error { return s3task.Permanent(s3task.WithCategory(base, "x")) }, outcome{"x", true, 0}},
 			"category of permanent":   {func() error { return s3task.WithCategory(s3task.Permanent(base), "x") }, outcome{"x", true, 0}},
 			"wrapped":                 {func() error { return fmt.Errorf("step 2: %w", s3task.Permanent(s3task.WithCategory(base, "x"))) }, outcome{"x", true, 0}},
-			"permanent":               {func() error { return s3task.Permanent(base) }, outcome{"permanent", true, 0}},
-			"plain":                   {func() error { return base }, outcome{"transient", false, time.Hour}},
+			"permanent":               {func() error { return s3task.Permanent(base) }, outcome{s3task.CategoryPermanent, true, 0}},
+			"plain":                   {func() error { return base }, outcome{s3task.CategoryTransient, false, time.Hour}},
 			"retry after with category": {func() error { return s3task.RetryAfter(s3task.WithCategory(base, "upstream"), 3*time.Hour) },
 				outcome{"upstream", false, 3 * time.Hour}},
-			"panic": {func() error { panic("index out of range") }, outcome{"panic", false, time.Hour}},
+			"panic": {func() error { panic("index out of range") }, outcome{s3task.CategoryPanic, false, time.Hour}},
 		}
 		failed := make(chan *s3task.Task, len(cases))
-		opts := opsWorkerOptions(s3task.Hooks{OnFail: func(t *s3task.Task, _ error) { failed <- t }})
+		opts := quickWorker("", s3task.Hooks{OnFail: func(t *s3task.Task, _ error) { failed <- t }})
 		opts.Backoff = func(int) time.Duration { return time.Hour }
-		startOpsWorker(t, e.newStore(t, nil), func(_ context.Context, job *s3task.Job) error {
+		runWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(_ context.Context, job *s3task.Job) error {
 			return cases[job.Task.Name].fail()
-		}, opts)
+		}), opts)
 		names := map[string]string{}
 		for name := range cases {
 			names[e.prepare(t, e.createAgo(t, 0, name), "queued").ID] = name
 		}
 		for range cases {
-			got := awaitSignal(t, failed, "a failure")
+			got := await(t, failed, "a failure")
 			stored := e.get(t, got.ID)
 			name := names[got.ID]
 			want := cases[name].want
@@ -1341,7 +679,7 @@ func TestStats(t *testing.T) {
 	oldestQueued := e.createAgo(t, time.Hour, "queued, oldest unfinished")
 
 	// Failures and completions made by a real worker.
-	handler := func(_ context.Context, job *s3task.Job) error {
+	handler := s3task.HandlerFunc(func(_ context.Context, job *s3task.Job) error {
 		switch job.Task.Name {
 		case "bad input":
 			return s3task.Permanent(s3task.WithCategory(errors.New("row 3 has no email"), "bad_input"))
@@ -1355,20 +693,20 @@ func TestStats(t *testing.T) {
 			}
 		}
 		return nil
-	}
+	})
 	worked := map[string]string{} // name -> ID
 	for _, name := range []string{"bad input", "permanent", "flaky", "ok", "second attempt"} {
 		worked[name] = e.prepare(t, e.createAgo(t, 0, name), "queued").ID
 	}
-	w := startOpsWorker(t, e.newStore(t, nil), handler, opsWorkerOptions(s3task.Hooks{}))
+	stopWorker := runWorker(t, e.newStore(t, nil), handler, quickWorker("", s3task.Hooks{}))
 	settled := func(name string, ok func(*s3task.Task) bool) bool { return ok(e.get(t, worked[name])) }
 	isFailed := func(x *s3task.Task) bool { return x.Status == s3task.StatusFailed }
 	isDone := func(x *s3task.Task) bool { return x.Status == s3task.StatusCompleted }
-	waitUntil(t, opsWait, "the worker settles its five tasks", func() bool {
+	waitUntil(t, testWait, "the worker settles its five tasks", func() bool {
 		return settled("bad input", isFailed) && settled("permanent", isFailed) && settled("flaky", isFailed) &&
 			settled("ok", isDone) && settled("second attempt", isDone)
 	})
-	w.stop()
+	stopWorker()
 
 	// The rest, with no worker running.
 	e.prepare(t, oldestQueued, "queued")
@@ -1382,8 +720,7 @@ func TestStats(t *testing.T) {
 	broken := s3task.NewID()
 	e.put(t, e.recordKey(broken), []byte("{not json"))
 
-	var count s3test.Counter
-	stats := e.newStore(t, nil, count.Wrap)
+	stats := e.newStore(t, nil, e.count.Wrap)
 	st, err := stats.Stats(e.ctx, s3task.StatsOptions{})
 	if err != nil {
 		t.Fatalf("Stats: %v", err)
@@ -1394,11 +731,12 @@ func TestStats(t *testing.T) {
 			s3task.StatusCreated: 1, s3task.StatusQueued: 3, s3task.StatusRunning: 2,
 			s3task.StatusCompleted: 2, s3task.StatusFailed: 3, s3task.StatusAbandoned: 1,
 		},
-		Unfinished:   6, // 3 queued, 2 running, 1 waiting for its retry
-		WaitingRetry: 1,
-		OverAttempts: 2, // "second attempt" and "running, third attempt"
-		Failures:     map[string]int{"bad_input": 1, "permanent": 1, "upstream": 1},
-		Broken:       1,
+		Unfinished:       6, // 3 queued, 2 running, 1 waiting for its retry
+		UnfinishedByType: map[string]int{"": 6},
+		WaitingRetry:     1,
+		OverAttempts:     2, // "second attempt" and "running, third attempt"
+		Failures:         map[string]int{"bad_input": 1, s3task.CategoryPermanent: 1, "upstream": 1},
+		Broken:           1,
 	}
 	ignore := cmpopts.IgnoreFields(s3task.Stats{}, "OldestUnfinished", "OldestUnfinishedAge")
 	if diff := cmp.Diff(want, st, ignore); diff != "" {
@@ -1410,8 +748,8 @@ func TestStats(t *testing.T) {
 	if age := st.OldestUnfinishedAge; age < 55*time.Minute || age > 65*time.Minute {
 		t.Errorf("OldestUnfinishedAge = %s, want about an hour", age)
 	}
-	if c := count.Counts(); c["GET"] != 13 || c["LIST"] != 1 || count.Total() != 14 {
-		t.Errorf("Stats over 13 records made %s, want 1 LIST and 13 GETs", &count)
+	if c := e.count.Counts(); c["GET"] != 13 || c["LIST"] != 1 || e.count.Total() != 14 {
+		t.Errorf("Stats over 13 records made %s, want 1 LIST and 13 GETs", &e.count)
 	}
 
 	over2, err := stats.Stats(e.ctx, s3task.StatsOptions{AttemptsOver: 2})
@@ -1427,7 +765,7 @@ func TestStats(t *testing.T) {
 
 	t.Run("MaxTasks", func(t *testing.T) {
 		for _, max := range []int{1, 5, 12} {
-			count.Reset()
+			e.count.Reset()
 			st, err := stats.Stats(e.ctx, s3task.StatsOptions{MaxTasks: max})
 			if err != nil {
 				t.Fatalf("Stats(MaxTasks %d): %v", max, err)
@@ -1435,8 +773,8 @@ func TestStats(t *testing.T) {
 			if !st.Truncated || st.Tasks+st.Broken != max {
 				t.Errorf("MaxTasks %d: Truncated %t, Tasks %d, Broken %d; want truncated after %d records", max, st.Truncated, st.Tasks, st.Broken, max)
 			}
-			if c := count.Counts(); c["GET"] > max || c["LIST"] > 2 {
-				t.Errorf("MaxTasks %d: %s; want at most %d GETs and a LIST or two", max, &count, max)
+			if c := e.count.Counts(); c["GET"] > max || c["LIST"] > 2 {
+				t.Errorf("MaxTasks %d: %s; want at most %d GETs and a LIST or two", max, &e.count, max)
 			}
 		}
 		st, err := stats.Stats(e.ctx, s3task.StatsOptions{MaxTasks: 13})
@@ -1450,7 +788,7 @@ func TestStats(t *testing.T) {
 	})
 
 	t.Run("Since", func(t *testing.T) {
-		count.Reset()
+		e.count.Reset()
 		st, err := stats.Stats(e.ctx, s3task.StatsOptions{Since: time.Now().Add(-30 * time.Minute)})
 		if err != nil {
 			t.Fatalf("Stats(Since): %v", err)
@@ -1461,8 +799,8 @@ func TestStats(t *testing.T) {
 		if st.OldestUnfinished == nil || st.OldestUnfinished.ID != worked["flaky"] {
 			t.Errorf("Since 30 minutes: OldestUnfinished = %+v, want the flaky task %s", st.OldestUnfinished, worked["flaky"])
 		}
-		if c := count.Counts(); c["GET"] != 11 {
-			t.Errorf("Since 30 minutes read %s; want 11 GETs, none for the older tasks", &count)
+		if c := e.count.Counts(); c["GET"] != 11 {
+			t.Errorf("Since 30 minutes read %s; want 11 GETs, none for the older tasks", &e.count)
 		}
 	})
 }
@@ -1475,27 +813,27 @@ func TestPurge(t *testing.T) {
 	cutoff := time.Now().Add(-time.Hour)
 
 	old := map[string]*s3task.Task{}
-	for _, state := range opsStates {
+	for _, state := range []string{"created", "queued", "running", "completed", "failed", "failed-waiting", "abandoned"} {
 		old[state] = e.prepare(t, e.createAgo(t, 2*time.Hour, "old "+state), state)
 	}
 	e.setMarker(t, old["completed"].ID, true) // a marker it no longer needs goes too
 	recent := e.prepare(t, e.createAgo(t, 0, "recent completed"), "completed")
 	finished := []string{old["completed"].ID, old["failed"].ID, old["abandoned"].ID}
 	unfinished := []string{old["created"].ID, old["queued"].ID, old["running"].ID, old["failed-waiting"].ID}
-	before := e.snapshot(t, "")
+	before := e.snapshot("")
 
 	t.Run("dry run", func(t *testing.T) {
 		r, err := e.newStore(t, nil).Purge(e.ctx, cutoff, s3task.PurgeOptions{DryRun: true})
 		if err != nil {
 			t.Fatalf("Purge(DryRun): %v", err)
 		}
-		if diff := cmp.Diff(sorted(finished), sorted(r.Purged)); diff != "" {
+		if diff := cmp.Diff(finished, r.Purged, cmpSet); diff != "" {
 			t.Errorf("dry run Purged (-want +got):\n%s", diff)
 		}
 		if r.Tasks != 7 || r.Kept != 4 || r.Objects != 0 || len(r.Broken) != 0 {
 			t.Errorf("dry run report %+v; want 7 tasks read, 4 kept, nothing deleted", r)
 		}
-		if diff := cmp.Diff(before, e.snapshot(t, "")); diff != "" {
+		if diff := cmp.Diff(before, e.snapshot("")); diff != "" {
 			t.Errorf("a dry run changed the bucket (-before +after):\n%s", diff)
 		}
 	})
@@ -1509,11 +847,11 @@ func TestPurge(t *testing.T) {
 		t.Fatalf("Purge(Limit 1) purged %v, want one of %v", r.Purged, finished)
 	}
 	first := r.Purged[0]
-	if len(e.snapshot(t, e.folder(first))) != 0 {
+	if len(e.snapshot(e.folder(first))) != 0 {
 		t.Errorf("Purge(Limit 1) left objects of %s", first)
 	}
 	for _, id := range finished {
-		if id != first && len(e.snapshot(t, e.folder(id))) == 0 {
+		if id != first && len(e.snapshot(e.folder(id))) == 0 {
 			t.Errorf("Purge(Limit 1) also deleted %s", id)
 		}
 	}
@@ -1523,7 +861,7 @@ func TestPurge(t *testing.T) {
 		t.Fatalf("Purge: %v", err)
 	}
 	rest := slices.DeleteFunc(slices.Clone(finished), func(id string) bool { return id == first })
-	if diff := cmp.Diff(sorted(rest), sorted(r.Purged)); diff != "" {
+	if diff := cmp.Diff(rest, r.Purged, cmpSet); diff != "" {
 		t.Errorf("Purged (-want +got):\n%s", diff)
 	}
 	if r.Tasks != 6 || r.Kept != 4 {
@@ -1532,10 +870,10 @@ func TestPurge(t *testing.T) {
 
 	// Everything of a purged task is gone: input, outputs, record, marker.
 	for _, id := range finished {
-		if left := e.snapshot(t, e.folder(id)); len(left) != 0 {
+		if left := e.snapshot(e.folder(id)); len(left) != 0 {
 			t.Errorf("purged task %s left %v", id, left)
 		}
-		if e.hasMarker(t, id) {
+		if e.hasMarker(id) {
 			t.Errorf("purged task %s left its marker", id)
 		}
 		if _, err := e.store.Get(e.ctx, id); !errors.Is(err, s3task.ErrNotFound) {
@@ -1544,7 +882,7 @@ func TestPurge(t *testing.T) {
 	}
 	// Nothing else moved: the unfinished old tasks and the recent one are
 	// as they were, byte for byte.
-	after := e.snapshot(t, "")
+	after := e.snapshot("")
 	for _, id := range append(slices.Clone(unfinished), recent.ID) {
 		for _, key := range []string{e.recordKey(id), e.inputKey(t, id), e.markerKey(id)} {
 			if before[key] != after[key] {
@@ -1552,7 +890,7 @@ func TestPurge(t *testing.T) {
 			}
 		}
 	}
-	if n := len(e.snapshot(t, e.folder(recent.ID))); n != 3 {
+	if n := len(e.snapshot(e.folder(recent.ID))); n != 3 {
 		t.Errorf("the recent completed task has %d objects, want its input, output and record", n)
 	}
 }
@@ -1562,11 +900,7 @@ func TestPurgeCountsObjects(t *testing.T) {
 	e := setupOps(t)
 	task := e.prepare(t, e.createAgo(t, time.Hour, "three outputs"), "completed")
 	for n := 2; n <= 3; n++ {
-		key, err := e.store.OutputKey(task.ID, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.put(t, key, []byte("output"))
+		e.put(t, e.outputKey(t, task.ID, n), []byte("output"))
 	}
 	r, err := e.store.Purge(e.ctx, time.Now(), s3task.PurgeOptions{})
 	if err != nil {
@@ -1575,7 +909,7 @@ func TestPurgeCountsObjects(t *testing.T) {
 	if r.Objects != 5 || !slices.Equal(r.Purged, []string{task.ID}) {
 		t.Errorf("report %+v; want %s purged with 5 objects (input, 3 outputs, record)", r, task.ID)
 	}
-	if left := e.leftovers(t); len(left) != 0 {
+	if left := e.leftovers(); len(left) != 0 {
 		t.Errorf("objects left: %v", left)
 	}
 }
@@ -1619,10 +953,7 @@ func TestPurgeFinishesInterruptedPurge(t *testing.T) {
 	t.Parallel()
 	e := setupOps(t)
 	task := e.prepare(t, e.createAgo(t, time.Hour, "half purged"), "failed")
-	output, err := e.store.OutputKey(task.ID, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	output := e.outputKey(t, task.ID, 1)
 	e.put(t, output, []byte("partial output"))
 	e.rewrite(t, task.ID, func(x *s3task.Task) { x.Purging = true })
 	e.del(t, e.inputKey(t, task.ID))
@@ -1645,18 +976,18 @@ func TestPurgeFinishesInterruptedPurge(t *testing.T) {
 	if !slices.Equal(r.Purged, []string{task.ID}) {
 		t.Errorf("Purged %v, want %s", r.Purged, task.ID)
 	}
-	if left := e.leftovers(t); len(left) != 0 {
+	if left := e.leftovers(); len(left) != 0 {
 		t.Errorf("objects left after the purge was finished: %v", left)
 	}
 }
 
 // purgeOutcome checks that a task is either wholly gone or wholly there,
 // queued, with its input and output intact.
-func (e *opsEnv) purgeOutcome(t *testing.T, id string, output string) (gone bool) {
+func (e *env) purgeOutcome(t *testing.T, id string, output string) (gone bool) {
 	t.Helper()
-	objs := e.snapshot(t, e.folder(id))
-	marker := e.hasMarker(t, id)
-	body, ok := e.object(t, e.recordKey(id))
+	objs := e.snapshot(e.folder(id))
+	marker := e.hasMarker(id)
+	body, ok := e.object(e.recordKey(id))
 	if !ok {
 		if len(objs) != 0 || marker {
 			t.Errorf("task %s has no record but left objects %v, marker %t", id, objs, marker)
@@ -1670,14 +1001,14 @@ func (e *opsEnv) purgeOutcome(t *testing.T, id string, output string) (gone bool
 	if rec.Status != s3task.StatusQueued || rec.Purging {
 		t.Errorf("task %s kept as %s (purging %t), want queued", id, rec.Status, rec.Purging)
 	}
-	if in, ok := e.object(t, e.inputKey(t, id)); !ok || string(in) != opsInput {
+	if in, ok := e.object(e.inputKey(t, id)); !ok || string(in) != testInput {
 		t.Errorf("task %s is kept but its input is %q (present %t)", id, in, ok)
 	}
-	if _, ok := e.object(t, output); !ok {
+	if _, ok := e.object(output); !ok {
 		t.Errorf("task %s is kept but its output is gone", id)
 	}
-	if !e.hasOwnMarker(t, &rec) {
-		t.Errorf("task %s is queued without its marker %s (it has %v)", id, e.store.MarkerKey(&rec), e.markers(t, id))
+	if !e.hasOwnMarker(&rec) {
+		t.Errorf("task %s is queued without its marker %s (it has %v)", id, e.store.MarkerKey(&rec), e.markers(id))
 	}
 	return false
 }
@@ -1694,26 +1025,13 @@ func TestPurgeRacingRetry(t *testing.T) {
 	for i := range rounds {
 		task := e.prepare(t, e.createAgo(t, 0, fmt.Sprintf("round %d", i)), "failed")
 		e.setMarker(t, task.ID, false)
-		output, err := e.store.OutputKey(task.ID, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
+		output := e.outputKey(t, task.ID, 1)
 		e.put(t, output, []byte("output of the failed attempt"))
 
-		start := make(chan struct{})
-		var wg sync.WaitGroup
 		var retryErr, purgeErr error
 		var report *s3task.PurgeReport
-		wg.Go(func() {
-			<-start
-			_, retryErr = retrier.Retry(e.ctx, task.ID)
-		})
-		wg.Go(func() {
-			<-start
-			report, purgeErr = purger.Purge(e.ctx, time.Now().Add(time.Hour), s3task.PurgeOptions{})
-		})
-		close(start)
-		wg.Wait()
+		race(func() { _, retryErr = retrier.Retry(e.ctx, task.ID) },
+			func() { report, purgeErr = purger.Purge(e.ctx, time.Now().Add(time.Hour), s3task.PurgeOptions{}) })
 
 		if purgeErr != nil {
 			t.Fatalf("round %d: Purge: %v", i, purgeErr)
@@ -1747,34 +1065,29 @@ func TestPurgeAfterRetryLostRace(t *testing.T) {
 
 	// Retry's marker is named after the time of the retry: any PUT of a
 	// marker of the task.
-	hold := newOpsHold(t, func(r *http.Request) bool {
-		return r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/"+e.store.Prefix()+"active/") && strings.HasSuffix(r.URL.Path, "_"+task.ID)
-	})
-	rec := &recorder{bucket: e.srv.Bucket}
-	retrier := e.newStore(t, nil, hold.wrap, rec.wrap)
-	retried := make(chan error, 1)
-	go func() {
-		_, err := retrier.Retry(e.ctx, task.ID)
-		retried <- err
-	}()
-	awaitSignal(t, hold.arrived, "Retry to read the failed record and reach its marker write")
+	rec := &recorder{}
+	release, retried := e.heldCall(t, "Retry to read the failed record and reach its marker write",
+		func(key string) bool {
+			return strings.HasPrefix(key, e.store.Prefix()+"active/") && strings.HasSuffix(key, "_"+task.ID)
+		},
+		func(st *s3task.Store) (*s3task.Task, error) { return st.Retry(e.ctx, task.ID) }, rec.wrap)
 
 	r, err := e.newStore(t, nil).Purge(e.ctx, time.Now().Add(time.Hour), s3task.PurgeOptions{})
 	if err != nil || !slices.Equal(r.Purged, []string{task.ID}) {
 		t.Fatalf("Purge = %+v, %v; want %s purged", r, err, task.ID)
 	}
-	hold.release()
-	retryErr := awaitSignal(t, retried, "Retry to return")
+	release()
+	retryErr := await(t, retried, "Retry to return")
 	if retryErr == nil {
 		t.Fatal("Retry of a purged task succeeded")
 	}
-	if _, ok := e.object(t, e.recordKey(task.ID)); ok {
+	if _, ok := e.object(e.recordKey(task.ID)); ok {
 		t.Fatal("the purged task's record came back")
 	}
-	if left := e.snapshot(t, e.folder(task.ID)); len(left) != 0 {
+	if left := e.snapshot(e.folder(task.ID)); len(left) != 0 {
 		t.Errorf("objects left in the purged task's folder: %v", left)
 	}
-	if left := e.markers(t, task.ID); len(left) != 0 {
+	if left := e.markers(task.ID); len(left) != 0 {
 		t.Errorf("Retry lost to the purge (%v) but the marker it wrote before its record write stays behind, "+
 			"the marker of a task that no longer exists (Retry does not undo its marker when its change fails): %v\nRetry's requests: %s", retryErr, left, rec)
 	}

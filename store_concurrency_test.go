@@ -1,13 +1,17 @@
 package s3task_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/s3task/s3task"
@@ -42,7 +46,7 @@ func TestConcurrentOperatorCalls(t *testing.T) {
 		rounds     = 4
 		tasks      = 4 // per round; even ones start created, odd ones failed
 	)
-	_, e := setup(t, nil)
+	e := newEnv(t, nil)
 
 	stores := make([]*s3task.Store, goroutines)
 	retries := make([]int, goroutines)
@@ -80,8 +84,7 @@ func TestConcurrentOperatorCalls(t *testing.T) {
 		}
 
 		calls := make([][]*raceCall, tasks)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
+		racers := make([]func(), goroutines)
 		for g := range goroutines {
 			task := g % tasks
 			c := &raceCall{op: mixes[round][g/tasks], retries: retries[g]}
@@ -90,8 +93,7 @@ func TestConcurrentOperatorCalls(t *testing.T) {
 			}
 			calls[task] = append(calls[task], c)
 			id := initial[task].ID
-			wg.Go(func() {
-				<-start
+			racers[g] = func() {
 				st := stores[g]
 				switch c.op {
 				case "submit":
@@ -101,10 +103,9 @@ func TestConcurrentOperatorCalls(t *testing.T) {
 				case "retry":
 					c.got, c.err = st.Retry(e.ctx, id)
 				}
-			})
+			}
 		}
-		close(start)
-		wg.Wait()
+		race(racers...)
 
 		for i, init := range initial {
 			for _, c := range calls[i] {
@@ -119,11 +120,8 @@ func TestConcurrentOperatorCalls(t *testing.T) {
 				}
 				outcomes[fmt.Sprintf("%s from %s: %s", c.op, init.Status, outcome)]++
 			}
-			final, err := e.admin.Get(e.ctx, init.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			markers := e.markers(t, init.ID)
+			final := e.get(t, init.ID)
+			markers := e.markers(init.ID)
 			own := e.dueMarkerKey(final)
 			t.Run(fmt.Sprintf("round %d task %d from %s", round, i, init.Status), func(t *testing.T) {
 				checkRace(t, init, inputETag[i], calls[i], final, own, markers)
@@ -277,53 +275,27 @@ func checkRace(t *testing.T, init *s3task.Task, inputETag string, calls []*raceC
 	}
 }
 
-// statusPuts counts S3's successful answers to status.json PUTs across many
-// clients.
-type statusPuts struct {
-	mu sync.Mutex
-	ok int
-}
-
-func (s *statusPuts) wrap(next http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		resp, err := next.RoundTrip(req)
-		if err == nil && req.Method == http.MethodPut && strings.HasSuffix(req.URL.Path, "/status.json") && resp.StatusCode == http.StatusOK {
-			s.mu.Lock()
-			s.ok++
-			s.mu.Unlock()
-		}
-		return resp, err
-	})
-}
-
 // TestConcurrentSubmit: many machines submit the same created task at once.
 // Exactly one write may happen; everybody else sees it.
 func TestConcurrentSubmit(t *testing.T) {
 	t.Parallel()
 	const goroutines = 16
-	_, e := setup(t, nil)
-	var puts statusPuts
+	e := newEnv(t, nil)
+	var rec recorder
 	stores := make([]*s3task.Store, goroutines)
 	for g := range stores {
-		stores[g] = e.newStore(t, nil, puts.wrap)
+		stores[g] = e.newStore(t, nil, rec.wrap)
 	}
 	for round := range 3 {
 		task := e.task(t, "created")
 		results := make([]*s3task.Task, goroutines)
 		errs := make([]error, goroutines)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for g := range goroutines {
-			wg.Go(func() {
-				<-start
-				results[g], errs[g] = stores[g].Submit(e.ctx, task.ID)
-			})
+		racers := make([]func(), goroutines)
+		for g := range racers {
+			racers[g] = func() { results[g], errs[g] = stores[g].Submit(e.ctx, task.ID) }
 		}
-		puts.mu.Lock()
-		puts.ok = 0
-		puts.mu.Unlock()
-		close(start)
-		wg.Wait()
+		rec.reset()
+		race(racers...)
 
 		revs := map[string]int{}
 		for g := range goroutines {
@@ -338,10 +310,7 @@ func TestConcurrentSubmit(t *testing.T) {
 				t.Errorf("round %d: Submit: %v", round, errs[g])
 			}
 		}
-		final, err := e.admin.Get(e.ctx, task.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		final := e.get(t, task.ID)
 		if len(revs) != 1 || revs[final.Revision] == 0 {
 			t.Errorf("round %d: returned revisions %v, want only the final one %s", round, revs, final.Revision)
 		}
@@ -350,13 +319,218 @@ func TestConcurrentSubmit(t *testing.T) {
 		}
 		// Every Submit wrote a marker before its record write; those that
 		// lost took theirs back.
-		if diff := cmp.Diff([]string{e.dueMarkerKey(final)}, e.markers(t, task.ID)); diff != "" {
+		if diff := cmp.Diff([]string{e.dueMarkerKey(final)}, e.markers(task.ID)); diff != "" {
 			t.Errorf("round %d: markers after the race (-want +got):\n%s", round, diff)
 		}
-		puts.mu.Lock()
-		if puts.ok != 1 {
-			t.Errorf("round %d: %d record writes succeeded, want exactly 1", round, puts.ok)
+		if n := rec.succeeded("PUT " + e.recordKey(task.ID)); n != 1 {
+			t.Errorf("round %d: %d record writes succeeded, want exactly 1", round, n)
 		}
-		puts.mu.Unlock()
 	}
+}
+
+// TestReconcileConcurrentWithWorkers runs reconciles in a loop from several
+// processes while workers run fifty tasks and an operator retries the ones
+// that failed. Reconcile only ever adds or drops markers, racing with every
+// other writer of them; nothing may be lost.
+func TestReconcileConcurrentWithWorkers(t *testing.T) {
+	t.Parallel()
+	e := setupOps(t)
+	const (
+		tasks       = 50
+		failEvery   = 5 // every fifth task fails for good on its first attempt
+		reconcilers = 3
+	)
+
+	failures := make(chan *s3task.Task, tasks)
+	hooks := s3task.Hooks{OnFail: func(t *s3task.Task, _ error) {
+		if t.Terminal() {
+			failures <- t
+		}
+	}}
+	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		if strings.HasPrefix(job.Task.Name, "fail-first") && job.Task.Attempt == 1 {
+			return s3task.Permanent(errors.New("first attempt fails"))
+		}
+		return job.WriteOutput(ctx, strings.NewReader("done\n"))
+	})
+
+	// The reconcilers run from before the first task until the operator
+	// has retried every failure.
+	stop := make(chan struct{})
+	var runs atomic.Int64
+	var wg sync.WaitGroup
+	for i := range reconcilers {
+		st := e.newStore(t, nil)
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := st.Reconcile(e.ctx, s3task.ReconcileOptions{})
+				if err != nil {
+					t.Errorf("reconciler %d: %v", i, err)
+					return
+				}
+				if len(r.Broken) > 0 {
+					t.Errorf("reconciler %d: broken records %v", i, r.Broken)
+				}
+				runs.Add(1)
+			}
+		})
+	}
+	stopReconcilers := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	t.Cleanup(stopReconcilers)
+
+	var workers []func()
+	for range 2 {
+		opts := quickWorker("", hooks)
+		opts.Concurrency = 3
+		workers = append(workers, runWorker(t, e.newStore(t, nil), handler, opts))
+	}
+
+	ids := make([]string, tasks)
+	wantAttempt := map[string]int{}
+	for i := range tasks {
+		name := fmt.Sprintf("task %d", i)
+		if i%failEvery == 0 {
+			name = fmt.Sprintf("fail-first %d", i)
+		}
+		task := e.submit(t, name)
+		ids[i] = task.ID
+		wantAttempt[task.ID] = 1
+		if i%failEvery == 0 {
+			wantAttempt[task.ID] = 2
+		}
+	}
+
+	operator := e.newStore(t, nil)
+	for range tasks / failEvery {
+		f := await(t, failures, "a task's final failure")
+		if got, err := operator.Retry(e.ctx, f.ID); err != nil || got.Status != s3task.StatusQueued {
+			t.Fatalf("Retry(%s) = %v, %v; want it queued", f.ID, got, err)
+		}
+	}
+	stopReconcilers()
+	if runs.Load() < reconcilers {
+		t.Errorf("only %d reconcile runs completed", runs.Load())
+	}
+
+	// With everything stopped, the index must be whole: every task a worker
+	// still has to run has the marker its record calls for. (A graceful
+	// stop puts interrupted tasks back in the queue, with a marker due now.)
+	for _, stopWorker := range workers {
+		stopWorker()
+	}
+	for _, id := range ids {
+		if task := e.get(t, id); !task.Terminal() && task.Status != s3task.StatusCreated && !e.hasOwnMarker(task) {
+			t.Errorf("task %s (%s) is %s without its marker %s after the reconciles (it has %v)", id, task.Name, task.Status, e.store.MarkerKey(task), e.markers(id))
+		}
+	}
+	workers = nil
+	for range 2 {
+		opts := quickWorker("", hooks)
+		opts.Concurrency = 3
+		workers = append(workers, runWorker(t, e.newStore(t, nil), handler, opts))
+	}
+
+	// From here only markers lead workers to tasks (the workers run no
+	// reconcile of their own): a marker lost on the way strands its task.
+	stranded := func() []string {
+		var out []string
+		for _, id := range ids {
+			if task := e.get(t, id); task.Status != s3task.StatusCompleted {
+				out = append(out, fmt.Sprintf("%s %s (marker %t)", id, task.Status, e.hasMarker(id)))
+			}
+		}
+		return out
+	}
+	waitUntilOr(t, testWait, "every task completes after the last retry", func() bool { return len(stranded()) == 0 },
+		func() string { return strings.Join(stranded(), "\n") })
+	for _, id := range ids {
+		if got := e.get(t, id); got.Attempt != wantAttempt[id] {
+			t.Errorf("task %s (%s) completed at attempt %d, want %d", id, got.Name, got.Attempt, wantAttempt[id])
+		}
+	}
+
+	// Stale markers (a reconcile that restored a marker the task's next
+	// phase had just replaced) are dropped by the workers as they visit
+	// them once due, if they were written before the record's last change.
+	// Those written after it may be a change under way (a Retry writes its
+	// marker before the record): the workers leave them, and a reconcile
+	// drops them once they are ten minutes old.
+	var kept []string
+	waitUntilOr(t, testWait, "the workers drop every marker of a phase that is over", func() bool {
+		kept = kept[:0]
+		for _, m := range e.listMarkers(t) {
+			task, err := e.store.Get(e.ctx, m.id)
+			if err != nil || task.Status != s3task.StatusCompleted || m.key == e.store.MarkerKey(task) ||
+				m.written.Before(task.UpdatedAt.Add(-2*time.Second)) {
+				return false
+			}
+			kept = append(kept, m.key)
+		}
+		return true
+	}, func() string { return e.describeMarkers(t) })
+	for _, stopWorker := range workers {
+		stopWorker()
+	}
+	e.srv.Advance(11 * time.Minute)
+	r, err := e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{})
+	if err != nil || r.Tasks != tasks || len(r.Restored) != 0 || len(r.Broken) != 0 {
+		t.Errorf("Reconcile ten minutes on = %+v, %v; want a run over %d tasks that restores nothing", r, err, tasks)
+	} else if diff := cmp.Diff(kept, r.Removed, cmpSet); diff != "" {
+		t.Errorf("Reconcile ten minutes on: Removed (-want the markers the workers kept +got):\n%s", diff)
+	}
+	if left := e.snapshot(e.store.Prefix() + "active/"); len(left) != 0 {
+		t.Errorf("markers left after the last reconcile: %v", left)
+	}
+	r, err = e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{})
+	if err != nil || !r.Clean() || r.Tasks != tasks {
+		t.Errorf("final Reconcile = %+v, %v; want a clean run over %d tasks", r, err, tasks)
+	}
+}
+
+// listedMarker is a marker as a LIST shows it.
+type listedMarker struct {
+	key, id string
+	written time.Time
+}
+
+// listMarkers lists the marker folder.
+func (e *env) listMarkers(t *testing.T) []listedMarker {
+	t.Helper()
+	var ms []listedMarker
+	dir := e.store.Prefix() + "active/"
+	p := s3.NewListObjectsV2Paginator(e.raw.Client, &s3.ListObjectsV2Input{Bucket: &e.raw.Bucket, Prefix: &dir})
+	for p.HasMorePages() {
+		out, err := p.NextPage(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range out.Contents {
+			key := aws.ToString(o.Key)
+			ms = append(ms, listedMarker{key: key, id: key[strings.LastIndexAny(key, "/_")+1:], written: aws.ToTime(o.LastModified)})
+		}
+	}
+	return ms
+}
+
+// describeMarkers lists the markers with when each was written and the
+// record of its task, for a failure message.
+func (e *env) describeMarkers(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "server now %s\n", e.srv.Now().UTC().Format(time.RFC3339Nano))
+	for _, m := range e.listMarkers(t) {
+		fmt.Fprintf(&b, "%s written %s", m.key, m.written.UTC().Format(time.RFC3339))
+		if task, err := e.store.Get(e.ctx, m.id); err == nil {
+			fmt.Fprintf(&b, ": %s, updated %s, due %s, calls for %s", task.Status, task.UpdatedAt.Format(time.RFC3339Nano), task.DueAt.Format(time.RFC3339Nano), e.store.MarkerKey(task))
+		} else {
+			fmt.Fprintf(&b, ": %v", err)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }

@@ -3,125 +3,80 @@ package s3task_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime/multipart"
 	"net"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/iotest"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/go-cmp/cmp"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/s3task/s3task"
 	"github.com/s3task/s3task/internal/s3test"
+	"github.com/s3task/s3task/s3tasktest"
 )
 
-// env is what setup hands a test besides the store under test.
-type env struct {
-	srv   *s3test.Server
-	raw   *s3.Client      // plain client for planting and inspecting objects; not counted
-	count *s3test.Counter // counts every request of the store under test
-	admin *s3task.Store   // same options, uncounted: prepares tasks without touching count
-	ctx   context.Context
+// The store tests run on the env of helpers_test.go; what follows are their
+// own helpers.
+
+// unchanged runs f and fails t if the bucket is not the same, object for
+// object and byte for byte, afterwards: what must be refused must leave no
+// trace.
+func (e *env) unchanged(t *testing.T, what string, f func()) {
+	t.Helper()
+	before := e.snapshot("")
+	f()
+	if diff := cmp.Diff(before, e.snapshot("")); diff != "" {
+		t.Errorf("%s changed the bucket (-before +after):\n%s", what, diff)
+	}
 }
 
-// setup starts an in-process S3 and returns a Store on it whose requests are
-// counted, with the helpers bundle.
-func setup(t *testing.T, opts *s3task.StoreOptions) (*s3task.Store, *env) {
+// wantStored fails t unless got is the task as stored, and returns that.
+func (e *env) wantStored(t *testing.T, got *s3task.Task) *s3task.Task {
 	t.Helper()
-	srv := s3test.New(t)
-	e := &env{srv: srv, raw: srv.Client(), count: &s3test.Counter{}, ctx: t.Context()}
-	e.admin = e.newStore(t, opts)
-	return e.newStore(t, opts, e.count.Wrap), e
+	stored := e.get(t, got.ID)
+	if diff := cmp.Diff(got, stored); diff != "" {
+		t.Errorf("stored differs from returned (-returned +stored):\n%s", diff)
+	}
+	return stored
 }
 
-// newStore returns another Store on the same bucket with its own client.
-func (e *env) newStore(t *testing.T, opts *s3task.StoreOptions, wrap ...func(http.RoundTripper) http.RoundTripper) *s3task.Store {
+// wantCounts compares the requests of the store setup returned since the
+// last Reset.
+func (e *env) wantCounts(t *testing.T, want map[string]int) {
 	t.Helper()
-	st, err := s3task.NewStore(e.srv.Client(wrap...), e.srv.Bucket, opts)
+	if diff := cmp.Diff(want, e.count.Counts()); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+}
+
+// wantNoop calls call, a change the stored task has had already, and fails
+// t unless it returns the task as stored after a single read.
+func (e *env) wantNoop(t *testing.T, stored *s3task.Task, call func() (*s3task.Task, error)) {
+	t.Helper()
+	e.count.Reset()
+	again, err := call()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st
-}
-
-func (e *env) recordKey(id string) string { return e.admin.Prefix() + id + "/status.json" }
-func (e *env) markerKey(id string) string {
-	return s3test.Marker(e.ctx, e.raw, e.srv.Bucket, e.admin.Prefix(), id)
-}
-
-// dueKeyLayout is how a marker key spells its due time (see marker.go): fixed
-// width UTC to the millisecond, so that keys sort by time.
-const dueKeyLayout = "20060102T150405.000Z"
-
-// dueMarkerKey returns the key of the marker the record task calls for under
-// prefix: <prefix>active/<due>_<id>, after its DueAt, or the plain
-// <prefix>active/<id> of earlier versions for a record without one.
-func dueMarkerKey(prefix string, task *s3task.Task) string {
-	if task.DueAt.IsZero() {
-		return prefix + "active/" + task.ID
-	}
-	return prefix + "active/" + task.DueAt.UTC().Format(dueKeyLayout) + "_" + task.ID
-}
-
-// markerKeysOf lists every marker key of task id under prefix, whatever its
-// due time, in key order.
-func markerKeysOf(t *testing.T, ctx context.Context, client *s3.Client, bucket, prefix, id string) []string {
-	t.Helper()
-	dir := prefix + "active/"
-	var keys []string
-	p := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &dir})
-	for p.HasMorePages() {
-		out, err := p.NextPage(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range out.Contents {
-			if key := aws.ToString(o.Key); key == dir+id || strings.HasSuffix(key, "_"+id) {
-				keys = append(keys, key)
-			}
-		}
-	}
-	return keys
-}
-
-func (e *env) dueMarkerKey(task *s3task.Task) string { return dueMarkerKey(e.admin.Prefix(), task) }
-
-func (e *env) markers(t *testing.T, id string) []string {
-	t.Helper()
-	return markerKeysOf(t, e.ctx, e.raw, e.srv.Bucket, e.admin.Prefix(), id)
-}
-
-// wantMarkers fails t unless task id's markers are exactly want: none, or
-// the one its record calls for.
-func (e *env) wantMarkers(t *testing.T, id string, want ...string) {
-	t.Helper()
-	if diff := cmp.Diff(want, e.markers(t, id), cmpEmpty); diff != "" {
-		t.Errorf("markers of task %s (-want +got):\n%s", id, diff)
+	e.wantCounts(t, map[string]int{"GET": 1})
+	if diff := cmp.Diff(stored, again); diff != "" {
+		t.Errorf("the change made again (-stored +returned):\n%s", diff)
 	}
 }
-
-// cmpEmpty makes a nil and an empty slice equal.
-var cmpEmpty = cmp.Transformer("empty", func(s []string) []string {
-	if len(s) == 0 {
-		return nil
-	}
-	return s
-})
 
 // wantDueNow fails t unless task's DueAt is the moment of the change that
 // wrote it: the server's time of the decision, taken just before the
@@ -134,223 +89,62 @@ func wantDueNow(t *testing.T, task *s3task.Task) {
 	}
 }
 
-func (e *env) inputKey(t *testing.T, id string) string {
+// sendPresigned sends a presigned request with its signed headers and returns
+// the body of S3's answer, failing t unless it is 200 OK.
+func (e *env) sendPresigned(t *testing.T, p *s3task.PresignedRequest, body []byte) []byte {
 	t.Helper()
-	k, err := e.admin.InputKey(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-func (e *env) outputKey(t *testing.T, id string, n int) string {
-	t.Helper()
-	k, err := e.admin.OutputKey(id, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-// put writes an object directly and returns its ETag.
-func (e *env) put(t *testing.T, key string, body []byte) string {
-	t.Helper()
-	out, err := e.raw.PutObject(e.ctx, &s3.PutObjectInput{
-		Bucket: &e.srv.Bucket, Key: &key, Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
-	})
-	if err != nil {
-		t.Fatalf("put %s: %v", key, err)
-	}
-	return aws.ToString(out.ETag)
-}
-
-// head returns an object's ETag and size, read directly.
-func (e *env) head(t *testing.T, key string) (string, int64) {
-	t.Helper()
-	out, err := e.raw.HeadObject(e.ctx, &s3.HeadObjectInput{Bucket: &e.srv.Bucket, Key: &key})
-	if err != nil {
-		t.Fatalf("head %s: %v", key, err)
-	}
-	return aws.ToString(out.ETag), aws.ToInt64(out.ContentLength)
-}
-
-// object reads an object directly; ok is false when it does not exist.
-func (e *env) object(t *testing.T, key string) (body []byte, ok bool) {
-	t.Helper()
-	out, err := e.raw.GetObject(e.ctx, &s3.GetObjectInput{Bucket: &e.srv.Bucket, Key: &key})
-	if err != nil {
-		var nsk interface{ ErrorCode() string }
-		if errors.As(err, &nsk) && nsk.ErrorCode() == "NoSuchKey" {
-			return nil, false
-		}
-		t.Fatalf("get %s: %v", key, err)
-	}
-	defer out.Body.Close()
-	b, err := io.ReadAll(out.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b, true
-}
-
-func (e *env) exists(t *testing.T, key string) bool {
-	t.Helper()
-	_, ok := e.object(t, key)
-	return ok
-}
-
-// snapshot returns every key in the bucket with its ETag.
-func (e *env) snapshot(t *testing.T) map[string]string {
-	t.Helper()
-	m := map[string]string{}
-	p := s3.NewListObjectsV2Paginator(e.raw, &s3.ListObjectsV2Input{Bucket: &e.srv.Bucket})
-	for p.HasMorePages() {
-		out, err := p.NextPage(e.ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range out.Contents {
-			m[aws.ToString(o.Key)] = aws.ToString(o.ETag)
-		}
-	}
-	return m
-}
-
-// writeRecord stores task as its status.json with a fresh revision, the way
-// a worker's write would look, and returns the ETag.
-func (e *env) writeRecord(t *testing.T, task *s3task.Task) string {
-	t.Helper()
-	task.Revision = strings.ToLower(rand.Text())
-	body, err := json.Marshal(task)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e.put(t, e.recordKey(task.ID), body)
-}
-
-// force reads a record through the store, lets edit change it and writes it
-// back raw. It stands in for a worker, which these tests do not run.
-func (e *env) force(t *testing.T, id string, edit func(*s3task.Task)) *s3task.Task {
-	t.Helper()
-	task, err := e.admin.Get(e.ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	edit(task)
-	e.writeRecord(t, task)
-	return task
-}
-
-// now is a millisecond-precision UTC time like the ones in records.
-func now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
-
-// plantMarker writes the marker task's record calls for, as the change that
-// wrote the record would have.
-func (e *env) plantMarker(t *testing.T, task *s3task.Task) {
-	t.Helper()
-	e.put(t, e.dueMarkerKey(task), nil)
-}
-
-// task creates a task with an input and brings it to state, returning the
-// record as stored. States: created-no-input, created, queued, running,
-// completed, failed (final), failed-waiting (automatic retry scheduled),
-// failed-exhausted (every attempt used), abandoned. The states a worker
-// would have written carry the DueAt it would have set, and the marker it
-// would have left: running and failed-waiting have one, due at the end of
-// the lease and at the retry; the finished ones have none.
-func (e *env) task(t *testing.T, state string) *s3task.Task {
-	t.Helper()
-	task, err := e.admin.Create(e.ctx, s3task.CreateParams{Name: state + " task"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := task.ID
-	if state == "created-no-input" {
-		return task
-	}
-	e.put(t, e.inputKey(t, id), []byte("a,b\n1,2\n"))
-	switch state {
-	case "created":
-	case "queued":
-		if _, err := e.admin.Submit(e.ctx, id); err != nil {
-			t.Fatal(err)
-		}
-	case "running":
-		task := e.force(t, id, func(x *s3task.Task) {
-			x.Status, x.Attempt, x.WorkerID, x.LeaseExpiresAt = s3task.StatusRunning, 1, "worker-1", now().Add(10*time.Minute)
-			x.DueAt = x.LeaseExpiresAt.Add(s3task.DefaultClockMargin)
-		})
-		e.plantMarker(t, task)
-	case "completed":
-		e.put(t, e.outputKey(t, id, 1), []byte("output of attempt 1"))
-		e.force(t, id, func(x *s3task.Task) {
-			x.Status, x.Attempt, x.OutputPath = s3task.StatusCompleted, 1, e.outputKey(t, id, 1)
-			x.DueAt = now().Add(-time.Minute) // the end of its lease, kept
-		})
-	case "failed":
-		e.force(t, id, func(x *s3task.Task) {
-			x.Status, x.Attempt, x.LastError = s3task.StatusFailed, 1, "boom"
-			x.DueAt = now().Add(-time.Minute)
-		})
-	case "failed-waiting":
-		task := e.force(t, id, func(x *s3task.Task) {
-			x.Status, x.Attempt, x.LastError, x.RetryAt = s3task.StatusFailed, 1, "flaky", now().Add(time.Hour)
-			x.DueAt = x.RetryAt
-		})
-		e.plantMarker(t, task)
-	case "failed-exhausted":
-		e.force(t, id, func(x *s3task.Task) {
-			x.Status, x.Attempt, x.MaxAttempts, x.LastError = s3task.StatusFailed, 3, 3, "boom"
-			x.DueAt = now().Add(-time.Minute)
-		})
-	case "abandoned":
-		if _, err := e.admin.Cancel(e.ctx, id, "test"); err != nil {
-			t.Fatal(err)
-		}
-	default:
-		t.Fatalf("unknown state %q", state)
-	}
-	got, err := e.admin.Get(e.ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got
-}
-
-// wantCounts compares the counted requests since the last Reset.
-func wantCounts(t *testing.T, e *env, want map[string]int) {
-	t.Helper()
-	if diff := cmp.Diff(want, e.count.Counts()); diff != "" {
-		t.Errorf("requests (-want +got):\n%s", diff)
-	}
-}
-
-// sendPresigned sends a presigned request with its signed headers.
-func sendPresigned(t *testing.T, ctx context.Context, p *s3task.PresignedRequest, body []byte) *http.Response {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, p.Method, p.URL, rd)
+	req, err := http.NewRequestWithContext(e.ctx, p.Method, p.URL, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k, vs := range p.Header {
 		if strings.EqualFold(k, "Host") {
 			req.Host = vs[0]
-			continue
-		}
-		for _, v := range vs {
-			req.Header.Add(k, v)
+		} else {
+			req.Header[k] = vs
 		}
 	}
-	resp, err := (&http.Client{}).Do(req)
+	return e.send(t, req, http.StatusOK)
+}
+
+// send sends req to the in-process S3 and returns the body of the answer,
+// failing t unless its status is want, or any 2xx for 0.
+func (e *env) send(t *testing.T, req *http.Request, want int) []byte {
+	t.Helper()
+	resp, err := e.httpClient().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
+	body, err := s3test.ReadAll(resp.Body, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != want && (want != 0 || resp.StatusCode/100 != 2) {
+		t.Fatalf("%s %s: %s: %s", req.Method, req.URL.Path, resp.Status, body)
+	}
+	return body
+}
+
+// wantSubmits submits task id through st and fails t unless it is queued
+// with an input of size bytes.
+func wantSubmits(t *testing.T, e *env, st *s3task.Store, id string, size int) {
+	t.Helper()
+	got, err := st.Submit(e.ctx, id)
+	if err != nil {
+		t.Fatalf("Submit after the upload: %v", err)
+	}
+	if got.Status != s3task.StatusQueued || got.InputSize != int64(size) {
+		t.Errorf("after submit: status %s, input size %d; want queued, %d", got.Status, got.InputSize, size)
+	}
+}
+
+// taskIDs returns the IDs of tasks, in order.
+func taskIDs(tasks []*s3task.Task) []string {
+	var ids []string
+	for _, task := range tasks {
+		ids = append(ids, task.ID)
+	}
+	return ids
 }
 
 // invalidIDs are inputs that must never become part of a key. The valid ID
@@ -383,24 +177,25 @@ func invalidIDs(t *testing.T) []struct{ name, id string } {
 
 func TestNewStore(t *testing.T) {
 	t.Parallel()
-	srv := s3test.New(t)
+	srv := s3tasktest.NewS3(t)
+	bucket := srv.Bucket()
 	var count s3test.Counter
 	client := srv.Client(count.Wrap)
 
 	t.Run("defaults", func(t *testing.T) {
-		st, err := s3task.NewStore(client, srv.Bucket, nil)
+		st, err := s3task.NewStore(client, bucket, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Prefix() != s3task.DefaultPrefix || st.Bucket() != srv.Bucket {
-			t.Errorf("Prefix, Bucket = %q, %q; want %q, %q", st.Prefix(), st.Bucket(), s3task.DefaultPrefix, srv.Bucket)
+		if st.Prefix() != s3task.DefaultPrefix || st.Bucket() != bucket {
+			t.Errorf("Prefix, Bucket = %q, %q; want %q, %q", st.Prefix(), st.Bucket(), s3task.DefaultPrefix, bucket)
 		}
 	})
 
 	t.Run("options are copied, not changed", func(t *testing.T) {
 		opts := &s3task.StoreOptions{Prefix: "jobs/", InputExt: ".csv"}
 		before := *opts
-		st, err := s3task.NewStore(client, srv.Bucket, opts)
+		st, err := s3task.NewStore(client, bucket, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -420,20 +215,20 @@ func TestNewStore(t *testing.T) {
 		opts   s3task.StoreOptions
 		field  string // what the message must name
 	}{
-		{"nil client", nil, srv.Bucket, s3task.StoreOptions{}, "client"},
+		{"nil client", nil, bucket, s3task.StoreOptions{}, "client"},
 		{"empty bucket", client, "", s3task.StoreOptions{}, "bucket"},
-		{"prefix without trailing slash", client, srv.Bucket, s3task.StoreOptions{Prefix: "tasks"}, "Prefix"},
-		{"prefix with leading slash", client, srv.Bucket, s3task.StoreOptions{Prefix: "/tasks/"}, "Prefix"},
-		{"prefix with empty segment", client, srv.Bucket, s3task.StoreOptions{Prefix: "a//b/"}, "Prefix"},
-		{"input extension with a slash", client, srv.Bucket, s3task.StoreOptions{InputExt: "/../x"}, "InputExt"},
-		{"output extension with a space", client, srv.Bucket, s3task.StoreOptions{OutputExt: ". csv"}, "OutputExt"},
-		{"extension too long", client, srv.Bucket, s3task.StoreOptions{InputExt: "." + strings.Repeat("x", 32)}, "InputExt"},
-		{"negative MaxAttempts", client, srv.Bucket, s3task.StoreOptions{MaxAttempts: -1}, "MaxAttempts"},
-		{"negative MaxInputSize", client, srv.Bucket, s3task.StoreOptions{MaxInputSize: -1}, "MaxInputSize"},
-		{"negative MaxPayloadSize", client, srv.Bucket, s3task.StoreOptions{MaxPayloadSize: -1}, "MaxPayloadSize"},
-		{"MaxPayloadSize leaves no room in a record", client, srv.Bucket, s3task.StoreOptions{MaxPayloadSize: 1 << 20}, "MaxPayloadSize"},
-		{"negative ListConcurrency", client, srv.Bucket, s3task.StoreOptions{ListConcurrency: -1}, "ListConcurrency"},
-		{"negative ConflictRetries", client, srv.Bucket, s3task.StoreOptions{ConflictRetries: -1}, "ConflictRetries"},
+		{"prefix without trailing slash", client, bucket, s3task.StoreOptions{Prefix: "tasks"}, "Prefix"},
+		{"prefix with leading slash", client, bucket, s3task.StoreOptions{Prefix: "/tasks/"}, "Prefix"},
+		{"prefix with empty segment", client, bucket, s3task.StoreOptions{Prefix: "a//b/"}, "Prefix"},
+		{"input extension with a slash", client, bucket, s3task.StoreOptions{InputExt: "/../x"}, "InputExt"},
+		{"output extension with a space", client, bucket, s3task.StoreOptions{OutputExt: ". csv"}, "OutputExt"},
+		{"extension too long", client, bucket, s3task.StoreOptions{InputExt: "." + strings.Repeat("x", 32)}, "InputExt"},
+		{"negative MaxAttempts", client, bucket, s3task.StoreOptions{MaxAttempts: -1}, "MaxAttempts"},
+		{"negative MaxInputSize", client, bucket, s3task.StoreOptions{MaxInputSize: -1}, "MaxInputSize"},
+		{"negative MaxPayloadSize", client, bucket, s3task.StoreOptions{MaxPayloadSize: -1}, "MaxPayloadSize"},
+		{"MaxPayloadSize leaves no room in a record", client, bucket, s3task.StoreOptions{MaxPayloadSize: 1 << 20}, "MaxPayloadSize"},
+		{"negative ListConcurrency", client, bucket, s3task.StoreOptions{ListConcurrency: -1}, "ListConcurrency"},
+		{"negative ConflictRetries", client, bucket, s3task.StoreOptions{ConflictRetries: -1}, "ConflictRetries"},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
@@ -486,7 +281,7 @@ func TestCreate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantCounts(t, e, map[string]int{"PUT": 1})
+			e.wantCounts(t, map[string]int{"PUT": 1})
 			if err := s3task.ParseID(got.ID); err != nil {
 				t.Errorf("ID %q: %v", got.ID, err)
 			}
@@ -509,13 +304,7 @@ func TestCreate(t *testing.T) {
 			if got.Revision == "" {
 				t.Error("empty revision")
 			}
-			stored, err := e.admin.Get(e.ctx, got.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(got, stored); diff != "" {
-				t.Errorf("stored record differs from the returned one (-returned +stored):\n%s", diff)
-			}
+			e.wantStored(t, got)
 		})
 	}
 
@@ -542,10 +331,10 @@ func TestCreate(t *testing.T) {
 				if !errors.Is(err, s3task.ErrInvalidArgument) || got != nil {
 					t.Errorf("Create = %v, %v; want nil, ErrInvalidArgument", got, err)
 				}
-				wantCounts(t, e, map[string]int{})
+				e.wantCounts(t, map[string]int{})
 			})
 		}
-		if snap := e.snapshot(t); len(snap) != 0 {
+		if snap := e.snapshot(""); len(snap) != 0 {
 			t.Errorf("refused creates left objects: %v", snap)
 		}
 	})
@@ -561,7 +350,7 @@ func TestGet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCounts(t, e, map[string]int{"GET": 1})
+	e.wantCounts(t, map[string]int{"GET": 1})
 	if diff := cmp.Diff(created, got); diff != "" {
 		t.Errorf("Get (-want +got):\n%s", diff)
 	}
@@ -611,12 +400,12 @@ func TestUploadInput(t *testing.T) {
 			if err := st.UploadInput(e.ctx, task.ID, tc.r); err != nil {
 				t.Fatal(err)
 			}
-			wantCounts(t, e, map[string]int{"GET": 1, "PUT": 1})
-			got, found := e.object(t, e.inputKey(t, task.ID))
+			e.wantCounts(t, map[string]int{"GET": 1, "PUT": 1})
+			got, found := e.object(e.inputKey(t, task.ID))
 			if !found || !bytes.Equal(got, tc.want) {
 				t.Errorf("stored input = %q (found %v), want %q", got, found, tc.want)
 			}
-			after, err := e.admin.Get(e.ctx, task.ID)
+			after, err := e.store.Get(e.ctx, task.ID)
 			if err != nil || after.Status != s3task.StatusCreated || after.Revision != task.Revision {
 				t.Errorf("UploadInput changed the record: %+v, %v", after, err)
 			}
@@ -640,16 +429,8 @@ func TestUploadInput(t *testing.T) {
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
-			id := s3task.NewID()
-			if tc.state != "" {
-				id = e.task(t, tc.state).ID
-			}
-			before := e.snapshot(t)
-			err := st.UploadInput(e.ctx, id, tc.r)
-			tc.check(t, err, id)
-			if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
-				t.Errorf("refused upload changed the bucket (-before +after):\n%s", diff)
-			}
+			id := e.taskID(t, tc.state)
+			refused(t, e, id, tc.check, func() (*s3task.Task, error) { return nil, st.UploadInput(e.ctx, id, tc.r) })
 		})
 	}
 }
@@ -680,9 +461,35 @@ func wantInputSize(e *env, limit int64) func(t *testing.T, err error, id string)
 	}
 }
 
+// sign calls presign, which must succeed after a single read of the record
+// (signing is local), and returns what it signed and when it was called.
+func sign[T any](t *testing.T, e *env, presign func() (T, error)) (T, callTime) {
+	t.Helper()
+	e.count.Reset()
+	called := callTime{before: time.Now()}
+	p, err := presign()
+	called.after = time.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wantCounts(t, map[string]int{"GET": 1})
+	return p, called
+}
+
+// callTime is when a call was made: between before and after.
+type callTime struct{ before, after time.Time }
+
+// wantExpires fails t unless expires is ttl after a moment of the call.
+func (c callTime) wantExpires(t *testing.T, expires time.Time, ttl time.Duration) {
+	t.Helper()
+	if expires.Before(c.before.Add(ttl)) || expires.After(c.after.Add(ttl)) {
+		t.Errorf("Expires = %v, want %v from the call", expires, ttl)
+	}
+}
+
 // presignErrorCases are the documented failures shared by PresignUpload and
 // PresignUploadForm.
-func presignErrorCases(t *testing.T, e *env, call func(id string, ttl time.Duration) error) {
+func presignErrorCases[T comparable](t *testing.T, e *env, call func(id string, ttl time.Duration) (T, error)) {
 	t.Helper()
 	tests := []struct {
 		name  string
@@ -701,18 +508,41 @@ func presignErrorCases(t *testing.T, e *env, call func(id string, ttl time.Durat
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			id := s3task.NewID()
-			if tc.state != "" {
-				id = e.task(t, tc.state).ID
-			}
+			id := e.taskID(t, tc.state)
 			e.count.Reset()
-			err := call(id, tc.ttl)
-			tc.check(t, err, id)
+			refused(t, e, id, tc.check, func() (T, error) { return call(id, tc.ttl) })
 			if !tc.calls {
-				wantCounts(t, e, map[string]int{})
+				e.wantCounts(t, map[string]int{})
 			}
 		})
 	}
+}
+
+// taskID returns the ID of a new task brought to state (see env.task), or
+// an unknown ID if state is "".
+func (e *env) taskID(t *testing.T, state string) string {
+	t.Helper()
+	if state == "" {
+		return s3task.NewID()
+	}
+	return e.task(t, state).ID
+}
+
+// refused calls call on task id, which it must refuse, and fails t unless
+// check accepts the error, nothing came with it, and the bucket is as it
+// was.
+func refused[T comparable](t *testing.T, e *env, id string, check func(*testing.T, error, string), call func() (T, error)) {
+	t.Helper()
+	e.unchanged(t, "a refused call", func() {
+		got, err := call()
+		if none := *new(T); got != none {
+			if c, ok := any(got).(io.Closer); ok {
+				c.Close()
+			}
+			t.Errorf("got %v along with error %v", got, err)
+		}
+		check(t, err, id)
+	})
 }
 
 func wantIs(target error) func(t *testing.T, err error, id string) {
@@ -731,36 +561,17 @@ func TestPresignUpload(t *testing.T) {
 	t.Run("upload then submit", func(t *testing.T) {
 		task := e.task(t, "created-no-input")
 		ttl := 15 * time.Minute
-		e.count.Reset()
-		before := time.Now()
-		p, err := st.PresignUpload(e.ctx, task.ID, ttl)
-		after := time.Now()
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantCounts(t, e, map[string]int{"GET": 1})
+		p, called := sign(t, e, func() (*s3task.PresignedRequest, error) { return st.PresignUpload(e.ctx, task.ID, ttl) })
 		if p.Method != http.MethodPut {
 			t.Errorf("Method = %q, want PUT", p.Method)
 		}
-		if p.Expires.Before(before.Add(ttl)) || p.Expires.After(after.Add(ttl)) {
-			t.Errorf("Expires = %v, want %v from the call", p.Expires, ttl)
-		}
+		called.wantExpires(t, p.Expires, ttl)
 		if !strings.Contains(p.URL, e.inputKey(t, task.ID)) {
 			t.Errorf("URL %q does not address the input key %s", p.URL, e.inputKey(t, task.ID))
 		}
 		body := []byte("name,qty\nbolt,12\n")
-		resp := sendPresigned(t, e.ctx, p, body)
-		if resp.StatusCode != http.StatusOK {
-			msg, _ := io.ReadAll(resp.Body)
-			t.Fatalf("presigned PUT: %s: %s", resp.Status, msg)
-		}
-		got, err := st.Submit(e.ctx, task.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Status != s3task.StatusQueued || got.InputSize != int64(len(body)) {
-			t.Errorf("after submit: status %s, input size %d; want queued, %d", got.Status, got.InputSize, len(body))
-		}
+		e.sendPresigned(t, p, body)
+		wantSubmits(t, e, st, task.ID, len(body))
 	})
 
 	t.Run("TTL bounds are inclusive", func(t *testing.T) {
@@ -772,12 +583,8 @@ func TestPresignUpload(t *testing.T) {
 		}
 	})
 
-	presignErrorCases(t, e, func(id string, ttl time.Duration) error {
-		p, err := st.PresignUpload(e.ctx, id, ttl)
-		if err != nil && p != nil {
-			t.Error("got a request along with an error")
-		}
-		return err
+	presignErrorCases(t, e, func(id string, ttl time.Duration) (*s3task.PresignedRequest, error) {
+		return st.PresignUpload(e.ctx, id, ttl)
 	})
 }
 
@@ -789,20 +596,11 @@ func TestPresignUploadForm(t *testing.T) {
 	t.Run("upload then submit", func(t *testing.T) {
 		task := e.task(t, "created-no-input")
 		ttl := 10 * time.Minute
-		e.count.Reset()
-		before := time.Now()
-		f, err := st.PresignUploadForm(e.ctx, task.ID, ttl)
-		after := time.Now()
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantCounts(t, e, map[string]int{"GET": 1})
+		f, called := sign(t, e, func() (*s3task.PresignedForm, error) { return st.PresignUploadForm(e.ctx, task.ID, ttl) })
 		if f.MaxSize != limit {
 			t.Errorf("MaxSize = %d, want %d", f.MaxSize, limit)
 		}
-		if f.Expires.Before(before.Add(ttl)) || f.Expires.After(after.Add(ttl)) {
-			t.Errorf("Expires = %v, want %v from the call", f.Expires, ttl)
-		}
+		called.wantExpires(t, f.Expires, ttl)
 		if f.Fields["key"] != e.inputKey(t, task.ID) {
 			t.Errorf("key field = %q, want %q", f.Fields["key"], e.inputKey(t, task.ID))
 		}
@@ -833,12 +631,7 @@ func TestPresignUploadForm(t *testing.T) {
 		body := []byte("sku,qty\nA-1,3\n")
 		var buf bytes.Buffer
 		mw := multipart.NewWriter(&buf)
-		names := make([]string, 0, len(f.Fields))
-		for k := range f.Fields {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		for _, k := range names {
+		for _, k := range slices.Sorted(maps.Keys(f.Fields)) {
 			if err := mw.WriteField(k, f.Fields[k]); err != nil {
 				t.Fatal(err)
 			}
@@ -856,30 +649,12 @@ func TestPresignUploadForm(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Content-Type", mw.FormDataContentType())
-		resp, err := (&http.Client{}).Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			msg, _ := io.ReadAll(resp.Body)
-			t.Fatalf("POST upload: %s: %s", resp.Status, msg)
-		}
-		got, err := st.Submit(e.ctx, task.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Status != s3task.StatusQueued || got.InputSize != int64(len(body)) {
-			t.Errorf("after submit: status %s, input size %d; want queued, %d", got.Status, got.InputSize, len(body))
-		}
+		e.send(t, req, 0)
+		wantSubmits(t, e, st, task.ID, len(body))
 	})
 
-	presignErrorCases(t, e, func(id string, ttl time.Duration) error {
-		f, err := st.PresignUploadForm(e.ctx, id, ttl)
-		if err != nil && f != nil {
-			t.Error("got a form along with an error")
-		}
-		return err
+	presignErrorCases(t, e, func(id string, ttl time.Duration) (*s3task.PresignedForm, error) {
+		return st.PresignUploadForm(e.ctx, id, ttl)
 	})
 }
 
@@ -898,7 +673,7 @@ func TestSubmit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantCounts(t, e, map[string]int{"GET": 2, "HEAD": 1, "PUT": 3}) // record and wake object read; marker, record, wake written
+		e.wantCounts(t, map[string]int{"GET": 2, "HEAD": 1, "PUT": 3}) // record and wake object read; marker, record, wake written
 		want := task
 		want.Status, want.InputETag, want.InputSize = s3task.StatusQueued, etag, int64(len(input))
 		want.DueAt = got.DueAt // checked below
@@ -914,24 +689,10 @@ func TestSubmit(t *testing.T) {
 		}
 		// One marker, named after the submit time.
 		e.wantMarkers(t, task.ID, e.dueMarkerKey(got))
-		stored, err := e.admin.Get(e.ctx, task.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(got, stored); diff != "" {
-			t.Errorf("stored differs from returned (-returned +stored):\n%s", diff)
-		}
+		stored := e.wantStored(t, got)
 
 		t.Run("again changes nothing", func(t *testing.T) {
-			e.count.Reset()
-			again, err := st.Submit(e.ctx, task.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantCounts(t, e, map[string]int{"GET": 1})
-			if diff := cmp.Diff(stored, again); diff != "" {
-				t.Errorf("second Submit (-stored +returned):\n%s", diff)
-			}
+			e.wantNoop(t, stored, func() (*s3task.Task, error) { return st.Submit(e.ctx, task.ID) })
 		})
 	})
 
@@ -951,22 +712,11 @@ func TestSubmit(t *testing.T) {
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
-			id := s3task.NewID()
-			if tc.state != "" {
-				id = e.task(t, tc.state).ID
-			}
+			id := e.taskID(t, tc.state)
 			if tc.input != nil {
 				e.put(t, e.inputKey(t, id), tc.input)
 			}
-			before := e.snapshot(t)
-			got, err := st.Submit(e.ctx, id)
-			if got != nil {
-				t.Errorf("got a task along with error %v", err)
-			}
-			tc.check(t, err, id)
-			if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
-				t.Errorf("refused Submit changed the bucket (-before +after):\n%s", diff)
-			}
+			refused(t, e, id, tc.check, func() (*s3task.Task, error) { return st.Submit(e.ctx, id) })
 		})
 	}
 }
@@ -1008,7 +758,7 @@ func TestCancel(t *testing.T) {
 			if tc.marked {
 				wantReqs["DELETE"] = 1
 			}
-			wantCounts(t, e, wantReqs)
+			e.wantCounts(t, wantReqs)
 			want := task // DueAt too is kept: the task needs no worker any more, and no marker
 			want.Status, want.CancelReason, want.RetryAt, want.LeaseExpiresAt = s3task.StatusAbandoned, reason, time.Time{}, time.Time{}
 			if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {
@@ -1018,23 +768,9 @@ func TestCancel(t *testing.T) {
 				t.Error("revision unchanged by a write")
 			}
 			e.wantMarkers(t, task.ID) // none left
-			stored, err := e.admin.Get(e.ctx, task.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(got, stored); diff != "" {
-				t.Errorf("stored differs from returned (-returned +stored):\n%s", diff)
-			}
+			stored := e.wantStored(t, got)
 
-			e.count.Reset()
-			again, err := st.Cancel(e.ctx, task.ID, "a second reason")
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantCounts(t, e, map[string]int{"GET": 1})
-			if diff := cmp.Diff(stored, again); diff != "" {
-				t.Errorf("second Cancel changed the task (-stored +returned):\n%s", diff)
-			}
+			e.wantNoop(t, stored, func() (*s3task.Task, error) { return st.Cancel(e.ctx, task.ID, "a second reason") })
 		})
 	}
 
@@ -1043,7 +779,7 @@ func TestCancel(t *testing.T) {
 	// if this store fails to deliver it; the delivered notice removes it.
 	t.Run("created, with an OnTerminal hook", func(t *testing.T) {
 		var notified []s3task.Status
-		rec := &recorder{bucket: e.srv.Bucket}
+		rec := &recorder{}
 		count := &s3test.Counter{}
 		hooked := e.newStore(t, &s3task.StoreOptions{OnTerminal: func(_ context.Context, x *s3task.Task) error {
 			notified = append(notified, x.Status)
@@ -1062,11 +798,7 @@ func TestCancel(t *testing.T) {
 		if diff := cmp.Diff([]s3task.Status{s3task.StatusAbandoned}, notified); diff != "" {
 			t.Errorf("OnTerminal calls (-want +got):\n%s", diff)
 		}
-		stored, err := e.admin.Get(e.ctx, task.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Status != s3task.StatusAbandoned || stored.NotifyPending {
+		if stored := e.get(t, task.ID); got.Status != s3task.StatusAbandoned || stored.NotifyPending {
 			t.Errorf("after Cancel: status %s, notify_pending %v; want abandoned, delivered", got.Status, stored.NotifyPending)
 		}
 		wantDueNow(t, got)
@@ -1101,22 +833,11 @@ func TestCancel(t *testing.T) {
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
-			id := s3task.NewID()
-			if tc.state != "" {
-				id = e.task(t, tc.state).ID
-			}
-			before := e.snapshot(t)
+			id := e.taskID(t, tc.state)
 			e.count.Reset()
-			got, err := st.Cancel(e.ctx, id, tc.reason)
-			if got != nil {
-				t.Errorf("got a task along with error %v", err)
-			}
-			tc.check(t, err, id)
+			refused(t, e, id, tc.check, func() (*s3task.Task, error) { return st.Cancel(e.ctx, id, tc.reason) })
 			if !tc.calls {
-				wantCounts(t, e, map[string]int{})
-			}
-			if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
-				t.Errorf("refused Cancel changed the bucket (-before +after):\n%s", diff)
+				e.wantCounts(t, map[string]int{})
 			}
 		})
 	}
@@ -1124,10 +845,10 @@ func TestCancel(t *testing.T) {
 
 func TestSchedule(t *testing.T) {
 	t.Parallel()
-	_, e := setup(t, nil)
-	rec := &recorder{bucket: e.srv.Bucket}
+	e := newEnv(t, nil)
+	rec := &recorder{}
 	st := e.newStore(t, nil, rec.wrap, e.count.Wrap)
-	wakeKey := e.admin.Prefix() + "_wake"
+	wakeKey := e.store.Prefix() + "_wake"
 
 	// schedule calls Schedule with the requests counted and recorded.
 	schedule := func(t *testing.T, id string, at time.Time) (*s3task.Task, error) {
@@ -1144,7 +865,7 @@ func TestSchedule(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantCounts(t, e, map[string]int{"GET": 1, "PUT": 1}) // the record only: no marker, no wake
+		e.wantCounts(t, map[string]int{"GET": 1, "PUT": 1}) // the record only: no marker, no wake
 		want := task
 		want.RunAt = at.UTC()
 		if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {
@@ -1154,23 +875,10 @@ func TestSchedule(t *testing.T) {
 			t.Errorf("RunAt %v (in %v), DueAt %v, Scheduled %v; want UTC, no DueAt, not scheduled (not queued yet)", got.RunAt, got.RunAt.Location(), got.DueAt, got.Scheduled(now()))
 		}
 		e.wantMarkers(t, task.ID)
-		stored, err := e.admin.Get(e.ctx, task.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(got, stored); diff != "" {
-			t.Errorf("stored differs from returned (-returned +stored):\n%s", diff)
-		}
+		stored := e.wantStored(t, got)
 
 		t.Run("again changes nothing", func(t *testing.T) {
-			again, err := schedule(t, task.ID, at)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantCounts(t, e, map[string]int{"GET": 1})
-			if diff := cmp.Diff(stored, again); diff != "" {
-				t.Errorf("second Schedule (-stored +returned):\n%s", diff)
-			}
+			e.wantNoop(t, stored, func() (*s3task.Task, error) { return schedule(t, task.ID, at) })
 		})
 		t.Run("submit then waits for it", func(t *testing.T) {
 			sub, err := st.Submit(e.ctx, task.ID)
@@ -1194,7 +902,7 @@ func TestSchedule(t *testing.T) {
 			t.Fatal(err)
 		}
 		// New marker, record, old marker; no wake: there is nothing to do yet.
-		wantCounts(t, e, map[string]int{"GET": 1, "PUT": 2, "DELETE": 1})
+		e.wantCounts(t, map[string]int{"GET": 1, "PUT": 2, "DELETE": 1})
 		want := task
 		want.RunAt, want.DueAt = at, at
 		if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {
@@ -1219,7 +927,7 @@ func TestSchedule(t *testing.T) {
 				t.Fatal(err)
 			}
 			// New marker, record, wake; the marker due in an hour goes.
-			wantCounts(t, e, map[string]int{"GET": 2, "PUT": 3, "DELETE": 1}) // record and wake object read
+			e.wantCounts(t, map[string]int{"GET": 2, "PUT": 3, "DELETE": 1}) // record and wake object read
 			if rec.index("PUT "+wakeKey) < 0 {
 				t.Errorf("no wake after a run-now: %s", rec)
 			}
@@ -1239,24 +947,15 @@ func TestSchedule(t *testing.T) {
 	for _, at := range []time.Time{{}, now().Add(-time.Hour)} {
 		t.Run(fmt.Sprintf("queued: run at %v changes nothing", at), func(t *testing.T) {
 			task := e.task(t, "queued")
-			before := e.snapshot(t)
-			got, err := schedule(t, task.ID, at)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantCounts(t, e, map[string]int{"GET": 1})
-			if diff := cmp.Diff(task, got); diff != "" {
-				t.Errorf("Schedule changed the task (-before +returned):\n%s", diff)
-			}
-			if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
-				t.Errorf("Schedule changed the bucket (-before +after):\n%s", diff)
-			}
+			e.unchanged(t, "Schedule", func() {
+				e.wantNoop(t, task, func() (*s3task.Task, error) { return schedule(t, task.ID, at) })
+			})
 		})
 	}
 
 	t.Run("scheduled: a time past means now", func(t *testing.T) {
 		task := e.task(t, "queued")
-		if _, err := e.admin.Schedule(e.ctx, task.ID, now().Add(time.Hour)); err != nil {
+		if _, err := e.store.Schedule(e.ctx, task.ID, now().Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		scheduled := e.markerKey(task.ID)
@@ -1265,7 +964,7 @@ func TestSchedule(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantCounts(t, e, map[string]int{"GET": 2, "PUT": 3, "DELETE": 1}) // record and wake object read; marker, record, wake written; the scheduled marker deleted
+		e.wantCounts(t, map[string]int{"GET": 2, "PUT": 3, "DELETE": 1}) // record and wake object read; marker, record, wake written; the scheduled marker deleted
 		if !got.RunAt.Equal(past) || got.Scheduled(got.UpdatedAt) {
 			t.Errorf("RunAt %v, Scheduled %v; want %v, false", got.RunAt, got.Scheduled(got.UpdatedAt), past)
 		}
@@ -1293,20 +992,9 @@ func TestSchedule(t *testing.T) {
 	}
 	for _, tc := range bad {
 		t.Run("refused: "+tc.name, func(t *testing.T) {
-			id := s3task.NewID()
-			if tc.state != "" {
-				id = e.task(t, tc.state).ID
-			}
-			before := e.snapshot(t)
-			got, err := schedule(t, id, now().Add(time.Hour))
-			if got != nil {
-				t.Errorf("got a task along with error %v", err)
-			}
-			tc.check(t, err, id)
-			wantCounts(t, e, map[string]int{"GET": 1})
-			if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
-				t.Errorf("refused Schedule changed the bucket (-before +after):\n%s", diff)
-			}
+			id := e.taskID(t, tc.state)
+			refused(t, e, id, tc.check, func() (*s3task.Task, error) { return schedule(t, id, now().Add(time.Hour)) })
+			e.wantCounts(t, map[string]int{"GET": 1})
 		})
 	}
 	t.Run("refused: invalid ID", func(t *testing.T) {
@@ -1315,7 +1003,7 @@ func TestSchedule(t *testing.T) {
 		if got != nil || !errors.Is(err, s3task.ErrInvalidID) || !errors.As(err, &ie) {
 			t.Errorf("Schedule(../x) = %v, %v; want *IDError wrapping ErrInvalidID", got, err)
 		}
-		wantCounts(t, e, map[string]int{})
+		e.wantCounts(t, map[string]int{})
 	})
 }
 
@@ -1340,7 +1028,7 @@ func TestCreateRunAt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCounts(t, e, map[string]int{"GET": 2, "HEAD": 1, "PUT": 3}) // record and wake object read; marker, record, wake written
+	e.wantCounts(t, map[string]int{"GET": 2, "HEAD": 1, "PUT": 3}) // record and wake object read; marker, record, wake written
 	if got.Status != s3task.StatusQueued || !got.RunAt.Equal(at) || !got.DueAt.Equal(at) {
 		t.Errorf("submitted: status %s, RunAt %v, DueAt %v; want queued, both %v", got.Status, got.RunAt, got.DueAt, at)
 	}
@@ -1348,7 +1036,7 @@ func TestCreateRunAt(t *testing.T) {
 		t.Errorf("Scheduled(now) %v, Scheduled(RunAt) %v; want true, false", got.Scheduled(now()), got.Scheduled(at))
 	}
 	// The key spells RunAt, in UTC, to the millisecond.
-	e.wantMarkers(t, task.ID, e.admin.Prefix()+"active/"+at.UTC().Format(dueKeyLayout)+"_"+task.ID)
+	e.wantMarkers(t, task.ID, e.store.Prefix()+"active/"+at.UTC().Format(dueKeyLayout)+"_"+task.ID)
 
 	past := now().Add(-time.Hour)
 	early, err := st.Create(e.ctx, s3task.CreateParams{Name: "late already", RunAt: past})
@@ -1409,6 +1097,18 @@ func TestMarkerKey(t *testing.T) {
 func TestRetryVerifiesTheInputAgain(t *testing.T) {
 	t.Parallel()
 	st, e := setup(t, nil)
+	// retriesOwnInput retries task id through st and fails t unless the
+	// retry verified the task's own input.
+	retriesOwnInput := func(t *testing.T, st *s3task.Store, id string) {
+		t.Helper()
+		got, err := st.Retry(e.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if etag, _ := e.head(t, e.inputKey(t, id)); got.InputETag != etag {
+			t.Errorf("Retry verified input %s, want the task's own %s", got.InputETag, etag)
+		}
+	}
 
 	t.Run("replaced input is adopted", func(t *testing.T) {
 		task := e.task(t, "failed")
@@ -1425,19 +1125,12 @@ func TestRetryVerifiesTheInputAgain(t *testing.T) {
 		// An operator's tool need not know the service's InputExt: the
 		// record names the input, within the task's own folder.
 		task := e.task(t, "failed")
-		other := e.newStore(t, &s3task.StoreOptions{InputExt: ".csv"})
-		got, err := other.Retry(e.ctx, task.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if etag, _ := e.head(t, e.inputKey(t, task.ID)); got.InputETag != etag {
-			t.Errorf("input ETag %s after Retry, want %s", got.InputETag, etag)
-		}
+		retriesOwnInput(t, e.newStore(t, &s3task.StoreOptions{InputExt: ".csv"}), task.ID)
 	})
 	t.Run("a record naming an input outside its folder is not followed", func(t *testing.T) {
 		task := e.task(t, "failed")
 		victim := e.task(t, "failed")
-		raw, _ := e.object(t, e.recordKey(task.ID))
+		raw, _ := e.object(e.recordKey(task.ID))
 		var rec map[string]any
 		if err := json.Unmarshal(raw, &rec); err != nil {
 			t.Fatal(err)
@@ -1445,27 +1138,12 @@ func TestRetryVerifiesTheInputAgain(t *testing.T) {
 		rec["input_object_path"] = e.inputKey(t, victim.ID)
 		body, _ := json.Marshal(rec)
 		e.put(t, e.recordKey(task.ID), body)
-		got, err := st.Retry(e.ctx, task.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if etag, _ := e.head(t, e.inputKey(t, task.ID)); got.InputETag != etag {
-			t.Errorf("Retry verified %s, want the task's own input %s", got.InputETag, etag)
-		}
+		retriesOwnInput(t, st, task.ID)
 	})
 	t.Run("missing input refuses and changes nothing", func(t *testing.T) {
 		task := e.task(t, "failed")
-		key := e.inputKey(t, task.ID)
-		if _, err := e.raw.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: &e.srv.Bucket, Key: &key}); err != nil {
-			t.Fatal(err)
-		}
-		before := e.snapshot(t)
-		if _, err := st.Retry(e.ctx, task.ID); !errors.Is(err, s3task.ErrInputMissing) {
-			t.Fatalf("Retry = %v, want ErrInputMissing", err)
-		}
-		if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
-			t.Errorf("refused Retry changed the bucket (-before +after):\n%s", diff)
-		}
+		e.del(t, e.inputKey(t, task.ID))
+		refused(t, e, task.ID, wantIs(s3task.ErrInputMissing), func() (*s3task.Task, error) { return st.Retry(e.ctx, task.ID) })
 	})
 }
 
@@ -1480,7 +1158,7 @@ func TestUploadInputWritesOnce(t *testing.T) {
 	if err := st.UploadInput(e.ctx, task.ID, strings.NewReader("second")); !errors.Is(err, s3task.ErrInputExists) {
 		t.Fatalf("second UploadInput = %v, want ErrInputExists", err)
 	}
-	if body, _ := e.object(t, e.inputKey(t, task.ID)); string(body) != "first" {
+	if body, _ := e.object(e.inputKey(t, task.ID)); string(body) != "first" {
 		t.Errorf("input is %q after a refused second upload, want %q", body, "first")
 	}
 }
@@ -1512,7 +1190,7 @@ func TestRetry(t *testing.T) {
 			if tc.marked {
 				wantReqs["DELETE"] = 1
 			}
-			wantCounts(t, e, wantReqs)
+			e.wantCounts(t, wantReqs)
 			want := task
 			want.Status, want.RetryAt, want.MaxAttempts = s3task.StatusQueued, time.Time{}, tc.wantMax(task)
 			// The input is verified again and recorded as it is now.
@@ -1524,13 +1202,7 @@ func TestRetry(t *testing.T) {
 			wantDueNow(t, got) // due at once, even if the retry was scheduled later
 			// Only the marker of the new phase: the retry's is gone.
 			e.wantMarkers(t, task.ID, e.dueMarkerKey(got))
-			stored, err := e.admin.Get(e.ctx, task.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(got, stored); diff != "" {
-				t.Errorf("stored differs from returned (-returned +stored):\n%s", diff)
-			}
+			e.wantStored(t, got)
 		})
 	}
 
@@ -1551,19 +1223,8 @@ func TestRetry(t *testing.T) {
 			name = "unknown task"
 		}
 		t.Run(name, func(t *testing.T) {
-			id := s3task.NewID()
-			if tc.state != "" {
-				id = e.task(t, tc.state).ID
-			}
-			before := e.snapshot(t)
-			got, err := st.Retry(e.ctx, id)
-			if got != nil {
-				t.Errorf("got a task along with error %v", err)
-			}
-			tc.check(t, err, id)
-			if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
-				t.Errorf("refused Retry changed the bucket (-before +after):\n%s", diff)
-			}
+			id := e.taskID(t, tc.state)
+			refused(t, e, id, tc.check, func() (*s3task.Task, error) { return st.Retry(e.ctx, id) })
 		})
 	}
 }
@@ -1577,14 +1238,11 @@ func TestRefusedChangesLeaveBucketUnchanged(t *testing.T) {
 		name  string
 		state string
 		input []byte
-		call  func(st *s3task.Store, ctx context.Context, id string) error
+		call  func(st *s3task.Store, ctx context.Context, id string) (*s3task.Task, error)
 		check func(t *testing.T, err error, id string)
 	}{
-		{"submit without input", "created-no-input", nil,
-			func(st *s3task.Store, ctx context.Context, id string) error { _, err := st.Submit(ctx, id); return err },
-			wantIs(s3task.ErrInputMissing)},
-		{"submit of an oversized input", "created-no-input", bytes.Repeat([]byte("y"), 4*limit),
-			func(st *s3task.Store, ctx context.Context, id string) error { _, err := st.Submit(ctx, id); return err },
+		{"submit without input", "created-no-input", nil, (*s3task.Store).Submit, wantIs(s3task.ErrInputMissing)},
+		{"submit of an oversized input", "created-no-input", bytes.Repeat([]byte("y"), 4*limit), (*s3task.Store).Submit,
 			func(t *testing.T, err error, id string) {
 				var se *s3task.InputSizeError
 				if !errors.As(err, &se) || !errors.Is(err, s3task.ErrInputTooLarge) || se.Size != 4*limit || se.Limit != limit {
@@ -1592,28 +1250,21 @@ func TestRefusedChangesLeaveBucketUnchanged(t *testing.T) {
 				}
 			}},
 		{"cancel of a completed task", "completed", nil,
-			func(st *s3task.Store, ctx context.Context, id string) error {
-				_, err := st.Cancel(ctx, id, "late")
-				return err
+			func(st *s3task.Store, ctx context.Context, id string) (*s3task.Task, error) {
+				return st.Cancel(ctx, id, "late")
 			},
 			wantTransition(s3task.StatusCompleted)},
-		{"retry of a queued task", "queued", nil,
-			func(st *s3task.Store, ctx context.Context, id string) error { _, err := st.Retry(ctx, id); return err },
-			wantTransition(s3task.StatusQueued)},
+		{"retry of a queued task", "queued", nil, (*s3task.Store).Retry, wantTransition(s3task.StatusQueued)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			st, e := setup(t, &s3task.StoreOptions{MaxInputSize: limit})
-			task := e.task(t, tc.state)
+			id := e.task(t, tc.state).ID
 			if tc.input != nil {
-				e.put(t, e.inputKey(t, task.ID), tc.input)
+				e.put(t, e.inputKey(t, id), tc.input)
 			}
-			before := e.snapshot(t)
-			tc.check(t, tc.call(st, e.ctx, task.ID), task.ID)
-			if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
-				t.Errorf("bucket changed (-before +after):\n%s", diff)
-			}
+			refused(t, e, id, tc.check, func() (*s3task.Task, error) { return tc.call(st, e.ctx, id) })
 		})
 	}
 }
@@ -1624,26 +1275,15 @@ func TestPresignDownload(t *testing.T) {
 
 	t.Run("completed", func(t *testing.T) {
 		task := e.task(t, "completed")
-		want, _ := e.object(t, e.outputKey(t, task.ID, task.Attempt))
+		want, _ := e.object(e.outputKey(t, task.ID, task.Attempt))
 		ttl := 5 * time.Minute
-		e.count.Reset()
-		before := time.Now()
-		p, err := st.PresignDownload(e.ctx, task.ID, ttl)
-		after := time.Now()
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantCounts(t, e, map[string]int{"GET": 1})
+		p, called := sign(t, e, func() (*s3task.PresignedRequest, error) { return st.PresignDownload(e.ctx, task.ID, ttl) })
 		if p.Method != http.MethodGet {
 			t.Errorf("Method = %q, want GET", p.Method)
 		}
-		if p.Expires.Before(before.Add(ttl)) || p.Expires.After(after.Add(ttl)) {
-			t.Errorf("Expires = %v, want %v from the call", p.Expires, ttl)
-		}
-		resp := sendPresigned(t, e.ctx, p, nil)
-		got, err := io.ReadAll(resp.Body)
-		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Equal(got, want) {
-			t.Errorf("presigned GET: %s, %q, %v; want 200 and %q", resp.Status, got, err, want)
+		called.wantExpires(t, p.Expires, ttl)
+		if got := e.sendPresigned(t, p, nil); !bytes.Equal(got, want) {
+			t.Errorf("presigned GET: %q, want %q", got, want)
 		}
 	})
 
@@ -1664,15 +1304,8 @@ func TestPresignDownload(t *testing.T) {
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
-			id := s3task.NewID()
-			if tc.state != "" {
-				id = e.task(t, tc.state).ID
-			}
-			p, err := st.PresignDownload(e.ctx, id, tc.ttl)
-			if p != nil {
-				t.Errorf("got a URL along with error %v", err)
-			}
-			tc.check(t, err, id)
+			id := e.taskID(t, tc.state)
+			refused(t, e, id, tc.check, func() (*s3task.PresignedRequest, error) { return st.PresignDownload(e.ctx, id, tc.ttl) })
 		})
 	}
 }
@@ -1698,7 +1331,7 @@ func TestOpenOutput(t *testing.T) {
 			for n := 1; n <= tc.attempt; n++ {
 				e.put(t, e.outputKey(t, task.ID, n), fmt.Appendf(nil, `{"attempt":%d}`, n))
 			}
-			e.force(t, task.ID, func(x *s3task.Task) {
+			e.rewrite(t, task.ID, func(x *s3task.Task) {
 				x.Status, x.Attempt, x.OutputPath = s3task.StatusCompleted, tc.attempt, e.outputKey(t, x.ID, tc.attempt)
 				if tc.edit != nil {
 					tc.edit(t, x)
@@ -1714,7 +1347,7 @@ func TestOpenOutput(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantCounts(t, e, map[string]int{"GET": 2})
+			e.wantCounts(t, map[string]int{"GET": 2})
 			if want := fmt.Sprintf(`{"attempt":%d}`, tc.attempt); string(got) != want {
 				t.Errorf("output = %q, want %q", got, want)
 			}
@@ -1734,27 +1367,16 @@ func TestOpenOutput(t *testing.T) {
 		{"failed", "failed", nil, wantIs(s3task.ErrNotCompleted)},
 		{"abandoned", "abandoned", nil, wantIs(s3task.ErrNotCompleted)},
 		{"output object gone", "completed", func(t *testing.T, id string) {
-			key := e.outputKey(t, id, 1)
-			if _, err := e.raw.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: &e.srv.Bucket, Key: &key}); err != nil {
-				t.Fatal(err)
-			}
+			e.del(t, e.outputKey(t, id, 1))
 		}, wantIs(s3task.ErrNotFound)},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
-			id := s3task.NewID()
-			if tc.state != "" {
-				id = e.task(t, tc.state).ID
-			}
+			id := e.taskID(t, tc.state)
 			if tc.prep != nil {
 				tc.prep(t, id)
 			}
-			rc, err := st.OpenOutput(e.ctx, id)
-			if rc != nil {
-				rc.Close()
-				t.Errorf("got a reader along with error %v", err)
-			}
-			tc.check(t, err, id)
+			refused(t, e, id, tc.check, func() (io.ReadCloser, error) { return st.OpenOutput(e.ctx, id) })
 		})
 	}
 }
@@ -1788,7 +1410,7 @@ func TestKeys(t *testing.T) {
 			}
 		})
 	}
-	wantCounts(t, e, map[string]int{})
+	e.wantCounts(t, map[string]int{})
 }
 
 func TestCheckBackend(t *testing.T) {
@@ -1804,7 +1426,7 @@ func TestCheckBackend(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, e := setup(t, nil)
+			e := newEnv(t, nil)
 			var count s3test.Counter
 			st := e.newStore(t, nil, append(tc.wrap, count.Wrap)...)
 			err := st.CheckBackend(e.ctx)
@@ -1816,34 +1438,46 @@ func TestCheckBackend(t *testing.T) {
 					t.Errorf("requests (-want +got):\n%s", diff)
 				}
 			}
-			if snap := e.snapshot(t); len(snap) != 0 {
+			if snap := e.snapshot(""); len(snap) != 0 {
 				t.Errorf("CheckBackend left objects behind: %v", snap)
 			}
 		})
 	}
 }
 
-func TestInvalidIDs(t *testing.T) {
-	t.Parallel()
-	st, e := setup(t, nil)
-	methods := []struct {
-		name string
-		call func(id string) error
-	}{
-		{"Get", func(id string) error { _, err := st.Get(e.ctx, id); return err }},
-		{"Submit", func(id string) error { _, err := st.Submit(e.ctx, id); return err }},
-		{"Cancel", func(id string) error { _, err := st.Cancel(e.ctx, id, "x"); return err }},
-		{"Retry", func(id string) error { _, err := st.Retry(e.ctx, id); return err }},
-		{"Schedule", func(id string) error { _, err := st.Schedule(e.ctx, id, time.Now().Add(time.Hour)); return err }},
-		{"UploadInput", func(id string) error { return st.UploadInput(e.ctx, id, strings.NewReader("x")) }},
-		{"PresignUpload", func(id string) error { _, err := st.PresignUpload(e.ctx, id, time.Minute); return err }},
-		{"PresignUploadForm", func(id string) error { _, err := st.PresignUploadForm(e.ctx, id, time.Minute); return err }},
-		{"PresignDownload", func(id string) error { _, err := st.PresignDownload(e.ctx, id, time.Minute); return err }},
-		{"OpenOutput", func(id string) error { _, err := st.OpenOutput(e.ctx, id); return err }},
+// idCall is a Store method called on a task ID.
+type idCall struct {
+	name string
+	call func(id string) error
+}
+
+// idCalls returns st's methods that take a task ID: those that read its
+// record, and those that only name its keys.
+func idCalls(ctx context.Context, st *s3task.Store) (readers, namers []idCall) {
+	readers = []idCall{
+		{"Get", func(id string) error { _, err := st.Get(ctx, id); return err }},
+		{"Submit", func(id string) error { _, err := st.Submit(ctx, id); return err }},
+		{"Cancel", func(id string) error { _, err := st.Cancel(ctx, id, "x"); return err }},
+		{"Retry", func(id string) error { _, err := st.Retry(ctx, id); return err }},
+		{"Schedule", func(id string) error { _, err := st.Schedule(ctx, id, time.Now().Add(time.Hour)); return err }},
+		{"UploadInput", func(id string) error { return st.UploadInput(ctx, id, strings.NewReader("x")) }},
+		{"PresignUpload", func(id string) error { _, err := st.PresignUpload(ctx, id, time.Minute); return err }},
+		{"PresignUploadForm", func(id string) error { _, err := st.PresignUploadForm(ctx, id, time.Minute); return err }},
+		{"PresignDownload", func(id string) error { _, err := st.PresignDownload(ctx, id, time.Minute); return err }},
+		{"OpenOutput", func(id string) error { _, err := st.OpenOutput(ctx, id); return err }},
+	}
+	namers = []idCall{
 		{"InputKey", func(id string) error { _, err := st.InputKey(id); return err }},
 		{"OutputKey", func(id string) error { _, err := st.OutputKey(id, 1); return err }},
 	}
-	for _, m := range methods {
+	return readers, namers
+}
+
+func TestInvalidIDs(t *testing.T) {
+	t.Parallel()
+	st, e := setup(t, nil)
+	readers, namers := idCalls(e.ctx, st)
+	for _, m := range append(readers, namers...) {
 		for _, bad := range invalidIDs(t) {
 			t.Run(m.name+"/"+bad.name, func(t *testing.T) {
 				e.count.Reset()
@@ -1861,7 +1495,7 @@ func TestInvalidIDs(t *testing.T) {
 			})
 		}
 	}
-	if snap := e.snapshot(t); len(snap) != 0 {
+	if snap := e.snapshot(""); len(snap) != 0 {
 		t.Errorf("invalid IDs left objects: %v", snap)
 	}
 }
@@ -1923,20 +1557,7 @@ var corruptRecords = []corruptRecord{
 func TestCorruptRecords(t *testing.T) {
 	t.Parallel()
 	st, e := setup(t, nil)
-	calls := []struct {
-		name string
-		call func(id string) error
-	}{
-		{"Get", func(id string) error { _, err := st.Get(e.ctx, id); return err }},
-		{"Submit", func(id string) error { _, err := st.Submit(e.ctx, id); return err }},
-		{"Cancel", func(id string) error { _, err := st.Cancel(e.ctx, id, "x"); return err }},
-		{"Retry", func(id string) error { _, err := st.Retry(e.ctx, id); return err }},
-		{"Schedule", func(id string) error { _, err := st.Schedule(e.ctx, id, time.Now().Add(time.Hour)); return err }},
-		{"UploadInput", func(id string) error { return st.UploadInput(e.ctx, id, strings.NewReader("x")) }},
-		{"PresignUpload", func(id string) error { _, err := st.PresignUpload(e.ctx, id, time.Minute); return err }},
-		{"PresignDownload", func(id string) error { _, err := st.PresignDownload(e.ctx, id, time.Minute); return err }},
-		{"OpenOutput", func(id string) error { _, err := st.OpenOutput(e.ctx, id); return err }},
-	}
+	calls, _ := idCalls(e.ctx, st)
 	for _, rec := range corruptRecords {
 		t.Run(rec.name, func(t *testing.T) {
 			id := s3task.NewID()
@@ -1944,30 +1565,28 @@ func TestCorruptRecords(t *testing.T) {
 			body := rec.body(t, id)
 			e.put(t, key, body)
 			e.put(t, e.inputKey(t, id), []byte("input"))
-			before := e.snapshot(t)
-			for _, c := range calls {
-				err := c.call(id)
-				var re *s3task.RecordError
-				if !errors.As(err, &re) || !errors.Is(err, rec.want) {
-					t.Errorf("%s: err = %v, want *RecordError wrapping %v", c.name, err, rec.want)
-					continue
+			e.unchanged(t, "a call on a broken record", func() {
+				for _, c := range calls {
+					err := c.call(id)
+					var re *s3task.RecordError
+					if !errors.As(err, &re) || !errors.Is(err, rec.want) {
+						t.Errorf("%s: err = %v, want *RecordError wrapping %v", c.name, err, rec.want)
+						continue
+					}
+					if re.Key != key {
+						t.Errorf("%s: RecordError.Key = %q, want %q", c.name, re.Key, key)
+					}
+					other := s3task.ErrCorruptRecord
+					if rec.want == s3task.ErrCorruptRecord {
+						other = s3task.ErrUnsupportedSchema
+					}
+					if errors.Is(err, other) {
+						t.Errorf("%s: err %v also matches %v", c.name, err, other)
+					}
 				}
-				if re.Key != key {
-					t.Errorf("%s: RecordError.Key = %q, want %q", c.name, re.Key, key)
-				}
-				other := s3task.ErrCorruptRecord
-				if rec.want == s3task.ErrCorruptRecord {
-					other = s3task.ErrUnsupportedSchema
-				}
-				if errors.Is(err, other) {
-					t.Errorf("%s: err %v also matches %v", c.name, err, other)
-				}
-			}
-			if got, _ := e.object(t, key); !bytes.Equal(got, body) {
+			})
+			if got, _ := e.object(key); !bytes.Equal(got, body) {
 				t.Errorf("record bytes changed: %d bytes, want the %d planted", len(got), len(body))
-			}
-			if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
-				t.Errorf("bucket changed (-before +after):\n%s", diff)
 			}
 		})
 	}
@@ -1996,11 +1615,7 @@ func TestListBrokenRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(good)
-	var gotIDs []string
-	for _, task := range page.Tasks {
-		gotIDs = append(gotIDs, task.ID)
-	}
-	if diff := cmp.Diff(good, gotIDs); diff != "" {
+	if diff := cmp.Diff(good, taskIDs(page.Tasks)); diff != "" {
 		t.Errorf("readable tasks (-want +got):\n%s", diff)
 	}
 	if len(page.Broken) != len(wantBroken) {
@@ -2021,7 +1636,7 @@ func TestListBrokenRecords(t *testing.T) {
 		t.Errorf("broken record %s missing from Page.Broken", key)
 	}
 	folders := len(good) + len(corruptRecords) + 1
-	wantCounts(t, e, map[string]int{"LIST": 1, "GET": folders})
+	e.wantCounts(t, map[string]int{"LIST": 1, "GET": folders})
 	if page.NextCursor != "" {
 		t.Errorf("NextCursor = %q on the only page", page.NextCursor)
 	}
@@ -2050,7 +1665,7 @@ func TestListArguments(t *testing.T) {
 			if !errors.Is(err, tc.want) || page != nil {
 				t.Errorf("List = %v, %v; want %v", page, err, tc.want)
 			}
-			wantCounts(t, e, map[string]int{})
+			e.wantCounts(t, map[string]int{})
 		})
 	}
 	t.Run("limit at the maximum", func(t *testing.T) {
@@ -2065,11 +1680,10 @@ func createMany(t *testing.T, st *s3task.Store, ctx context.Context, n int) []st
 	t.Helper()
 	ids := make([]string, n)
 	errs := make([]error, n)
-	var wg sync.WaitGroup
-	const workers = 8
+	workers := make([]func(), 8)
 	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < n; i += workers {
+		workers[w] = func() {
+			for i := w; i < n; i += len(workers) {
 				task, err := st.Create(ctx, s3task.CreateParams{Name: fmt.Sprintf("task %d", i)})
 				if err != nil {
 					errs[i] = err
@@ -2077,20 +1691,39 @@ func createMany(t *testing.T, st *s3task.Store, ctx context.Context, n int) []st
 				}
 				ids[i] = task.ID
 			}
-		})
+		}
 	}
-	wg.Wait()
+	race(workers...)
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
 	return ids
 }
 
+// listPages lists the tasks of st page by page, limit to a page, and
+// returns the pages, failing t if there are more than max.
+func listPages(t *testing.T, e *env, st *s3task.Store, limit, max int) []*s3task.Page {
+	t.Helper()
+	var pages []*s3task.Page
+	for opts := (s3task.ListOptions{Limit: limit}); len(pages) == 0 || opts.Cursor != ""; {
+		if len(pages) == max {
+			t.Fatalf("still paging after %d pages", max)
+		}
+		page, err := st.List(e.ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages = append(pages, page)
+		opts.Cursor = page.NextCursor
+	}
+	return pages
+}
+
 func TestListPaging(t *testing.T) {
 	t.Parallel()
 	const n, limit = 1050, 100
 	st, e := setup(t, nil)
-	created := createMany(t, e.admin, e.ctx, n)
+	created := createMany(t, e.store, e.ctx, n)
 	// Markers of a few tasks live in active/, which must never look like a
 	// task.
 	for _, id := range created[:3] {
@@ -2098,30 +1731,18 @@ func TestListPaging(t *testing.T) {
 	}
 
 	var listed []*s3task.Task
-	pages, cursor := 0, ""
-	for {
-		page, err := st.List(e.ctx, s3task.ListOptions{Limit: limit, Cursor: cursor})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pages++
+	pages := listPages(t, e, st, limit, n/limit+5)
+	for i, page := range pages {
 		if len(page.Broken) != 0 {
-			t.Errorf("page %d: broken entries %v", pages, page.Broken)
+			t.Errorf("page %d: broken entries %v", i+1, page.Broken)
 		}
 		if page.NextCursor != "" && len(page.Tasks) != limit {
-			t.Errorf("page %d holds %d tasks and is not the last, want %d", pages, len(page.Tasks), limit)
+			t.Errorf("page %d holds %d tasks and is not the last, want %d", i+1, len(page.Tasks), limit)
 		}
 		listed = append(listed, page.Tasks...)
-		if page.NextCursor == "" {
-			break
-		}
-		if pages > n/limit+5 {
-			t.Fatalf("still paging after %d pages", pages)
-		}
-		cursor = page.NextCursor
 	}
-	if want := (n + limit - 1) / limit; pages != want {
-		t.Errorf("%d pages, want %d", pages, want)
+	if want := (n + limit - 1) / limit; len(pages) != want {
+		t.Errorf("%d pages, want %d", len(pages), want)
 	}
 
 	var gotIDs []string
@@ -2178,11 +1799,7 @@ func TestListPageCost(t *testing.T) {
 			t.Fatal(err)
 		}
 		slices.Sort(ids)
-		var got []string
-		for _, task := range page.Tasks {
-			got = append(got, task.ID)
-		}
-		if diff := cmp.Diff(ids[:limit], got); diff != "" {
+		if diff := cmp.Diff(ids[:limit], taskIDs(page.Tasks)); diff != "" {
 			t.Errorf("first page of %d tasks (-want +got):\n%s", n, diff)
 		}
 		return count.Counts()
@@ -2203,27 +1820,16 @@ func TestListPageCost(t *testing.T) {
 func TestListStrayObjects(t *testing.T) {
 	t.Parallel()
 	st, e := setup(t, nil)
-	ids := createMany(t, e.admin, e.ctx, 4)
+	ids := createMany(t, e.store, e.ctx, 4)
 	slices.Sort(ids)
 	// Keys that sort just before the second task's folder ("." < "/").
 	for _, suffix := range []string{".bak", ".old", ".tmp"} {
-		e.put(t, e.admin.Prefix()+ids[1]+suffix, []byte("stray"))
+		e.put(t, e.store.Prefix()+ids[1]+suffix, []byte("stray"))
 	}
 
 	var got []string
-	cursor := ""
-	for range 20 {
-		page, err := st.List(e.ctx, s3task.ListOptions{Limit: 2, Cursor: cursor})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, task := range page.Tasks {
-			got = append(got, task.ID)
-		}
-		if page.NextCursor == "" {
-			break
-		}
-		cursor = page.NextCursor
+	for _, page := range listPages(t, e, st, 2, 20) {
+		got = append(got, taskIDs(page.Tasks)...)
 	}
 	if diff := cmp.Diff(ids, got); diff != "" {
 		t.Errorf("tasks listed page by page (-want +got):\n%s", diff)
@@ -2273,49 +1879,10 @@ func TestCreateOrderFollowsCallOrder(t *testing.T) {
 	}
 }
 
-// recorder is a transport wrapper that logs each request as "OP key".
-type recorder struct {
-	bucket string
-	mu     sync.Mutex
-	log    []string
-}
-
-func (r *recorder) wrap(next http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		r.mu.Lock()
-		r.log = append(r.log, s3test.Op(req)+" "+strings.TrimPrefix(req.URL.Path, "/"+r.bucket+"/"))
-		r.mu.Unlock()
-		return next.RoundTrip(req)
-	})
-}
-
-func (r *recorder) reset() {
-	r.mu.Lock()
-	r.log = nil
-	r.mu.Unlock()
-}
-
-// index returns the position of entry in the log, or -1.
-func (r *recorder) index(entry string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Index(r.log, entry)
-}
-
-func (r *recorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return strings.Join(r.log, "; ")
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 func TestMarkers(t *testing.T) {
 	t.Parallel()
-	_, e := setup(t, nil)
-	rec := &recorder{bucket: e.srv.Bucket}
+	e := newEnv(t, nil)
+	rec := &recorder{}
 	st := e.newStore(t, nil, rec.wrap)
 
 	// markerFirst checks that the marker was written, and before the record.
@@ -2325,13 +1892,13 @@ func TestMarkers(t *testing.T) {
 		if m < 0 || r < 0 || m > r {
 			t.Errorf("want the marker PUT before the record PUT, got: %s", rec)
 		}
-		if !e.exists(t, e.markerKey(id)) {
+		if !e.exists(e.markerKey(id)) {
 			t.Error("no marker")
 		}
 	}
 
 	task := e.task(t, "created")
-	if e.exists(t, e.markerKey(task.ID)) {
+	if e.exists(e.markerKey(task.ID)) {
 		t.Fatal("a created task has a marker")
 	}
 	t.Run("submit writes it", func(t *testing.T) {
@@ -2347,7 +1914,7 @@ func TestMarkers(t *testing.T) {
 		if e.markerKey(task.ID) != key {
 			t.Errorf("marker %s, want %s", e.markerKey(task.ID), key)
 		}
-		if n := strings.Count(rec.String(), "PUT "+e.admin.Prefix()+"active/"); n != 1 {
+		if n := strings.Count(rec.String(), "PUT "+e.store.Prefix()+"active/"); n != 1 {
 			t.Errorf("%d marker PUTs, want 1: %s", n, rec)
 		}
 	})
@@ -2366,13 +1933,13 @@ func TestMarkers(t *testing.T) {
 	})
 	t.Run("retry of a failed task writes it again", func(t *testing.T) {
 		failed := e.task(t, "queued")
-		if _, err := e.admin.Cancel(e.ctx, failed.ID, ""); err != nil { // removes the marker
+		if _, err := e.store.Cancel(e.ctx, failed.ID, ""); err != nil { // removes the marker
 			t.Fatal(err)
 		}
-		e.force(t, failed.ID, func(x *s3task.Task) {
+		e.rewrite(t, failed.ID, func(x *s3task.Task) {
 			x.Status, x.Attempt, x.CancelReason, x.LastError = s3task.StatusFailed, 1, "", "boom"
 		})
-		if e.exists(t, e.markerKey(failed.ID)) {
+		if e.exists(e.markerKey(failed.ID)) {
 			t.Fatal("marker present before Retry")
 		}
 		rec.reset()
@@ -2441,26 +2008,14 @@ func (finalError) RetryableError() bool { return false }
 // status.json reaches S3 and is applied, but the client is told it failed.
 type ambiguous struct {
 	fault fault
-
-	mu    sync.Mutex
-	codes []int // S3's real answer to each status.json PUT
+	done  atomic.Bool // the first record PUT was answered
 }
 
 func (a *ambiguous) wrap(next http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		if req.Method != http.MethodPut || !strings.HasSuffix(req.URL.Path, "/status.json") {
-			return next.RoundTrip(req)
-		}
+	return s3tasktest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := next.RoundTrip(req)
-		if err != nil {
-			return nil, err
-		}
-		a.mu.Lock()
-		a.codes = append(a.codes, resp.StatusCode)
-		first := len(a.codes) == 1
-		a.mu.Unlock()
-		if !first {
-			return resp, nil
+		if err != nil || !isPut(req, "status.json") || !a.done.CompareAndSwap(false, true) {
+			return resp, err
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
@@ -2482,12 +2037,6 @@ func (a *ambiguous) wrap(next http.RoundTripper) http.RoundTripper {
 	})
 }
 
-func (a *ambiguous) answers() []int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Clone(a.codes)
-}
-
 func TestAmbiguousWrites(t *testing.T) {
 	t.Parallel()
 	ops := []struct {
@@ -2499,15 +2048,11 @@ func TestAmbiguousWrites(t *testing.T) {
 		{"Create", "", func(st *s3task.Store, ctx context.Context, _ string) (*s3task.Task, error) {
 			return st.Create(ctx, s3task.CreateParams{Name: "under fault"})
 		}, s3task.StatusCreated},
-		{"Submit", "created", func(st *s3task.Store, ctx context.Context, id string) (*s3task.Task, error) {
-			return st.Submit(ctx, id)
-		}, s3task.StatusQueued},
+		{"Submit", "created", (*s3task.Store).Submit, s3task.StatusQueued},
 		{"Cancel", "queued", func(st *s3task.Store, ctx context.Context, id string) (*s3task.Task, error) {
 			return st.Cancel(ctx, id, "under fault")
 		}, s3task.StatusAbandoned},
-		{"Retry", "failed", func(st *s3task.Store, ctx context.Context, id string) (*s3task.Task, error) {
-			return st.Retry(ctx, id)
-		}, s3task.StatusQueued},
+		{"Retry", "failed", (*s3task.Store).Retry, s3task.StatusQueued},
 	}
 	for _, f := range []fault{fault500, faultReset, faultFinal} {
 		// A resend is refused by its own first copy; without one, S3 only
@@ -2519,31 +2064,25 @@ func TestAmbiguousWrites(t *testing.T) {
 		for _, op := range ops {
 			t.Run(f.String()+"/"+op.name, func(t *testing.T) {
 				t.Parallel()
-				_, e := setup(t, nil)
+				e := newEnv(t, nil)
 				var id string
 				if op.state != "" {
 					id = e.task(t, op.state).ID
 				}
-				a := &ambiguous{fault: f}
-				st := e.newStore(t, nil, a.wrap)
+				rec := &recorder{}
+				st := e.newStore(t, nil, rec.wrap, (&ambiguous{fault: f}).wrap)
 				got, err := op.call(st, e.ctx, id)
 				if err != nil {
 					t.Fatalf("%s under an ambiguous write: %v", op.name, err)
 				}
-				if diff := cmp.Diff(wantAnswers, a.answers()); diff != "" {
+				if diff := cmp.Diff(wantAnswers, rec.answers("PUT "+e.recordKey(got.ID))); diff != "" {
 					t.Errorf("S3's answers to the record PUTs (-want +got):\n%s", diff)
 				}
 				if got.Status != op.want {
 					t.Errorf("status %s, want %s", got.Status, op.want)
 				}
-				stored, err := e.admin.Get(e.ctx, got.ID)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if diff := cmp.Diff(stored, got); diff != "" {
-					t.Errorf("returned task differs from the stored one (-stored +returned):\n%s", diff)
-				}
-				page, err := e.admin.List(e.ctx, s3task.ListOptions{})
+				e.wantStored(t, got)
+				page, err := e.store.List(e.ctx, s3task.ListOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -2559,19 +2098,14 @@ func TestAmbiguousWrites(t *testing.T) {
 // status.json PUT (from 0) goes out, so a test can slip other writers in at
 // an exact point of a call, without timing.
 type hooked struct {
-	mu     sync.Mutex
-	n      int
+	puts   atomic.Int64
 	before []func()
 }
 
 func (h *hooked) wrap(next http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		if req.Method == http.MethodPut && strings.HasSuffix(req.URL.Path, "/status.json") {
-			h.mu.Lock()
-			n := h.n
-			h.n++
-			h.mu.Unlock()
-			if n < len(h.before) {
+	return s3tasktest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if isPut(req, "status.json") {
+			if n := int(h.puts.Add(1)) - 1; n < len(h.before) {
 				h.before[n]()
 			}
 		}
@@ -2585,17 +2119,17 @@ func (h *hooked) wrap(next http.RoundTripper) http.RoundTripper {
 // succeed, so the call must not report ErrConflict.
 func TestCancelLosingToAnotherCancel(t *testing.T) {
 	t.Parallel()
-	_, e := setup(t, nil)
+	e := newEnv(t, nil)
 	task := e.task(t, "created")
 	h := &hooked{}
 	h.before = []func(){
 		func() { // first try: someone submits the task
-			if _, err := e.admin.Submit(e.ctx, task.ID); err != nil {
+			if _, err := e.store.Submit(e.ctx, task.ID); err != nil {
 				t.Error(err)
 			}
 		},
 		func() { // second try: someone else cancels it
-			if _, err := e.admin.Cancel(e.ctx, task.ID, "the other operator"); err != nil {
+			if _, err := e.store.Cancel(e.ctx, task.ID, "the other operator"); err != nil {
 				t.Error(err)
 			}
 		},
@@ -2655,36 +2189,16 @@ func TestCreateForUpload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCounts(t, e, map[string]int{"PUT": 1}) // the record; signing is local
+	e.wantCounts(t, map[string]int{"PUT": 1}) // the record; signing is local
 	if task.Status != s3task.StatusCreated || up.Put == nil || up.Form == nil || up.Form.MaxSize != 1<<10 {
 		t.Fatalf("CreateForUpload = %+v, %+v", task, up)
 	}
-	req, err := http.NewRequestWithContext(e.ctx, up.Put.Method, up.Put.URL, strings.NewReader("a,b\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range up.Put.Header {
-		if !strings.EqualFold(k, "Host") {
-			req.Header[k] = v
-		}
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("PUT to the presigned URL: %s", resp.Status)
-	}
-	if got, err := st.Submit(e.ctx, task.ID); err != nil || got.Status != s3task.StatusQueued {
-		t.Fatalf("Submit after the upload: %v, %v", got, err)
-	}
+	e.sendPresigned(t, up.Put, []byte("a,b\n"))
+	wantSubmits(t, e, st, task.ID, 4)
 
-	before := e.snapshot(t)
-	if _, _, err := st.CreateForUpload(e.ctx, s3task.CreateParams{Name: "bad ttl"}, 0); !errors.Is(err, s3task.ErrInvalidArgument) {
-		t.Errorf("TTL 0: %v, want ErrInvalidArgument", err)
-	}
-	if diff := cmp.Diff(before, e.snapshot(t)); diff != "" {
-		t.Errorf("a refused CreateForUpload changed the bucket (-before +after):\n%s", diff)
-	}
+	e.unchanged(t, "a refused CreateForUpload", func() {
+		if _, _, err := st.CreateForUpload(e.ctx, s3task.CreateParams{Name: "bad ttl"}, 0); !errors.Is(err, s3task.ErrInvalidArgument) {
+			t.Errorf("TTL 0: %v, want ErrInvalidArgument", err)
+		}
+	})
 }
