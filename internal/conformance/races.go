@@ -162,6 +162,50 @@ func testCompareAndSetRace(t *testing.T, b Backend) {
 	t.Logf("losing writes were refused with %v", seen)
 }
 
+// testIdempotentCreateRace: racers Stores, each on its own client, create
+// with one key at once; one task is made and all of them return it. Then
+// Purge frees the key for a new task.
+func testIdempotentCreateRace(t *testing.T, b Backend) {
+	h := open(t, b, nil)
+	stores := make([]*s3task.Store, racers)
+	for i := range stores {
+		stores[i] = h.newStore(nil)
+	}
+	ids := make([]string, racers)
+	errs := race(h, func(ctx context.Context, _ *s3.Client, i int) error {
+		task, err := stores[i].Create(ctx, s3task.CreateParams{Key: "upload-7f3a", Name: fmt.Sprint("racer ", i)})
+		if err == nil {
+			ids[i] = task.ID
+		}
+		return err
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("racer %d: %v", i, err)
+		}
+		if ids[i] != ids[0] {
+			t.Fatalf("racer %d got task %s, racer 0 got %s", i, ids[i], ids[0])
+		}
+	}
+	page, err := h.store.List(h.ctx, s3task.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Tasks) != 1 {
+		t.Fatalf("%d tasks after %d keyed creates, want 1", len(page.Tasks), racers)
+	}
+	if _, err := h.store.Cancel(h.ctx, ids[0], "done"); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := h.store.Purge(h.ctx, time.Now().Add(time.Hour), s3task.PurgeOptions{}); err != nil || len(rep.Purged) != 1 {
+		t.Fatalf("Purge = %+v, %v", rep, err)
+	}
+	again, err := h.store.Create(h.ctx, s3task.CreateParams{Key: "upload-7f3a"})
+	if err != nil || again.ID == ids[0] {
+		t.Errorf("create after the purge = %v, %v; want a new task", again, err)
+	}
+}
+
 // testStaleWriter: a writer holding an ETag that is no longer current is
 // refused, and the newer content stays.
 func testStaleWriter(t *testing.T, b Backend) {

@@ -32,6 +32,7 @@ func Run(t *testing.T, b Backend) {
 		{"IfMatchOnMissingKey", testIfMatchOnMissingKey},
 		{"ConditionalReads", testConditionalReads},
 		{"ClaimRace", testClaimRace},
+		{"IdempotentCreateRace", testIdempotentCreateRace},
 		{"Contention", testContention},
 		// Workers.
 		{"WorkerEndToEnd", testWorkerEndToEnd},
