@@ -7,13 +7,10 @@ package s3task
 // time taken with time.Now inside the bubble is a server time.
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,259 +21,12 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
 	"github.com/s3task/s3task/internal/faults"
 	"github.com/s3task/s3task/internal/s3test"
 )
 
 // ---------------------------------------------------------------------------
-// Helpers
-
-var advQuiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-type advEnv struct {
-	t     *testing.T
-	mem   *s3test.Memory
-	raw   *s3.Client // no faults, no library
-	admin *Store     // no faults, no hook
-	ctx   context.Context
-}
-
-// newAdvEnv must be called inside the bubble.
-func newAdvEnv(t *testing.T) *advEnv {
-	t.Helper()
-	mem, err := s3test.NewMemory()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &advEnv{t: t, mem: mem, raw: mem.Client(), ctx: context.Background()}
-	e.admin = e.store(nil)
-	return e
-}
-
-func (e *advEnv) store(opts *StoreOptions, wrap ...func(http.RoundTripper) http.RoundTripper) *Store {
-	e.t.Helper()
-	var o StoreOptions
-	if opts != nil {
-		o = *opts
-	}
-	if o.Logger == nil {
-		o.Logger = advQuiet
-	}
-	st, err := NewStore(e.mem.Client(append([]func(http.RoundTripper) http.RoundTripper{advSpinGuard(e.t)}, wrap...)...), e.mem.Bucket, &o)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return st
-}
-
-// create makes a task with its input uploaded, still created.
-func (e *advEnv) create(p CreateParams) *Task {
-	e.t.Helper()
-	task, err := e.admin.Create(e.ctx, p)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := e.admin.UploadInput(e.ctx, task.ID, strings.NewReader("a,b\n1,2\n")); err != nil {
-		e.t.Fatal(err)
-	}
-	return task
-}
-
-// submit makes a queued task.
-func (e *advEnv) submit(p CreateParams) *Task {
-	e.t.Helper()
-	task := e.create(p)
-	got, err := e.admin.Submit(e.ctx, task.ID)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return got
-}
-
-func (e *advEnv) recordKey(id string) string { return DefaultPrefix + id + "/status.json" }
-func (e *advEnv) markerKey(id string) string {
-	return s3test.Marker(e.ctx, e.raw, e.mem.Bucket, DefaultPrefix, id)
-}
-func (e *advEnv) outputKey(id string, n int) string {
-	return fmt.Sprintf("%s%s/output-attempt-%d", DefaultPrefix, id, n)
-}
-
-func (e *advEnv) has(key string) bool { _, ok := e.mem.Object(key); return ok }
-
-// record reads a task's record straight from the backend, no request.
-func (e *advEnv) record(id string) *Task {
-	e.t.Helper()
-	b, ok := e.mem.Object(e.recordKey(id))
-	if !ok {
-		e.t.Fatalf("no record for %s", id)
-	}
-	var t Task
-	if err := json.Unmarshal(b, &t); err != nil {
-		e.t.Fatalf("record of %s: %v", id, err)
-	}
-	return &t
-}
-
-// rawRecord reads a task's record as a JSON map, to see fields the Task
-// type may not have yet.
-func (e *advEnv) rawRecord(id string) map[string]any {
-	e.t.Helper()
-	b, ok := e.mem.Object(e.recordKey(id))
-	if !ok {
-		e.t.Fatalf("no record for %s", id)
-	}
-	m := map[string]any{}
-	if err := json.Unmarshal(b, &m); err != nil {
-		e.t.Fatal(err)
-	}
-	return m
-}
-
-func (e *advEnv) putRaw(key string, body []byte) {
-	e.t.Helper()
-	_, err := e.raw.PutObject(e.ctx, &s3.PutObjectInput{Bucket: aws.String(e.mem.Bucket), Key: aws.String(key),
-		Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body)))})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-// takeOver rewrites a running task's record as if another worker had taken
-// it over with attempt+1, keeping a well-behaved writer's bookkeeping if the
-// record has any.
-func (e *advEnv) takeOver(id, worker string) {
-	e.t.Helper()
-	m := e.rawRecord(id)
-	m["worker_id"] = worker
-	m["attempt_id"] = m["attempt_id"].(float64) + 1
-	m["lease_expires_at"] = time.Now().UTC().Add(time.Hour).Format(time.RFC3339Nano)
-	if w, ok := m["writes"].(float64); ok {
-		m["writes"] = w + 1
-		prior, _ := m["prior_revisions"].([]any)
-		m["prior_revisions"] = append([]any{m["revision"]}, prior...)
-	}
-	m["revision"] = "taken-over-by-" + worker
-	b, err := json.Marshal(m)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.putRaw(e.recordKey(id), b)
-}
-
-// waitFor polls cond every step of virtual time until it holds or limit
-// passes; it reports whether it held.
-func advWaitFor(limit, step time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(step)
-	}
-	return true
-}
-
-func advAwait[T any](t *testing.T, ch <-chan T, limit time.Duration, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(limit):
-		t.Fatalf("%s did not happen within %s (virtual)", what, limit)
-	}
-	var zero T
-	return zero
-}
-
-type advWorker struct {
-	t      *testing.T
-	w      *Worker
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
-}
-
-func (e *advEnv) run(st *Store, h HandlerFunc, opts *WorkerOptions) *advWorker {
-	e.t.Helper()
-	if opts.Logger == nil {
-		opts.Logger = advQuiet
-	}
-	w, err := NewWorker(st, h, opts)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	aw := &advWorker{t: e.t, w: w, cancel: cancel, done: make(chan error, 1)}
-	go func() { aw.done <- w.Run(ctx) }()
-	return aw
-}
-
-// advSpinLimit is how many requests one client may send without the
-// bubble's clock moving before advSpinGuard calls it a busy loop. Setting
-// up a test sends a few hundred at most.
-const advSpinLimit = 10000
-
-// advSpinGuard catches a busy loop: in the bubble, time stands still while
-// a goroutine runs, so a worker that sends requests again and again without
-// waiting (as it would, in real time, for the millisecond until a deadline
-// it computed) would hang the test for good. Past advSpinLimit requests at
-// one instant, it fails the test, naming the request, and then lets each
-// further request at that instant wait a millisecond, as real time would
-// pass, so the test can go on.
-func advSpinGuard(t *testing.T) func(http.RoundTripper) http.RoundTripper {
-	var (
-		mu    sync.Mutex
-		at    time.Time
-		n     int
-		fired bool
-	)
-	return advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
-		mu.Lock()
-		if now := time.Now(); !now.Equal(at) {
-			at, n = now, 0
-		}
-		n++
-		spinning := n > advSpinLimit
-		if spinning && !fired {
-			fired = true
-			t.Errorf("a client sent %d requests at %s without waiting, the last %s %s: a busy loop (the bubble's clock stands still while it runs)",
-				n, at.UTC().Format(time.RFC3339Nano), s3test.Op(r), r.URL.Path)
-		}
-		mu.Unlock()
-		if spinning {
-			time.Sleep(time.Millisecond)
-		}
-		return next.RoundTrip(r)
-	})
-}
-
-// stop cancels Run's context and waits (virtual time) for Run to return.
-func (aw *advWorker) stop() {
-	aw.once.Do(func() {
-		aw.cancel()
-		select {
-		case err := <-aw.done:
-			if err != nil {
-				aw.t.Errorf("worker %s: Run: %v", aw.w.ID(), err)
-			}
-		case <-time.After(3 * time.Hour):
-			aw.t.Errorf("worker %s: Run did not return", aw.w.ID())
-		}
-	})
-}
-
-type advRT func(*http.Request) (*http.Response, error)
-
-func (f advRT) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-func advWrap(f func(r *http.Request, next http.RoundTripper) (*http.Response, error)) func(http.RoundTripper) http.RoundTripper {
-	return func(next http.RoundTripper) http.RoundTripper {
-		return advRT(func(r *http.Request) (*http.Response, error) { return f(r, next) })
-	}
-}
+// Fault tools (the env of these tests is in bubble_test.go)
 
 func advIsRecord(r *http.Request, method, id string) bool {
 	return r.Method == method && strings.HasSuffix(r.URL.Path, "/"+id+"/status.json")
@@ -313,7 +63,7 @@ type advLoseAnswer struct {
 }
 
 func (a *advLoseAnswer) wrap(next http.RoundTripper) http.RoundTripper {
-	return advRT(func(r *http.Request) (*http.Response, error) {
+	return s3test.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 		if !a.match(r) || a.n.Add(1) != a.nth {
 			return next.RoundTrip(r)
 		}
@@ -397,9 +147,7 @@ func TestAdversityLeaseDeadline(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				e := newAdvEnv(t)
+			inBubble(t, func(t *testing.T, e *advEnv) {
 				task := e.submit(CreateParams{Name: "cut off"})
 				margin := tc.margin
 				if margin == 0 {
@@ -425,30 +173,23 @@ func TestAdversityLeaseDeadline(t *testing.T) {
 					}
 					return resp, err
 				}))
-				started1, ended1 := make(chan struct{}), make(chan struct{})
+				ended1 := make(chan struct{})
 				var end1 time.Time
 				var cause1 error
 				w1 := e.run(st1, func(ctx context.Context, job *Job) error {
-					close(started1)
 					<-ctx.Done()
 					end1, cause1 = time.Now(), context.Cause(ctx)
 					close(ended1)
 					return ctx.Err()
 				}, opts("w1"))
-				defer w1.stop()
-				defer link.free()
-				advAwait(t, started1, time.Minute, "worker 1's handler start")
+				defer link.free() // before w1 stops
+				advAwait(t, w1.started, time.Minute, "worker 1's handler start")
 
-				started2 := make(chan time.Time, 1)
-				w2 := e.run(e.store(nil), func(ctx context.Context, job *Job) error {
-					started2 <- time.Now()
-					return nil
-				}, opts("w2"))
-				defer w2.stop()
-
+				w2 := e.run(e.store(nil), advSucceed, opts("w2"))
 				var start2 time.Time
 				select {
-				case start2 = <-started2:
+				case s := <-w2.started:
+					start2 = s.at
 				case <-time.After(10 * time.Minute):
 				}
 				select {
@@ -511,9 +252,7 @@ func TestAdversityAmbiguousOverwritten(t *testing.T) {
 		// claims the queued task (Submit, Retry), or a Purge locks the
 		// abandoned one (Cancel).
 		t.Run(o.name+"/overwritten before the resend", func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				e := newAdvEnv(t)
+			inBubble(t, func(t *testing.T, e *advEnv) {
 				task := o.setup(e)
 				gate := make(chan struct{})
 				var w *advWorker
@@ -521,14 +260,12 @@ func TestAdversityAmbiguousOverwritten(t *testing.T) {
 				if o.name == "Cancel" {
 					between = func() { advPurgeLockOnly(e, task.ID) }
 				} else {
-					started := make(chan struct{})
 					between = func() {
 						w = e.run(e.store(nil), func(ctx context.Context, job *Job) error {
-							close(started)
 							<-gate
 							return nil
 						}, &WorkerOptions{ID: "claimer"})
-						advAwait(t, started, 5*time.Minute, "the worker's claim")
+						advAwait(t, w.started, 5*time.Minute, "the worker's claim")
 					}
 				}
 				lose := &advLoseAnswer{match: func(r *http.Request) bool { return advIsRecord(r, http.MethodPut, task.ID) },
@@ -550,9 +287,7 @@ func TestAdversityAmbiguousOverwritten(t *testing.T) {
 		})
 		// The write lands, and the caller's context ends before the answer.
 		t.Run(o.name+"/context ends mid-write", func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				e := newAdvEnv(t)
+			inBubble(t, func(t *testing.T, e *advEnv) {
 				task := o.setup(e)
 				ctx, cancel := context.WithCancel(e.ctx)
 				defer cancel()
@@ -583,7 +318,7 @@ func advFailedTask(e *advEnv) *Task {
 	e.t.Helper()
 	task := e.submit(CreateParams{Name: "fails"})
 	w := e.run(e.store(nil), func(ctx context.Context, job *Job) error { return Permanent(errors.New("boom")) }, &WorkerOptions{ID: "failer"})
-	if !advWaitFor(5*time.Minute, time.Second, func() bool { return e.record(task.ID).Terminal() }) {
+	if !e.awaitTerminal(task.ID, 5*time.Minute) {
 		e.t.Fatal("setup: the task did not fail")
 	}
 	w.stop()
@@ -630,9 +365,7 @@ func TestAdversityClaimAnswerLost(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				e := newAdvEnv(t)
+			inBubble(t, func(t *testing.T, e *advEnv) {
 				task := e.submit(CreateParams{Name: "one shot", MaxAttempts: 1})
 				var failReads atomic.Int32
 				lose := &advLoseAnswer{match: func(r *http.Request) bool { return advIsRecord(r, http.MethodPut, task.ID) },
@@ -646,20 +379,15 @@ func TestAdversityClaimAnswerLost(t *testing.T) {
 					}
 					return next.RoundTrip(r)
 				})
-				var runs atomic.Int32
-				w := e.run(e.store(nil, lose.wrap, failing), func(ctx context.Context, job *Job) error {
-					runs.Add(1)
-					return nil
-				}, &WorkerOptions{ID: "w1"})
-				defer w.stop()
-				advWaitFor(10*time.Minute, time.Second, func() bool { return e.record(task.ID).Terminal() })
+				w := e.run(e.store(nil, lose.wrap, failing), advSucceed, &WorkerOptions{ID: "w1"})
+				e.awaitTerminal(task.ID, 10*time.Minute)
 				if !lose.fired.Load() {
 					t.Fatal("setup: the claim's answer was not lost")
 				}
 				got := e.record(task.ID)
-				if got.Status != StatusCompleted || runs.Load() != 1 {
+				if runs := len(w.started); got.Status != StatusCompleted || runs != 1 {
 					t.Errorf("after a claim whose answer was lost: task %s (%s: %q), handler ran %d times; want completed, once",
-						got.Status, got.ErrorCategory, got.LastError, runs.Load())
+						got.Status, got.ErrorCategory, got.LastError, runs)
 				}
 			})
 		})
@@ -670,49 +398,39 @@ func TestAdversityClaimAnswerLost(t *testing.T) {
 // 4. A slow graceful shutdown keeps the lease until the handler returns.
 
 func TestAdversitySlowShutdown(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		e := newAdvEnv(t)
+	inBubble(t, func(t *testing.T, e *advEnv) {
 		// One attempt only: if the interrupted attempt were counted, the task
 		// would fail for good.
 		task := e.submit(CreateParams{Name: "slow to stop", MaxAttempts: 1})
 		var expired atomic.Bool
 		e.mem.OnApply(func(a s3test.Applied) {
-			if a.Method == http.MethodPut && a.Key == e.recordKey(task.ID) && bytes.Contains(a.Body, []byte(`"lease_expired"`)) {
+			if a.Method == http.MethodPut && a.Key == e.recordKey(task.ID) && strings.Contains(string(a.Body), `"`+CategoryLeaseExpired+`"`) {
 				expired.Store(true)
 			}
 		})
 
-		started1 := make(chan struct{})
 		var ret1 time.Time
 		var cause1 error
 		w1 := e.run(e.store(nil), func(ctx context.Context, job *Job) error {
-			close(started1)
 			<-ctx.Done()
 			cause1 = context.Cause(ctx)
 			time.Sleep(2 * time.Minute) // longer than the rest of its lease
 			ret1 = time.Now()
 			return cause1
 		}, &WorkerOptions{ID: "w1"})
-		advAwait(t, started1, time.Minute, "worker 1's handler start")
-
-		started2 := make(chan time.Time, 1)
-		w2 := e.run(e.store(nil), func(ctx context.Context, job *Job) error {
-			started2 <- time.Now()
-			return nil
-		}, &WorkerOptions{ID: "w2"})
-		defer w2.stop()
+		advAwait(t, w1.started, time.Minute, "worker 1's handler start")
+		w2 := e.run(e.store(nil), advSucceed, &WorkerOptions{ID: "w2"})
 
 		time.Sleep(time.Second)
 		w1.stop() // returns once worker 1's handler has returned
 		if !errors.Is(cause1, ErrWorkerStopping) {
 			t.Errorf("worker 1's handler context cause %v, want ErrWorkerStopping", cause1)
 		}
-		advWaitFor(10*time.Minute, time.Second, func() bool { return e.record(task.ID).Terminal() })
+		e.awaitTerminal(task.ID, 10*time.Minute)
 		select {
-		case start2 := <-started2:
-			if start2.Before(ret1) {
-				t.Errorf("worker 2 started the task %v before worker 1's handler returned", ret1.Sub(start2))
+		case start2 := <-w2.started:
+			if start2.at.Before(ret1) {
+				t.Errorf("worker 2 started the task %v before worker 1's handler returned", ret1.Sub(start2.at))
 			}
 		default:
 			t.Errorf("worker 2 never ran the task")
@@ -730,25 +448,19 @@ func TestAdversitySlowShutdown(t *testing.T) {
 // 5. Releases on shutdown do not raise max_attempts.
 
 func TestAdversityReleaseKeepsMaxAttempts(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		e := newAdvEnv(t)
+	inBubble(t, func(t *testing.T, e *advEnv) {
 		const maxAttempts = 2
 		task := e.submit(CreateParams{Name: "released", MaxAttempts: maxAttempts})
 		for i := range 3 {
-			started := make(chan struct{})
-			w := e.run(e.store(nil), func(ctx context.Context, job *Job) error {
-				close(started)
-				<-ctx.Done()
-				return context.Cause(ctx)
-			}, &WorkerOptions{ID: fmt.Sprintf("stopper-%d", i)})
-			advAwait(t, started, 5*time.Minute, "the claim")
+			w := e.run(e.store(nil), advUntilDone, &WorkerOptions{ID: fmt.Sprintf("stopper-%d", i)})
+			advAwait(t, w.started, 5*time.Minute, "the claim")
 			w.stop()
-			if got := e.record(task.ID); got.Status != StatusQueued || got.ErrorCategory != "shutdown" {
+			if got := e.record(task.ID); got.Status != StatusQueued || got.ErrorCategory != CategoryShutdown {
 				t.Fatalf("release %d: task %s (%s), want queued after a shutdown", i+1, got.Status, got.ErrorCategory)
 			}
 		}
-		raw := e.rawRecord(task.ID)
+		raw := map[string]any{}
+		e.rawRecord(task.ID, &raw)
 		if got := raw["max_attempts"]; got != float64(maxAttempts) {
 			t.Errorf("max_attempts %v after 3 releases, want %d as created", got, maxAttempts)
 		}
@@ -758,15 +470,13 @@ func TestAdversityReleaseKeepsMaxAttempts(t *testing.T) {
 
 		// Every real attempt is still there: the task fails for good after
 		// exactly maxAttempts runs.
-		var runs atomic.Int32
 		w := e.run(e.store(nil), func(ctx context.Context, job *Job) error {
-			runs.Add(1)
 			return errors.New("transient")
 		}, &WorkerOptions{ID: "failer", Backoff: func(int) time.Duration { return time.Second }})
-		advWaitFor(30*time.Minute, time.Second, func() bool { return e.record(task.ID).Terminal() })
+		e.awaitTerminal(task.ID, 30*time.Minute)
 		w.stop()
-		if got := e.record(task.ID); got.Status != StatusFailed || runs.Load() != maxAttempts {
-			t.Errorf("after the releases: task %s, handler ran %d times; want failed after %d", got.Status, runs.Load(), maxAttempts)
+		if got, runs := e.record(task.ID), len(w.started); got.Status != StatusFailed || runs != maxAttempts {
+			t.Errorf("after the releases: task %s, handler ran %d times; want failed after %d", got.Status, runs, maxAttempts)
 		}
 	})
 }
@@ -779,11 +489,8 @@ func TestAdversityLateOutput(t *testing.T) {
 	for _, how := range []string{"cancel", "lease lost"} {
 		for _, write := range []string{"WriteOutput", "Output.Close"} {
 			t.Run(how+"/"+write, func(t *testing.T) {
-				t.Parallel()
-				synctest.Test(t, func(t *testing.T) {
-					e := newAdvEnv(t)
+				inBubble(t, func(t *testing.T, e *advEnv) {
 					task := e.submit(CreateParams{Name: "late writer"})
-					started := make(chan struct{})
 					type late struct {
 						cause, err error
 					}
@@ -797,7 +504,6 @@ func TestAdversityLateOutput(t *testing.T) {
 							}
 							io.WriteString(out, "late output\n")
 						}
-						close(started)
 						<-ctx.Done()
 						var err error
 						if out != nil {
@@ -808,8 +514,7 @@ func TestAdversityLateOutput(t *testing.T) {
 						done <- late{context.Cause(ctx), err}
 						return ctx.Err()
 					}, &WorkerOptions{ID: "w1"})
-					defer w.stop()
-					advAwait(t, started, time.Minute, "the handler start")
+					advAwait(t, w.started, time.Minute, "the handler start")
 					time.Sleep(5 * time.Second)
 					want := ErrTaskCanceled
 					if how == "cancel" {
@@ -843,9 +548,7 @@ func TestAdversityNoticesSlowHook(t *testing.T) {
 	t.Parallel()
 	for _, where := range []string{"after completing", "met by the poll"} {
 		t.Run(where, func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				e := newAdvEnv(t)
+			inBubble(t, func(t *testing.T, e *advEnv) {
 				slowID := ""
 				if where == "after completing" {
 					slowID = e.submit(CreateParams{Name: "slow notice"}).ID
@@ -870,12 +573,7 @@ func TestAdversityNoticesSlowHook(t *testing.T) {
 					}
 					return nil
 				}})
-				starts := make(chan string, 4)
-				w := e.run(st, func(ctx context.Context, job *Job) error {
-					starts <- job.Task.ID
-					return nil
-				}, &WorkerOptions{ID: "w1"})
-				defer w.stop()
+				w := e.run(st, advSucceed, &WorkerOptions{ID: "w1"})
 				advAwait(t, entered, time.Minute, "the slow hook")
 
 				submitted := time.Now()
@@ -886,8 +584,8 @@ func TestAdversityNoticesSlowHook(t *testing.T) {
 			wait:
 				for {
 					select {
-					case id := <-starts:
-						if id == other.ID {
+					case s := <-w.started:
+						if s.id == other.ID {
 							break wait
 						}
 					case <-limit:
@@ -903,9 +601,7 @@ func TestAdversityNoticesSlowHook(t *testing.T) {
 }
 
 func TestAdversityNoticesFailingHookBackoff(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		e := newAdvEnv(t)
+	inBubble(t, func(t *testing.T, e *advEnv) {
 		task := e.submit(CreateParams{Name: "notice never delivered"})
 		var hookCalls, gets, lists atomic.Int32
 		counting := advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
@@ -923,9 +619,7 @@ func TestAdversityNoticesFailingHookBackoff(t *testing.T) {
 		}}, counting)
 		// The worker lists the markers every poll (MaxPollInterval =
 		// PollInterval), as it would with steady activity in the fleet.
-		w := e.run(st, func(ctx context.Context, job *Job) error { return nil },
-			&WorkerOptions{ID: "w1", MaxPollInterval: DefaultPollInterval, ReconcileInterval: -1})
-		defer w.stop()
+		e.run(st, advSucceed, &WorkerOptions{ID: "w1", MaxPollInterval: DefaultPollInterval, ReconcileInterval: -1})
 		if !advWaitFor(time.Minute, 100*time.Millisecond, func() bool {
 			return e.record(task.ID).Status == StatusCompleted && hookCalls.Load() > 0
 		}) {
@@ -1018,9 +712,7 @@ func advPanicChild(t *testing.T, name string) {
 			t.Fatalf("unknown hook %s", name)
 		}
 		first := e.submit(CreateParams{Name: "first"})
-		started := make(chan string, 4)
 		w := e.run(e.store(&sopts), func(ctx context.Context, job *Job) error {
-			started <- job.Task.ID
 			switch {
 			case job.Task.ID != first.ID:
 				return nil
@@ -1032,9 +724,8 @@ func advPanicChild(t *testing.T, name string) {
 			}
 			return nil
 		}, wopts)
-		defer w.stop()
 		if name != "OnClaim" {
-			advAwait(t, started, time.Minute, "the first task's start")
+			advAwait(t, w.started, time.Minute, "the first task's start")
 		}
 		switch name {
 		case "OnLeaseLost":
@@ -1050,7 +741,7 @@ func advPanicChild(t *testing.T, name string) {
 		case "OnReconcile":
 			time.Sleep(2 * time.Minute)
 		}
-		if !advWaitFor(5*time.Minute, time.Second, func() bool { return e.record(first.ID).Terminal() }) {
+		if !e.awaitTerminal(first.ID, 5*time.Minute) {
 			t.Fatalf("the first task is %s, want it finished", e.record(first.ID).Status)
 		}
 		// The worker is still alive and working.
@@ -1064,18 +755,10 @@ func advPanicChild(t *testing.T, name string) {
 func TestAdversityWorkerStop(t *testing.T) {
 	t.Parallel()
 	t.Run("handlers honour their context", func(t *testing.T) {
-		t.Parallel()
-		synctest.Test(t, func(t *testing.T) {
-			e := newAdvEnv(t)
+		inBubble(t, func(t *testing.T, e *advEnv) {
 			task := e.submit(CreateParams{Name: "stop me"})
-			started := make(chan struct{})
-			w := e.run(e.store(nil), func(ctx context.Context, job *Job) error {
-				close(started)
-				<-ctx.Done()
-				return context.Cause(ctx)
-			}, &WorkerOptions{ID: "w1"})
-			defer w.stop()
-			advAwait(t, started, time.Minute, "the handler start")
+			w := e.run(e.store(nil), advUntilDone, &WorkerOptions{ID: "w1"})
+			advAwait(t, w.started, time.Minute, "the handler start")
 			ctx, cancel := context.WithTimeout(e.ctx, 5*time.Minute)
 			defer cancel()
 			if err := w.w.Stop(ctx); err != nil {
@@ -1093,18 +776,13 @@ func TestAdversityWorkerStop(t *testing.T) {
 		})
 	})
 	t.Run("deadline", func(t *testing.T) {
-		t.Parallel()
-		synctest.Test(t, func(t *testing.T) {
-			e := newAdvEnv(t)
+		inBubble(t, func(t *testing.T, e *advEnv) {
 			e.submit(CreateParams{Name: "stubborn"})
-			started := make(chan struct{})
 			w := e.run(e.store(nil), func(ctx context.Context, job *Job) error {
-				close(started)
 				time.Sleep(time.Hour) // ignores its context
 				return nil
 			}, &WorkerOptions{ID: "w1"})
-			defer w.stop()
-			advAwait(t, started, time.Minute, "the handler start")
+			advAwait(t, w.started, time.Minute, "the handler start")
 			ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
 			defer cancel()
 			begin := time.Now()
@@ -1126,9 +804,7 @@ func TestAdversityWorkerStop(t *testing.T) {
 // own (the task's due time), so the delete cannot hit it: the task must
 // still have its marker, the one its record calls for.
 func TestAdversitySubmitMarkerAfterRecord(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		e := newAdvEnv(t)
+	inBubble(t, func(t *testing.T, e *advEnv) {
 		task := e.create(CreateParams{Name: "resubmitted"})
 		e.putRaw(e.markerKey(task.ID), nil) // the dead Submit's marker
 		time.Sleep(15 * time.Minute)
@@ -1200,19 +876,11 @@ func TestAdversityScheduledStart(t *testing.T) {
 		{"within a millisecond", 90*time.Second + 300*time.Microsecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			synctest.Test(t, func(t *testing.T) {
-				e := newAdvEnv(t)
+			inBubble(t, func(t *testing.T, e *advEnv) {
 				var reqs s3test.Counter
-				counted := reqs.Wrap
-				started := make(chan time.Time, 1)
 				const poll = 2 * time.Second
-				w := e.run(e.store(nil, counted), func(ctx context.Context, job *Job) error {
-					started <- time.Now()
-					return nil
-				}, &WorkerOptions{ID: "w", PollInterval: poll, MaxPollInterval: time.Hour, ReconcileInterval: -1}) // no reconcile LISTs
-				defer w.stop()
-				time.Sleep(2 * poll) // the worker's first listing is behind it
+				w := e.run(e.store(nil, reqs.Wrap), advSucceed, &WorkerOptions{ID: "w", PollInterval: poll, MaxPollInterval: time.Hour, ReconcileInterval: -1}) // no reconcile LISTs
+				time.Sleep(2 * poll)                                                                                                                            // the worker's first listing is behind it
 				reqs.Reset()
 
 				runAt := time.Now().Add(tc.ahead)
@@ -1230,7 +898,7 @@ func TestAdversityScheduledStart(t *testing.T) {
 				if !got.RunAt.Equal(want) || !got.DueAt.Equal(want) || !e.has(e.admin.MarkerKey(got)) {
 					t.Fatalf("submitted: run_at %s, due_at %s, marker %v; want %s and its marker", got.RunAt, got.DueAt, e.has(e.admin.MarkerKey(got)), want)
 				}
-				at := advAwait(t, started, 10*time.Minute, "the scheduled start")
+				at := advAwait(t, w.started, 10*time.Minute, "the scheduled start").at
 				if at.Before(runAt) {
 					t.Errorf("started %s before run_at", runAt.Sub(at))
 				}
@@ -1255,24 +923,21 @@ func TestAdversityScheduledStart(t *testing.T) {
 // a reconcile (an hour apart by default) and visit it at every listing
 // until then.
 func TestAdversityLeftoverMarkerOfFinishedTask(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		e := newAdvEnv(t)
+	inBubble(t, func(t *testing.T, e *advEnv) {
 		task := e.submit(CreateParams{Name: "raced"})
 		var leftover string
 		done := make(chan struct{})
-		w := e.run(e.store(nil), func(ctx context.Context, job *Job) error {
+		e.run(e.store(nil), func(ctx context.Context, job *Job) error {
 			// The losing claim's marker, written while this attempt runs:
 			// that claim came a little later than the winning one.
 			time.Sleep(300 * time.Millisecond)
 			due := time.Now().Add(DefaultLeaseDuration + DefaultClockMargin).UTC()
-			leftover = DefaultPrefix + "active/" + due.Format("20060102T150405.000Z") + "_" + task.ID
+			leftover = DefaultPrefix + "active/" + due.Format(markerTimeLayout) + "_" + task.ID
 			e.putRaw(leftover, nil)
 			time.Sleep(700 * time.Millisecond)
 			close(done)
 			return nil
 		}, &WorkerOptions{ID: "w"})
-		defer w.stop()
 		advAwait(t, done, time.Minute, "the handler")
 		time.Sleep(DefaultLeaseDuration + DefaultClockMargin + 3*DefaultMaxPollInterval)
 		got := e.record(task.ID)

@@ -1,6 +1,7 @@
 package s3task_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/md5"
@@ -13,6 +14,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -28,6 +31,7 @@ import (
 	"github.com/s3task/s3task/internal/conformance"
 	"github.com/s3task/s3task/internal/faults"
 	"github.com/s3task/s3task/internal/s3test"
+	"github.com/s3task/s3task/s3tasktest"
 )
 
 // The chaos test runs workers and operators through injected S3 and network
@@ -192,7 +196,7 @@ func (l *chaosLog) add(f func()) {
 // accepts through this client. Place it inside the fault injector.
 func (l *chaosLog) ledger(by string) func(http.RoundTripper) http.RoundTripper {
 	return func(next http.RoundTripper) http.RoundTripper {
-		return chaosRoundTrip(func(req *http.Request) (*http.Response, error) {
+		return s3tasktest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if req.Method != http.MethodPut || !strings.HasSuffix(req.URL.Path, "/status.json") || req.Body == nil {
 				return next.RoundTrip(req)
 			}
@@ -237,18 +241,14 @@ func (l *chaosLog) ledger(by string) func(http.RoundTripper) http.RoundTripper {
 	}
 }
 
-type chaosRoundTrip func(*http.Request) (*http.Response, error)
-
-func (f chaosRoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // chaosRun is one run's state.
 type chaosRun struct {
 	t         *testing.T
 	cfg       chaosConfig
 	tg        *conformance.Target
 	log       *chaosLog
-	raw       *s3.Client    // fault-free: for looking at objects
-	admin     *s3task.Store // fault-free: for reading records
+	raw       s3test.Objects // fault-free: for looking at objects
+	admin     *s3task.Store  // fault-free: for reading records
 	injectors []*faults.Injector
 	ids       []string // submitted tasks, guarded by idsMu
 	idsMu     sync.Mutex
@@ -262,13 +262,14 @@ func (r *chaosRun) storeOptions() *s3task.StoreOptions {
 
 // newStore returns a store on a client of its own whose record writes go to
 // the ledger as by, with faults injected outside the ledger unless inj is
-// nil.
-func (r *chaosRun) newStore(by string, inj *faults.Injector) *s3task.Store {
+// nil, and more wraps outside those.
+func (r *chaosRun) newStore(by string, inj *faults.Injector, more ...func(http.RoundTripper) http.RoundTripper) *s3task.Store {
 	r.t.Helper()
 	wraps := []func(http.RoundTripper) http.RoundTripper{r.log.ledger(by)}
 	if inj != nil {
 		wraps = append(wraps, inj.Wrap)
 	}
+	wraps = append(wraps, more...)
 	st, err := s3task.NewStore(r.tg.Client(wraps...), r.tg.Bucket, r.storeOptions())
 	if err != nil {
 		r.t.Fatal(err)
@@ -288,9 +289,43 @@ func (r *chaosRun) newInjector(n uint64) *faults.Injector {
 	return inj
 }
 
-// chaosOutput is what attempt n of task id writes as its output.
+// chaosOutput is what attempt n of task id writes as its output, run by
+// worker, here and in internal/cmd/crashworker.
 func chaosOutput(id string, n int, worker string) string {
 	return fmt.Sprintf("task=%s attempt=%d worker=%s\n", id, n, worker)
+}
+
+// chaosCheckOutput says what is wrong with the output of a completed task,
+// "" if nothing: it must be at the key of the task's final attempt and be
+// what that attempt's handler wrote.
+func chaosCheckOutput(ctx context.Context, st *s3task.Store, raw s3test.Objects, task *s3task.Task) string {
+	want, _ := st.OutputKey(task.ID, task.Attempt)
+	if task.OutputPath != want {
+		return fmt.Sprintf("completed attempt %d with output_object_path %q, want %q", task.Attempt, task.OutputPath, want)
+	}
+	body, _, err := raw.Get(ctx, want)
+	if err != nil {
+		return fmt.Sprintf("completed attempt %d, but its output %s: %v", task.Attempt, want, err)
+	}
+	if w := chaosOutput(task.ID, task.Attempt, task.WorkerID); string(body) != w {
+		return fmt.Sprintf("completed attempt %d, but its output says %q, want %q", task.Attempt, body, w)
+	}
+	return ""
+}
+
+// chaosSubmit creates a task named name with its input, which the
+// handlers check, and submits it. It returns the task's ID once created,
+// with the error of what failed after.
+func chaosSubmit(ctx context.Context, st *s3task.Store, name string) (string, error) {
+	task, err := st.Create(ctx, s3task.CreateParams{Name: name})
+	if err != nil {
+		return "", err
+	}
+	err = st.UploadInput(ctx, task.ID, strings.NewReader("input of "+task.ID))
+	if err == nil {
+		_, err = st.Submit(ctx, task.ID)
+	}
+	return task.ID, err
 }
 
 // fate decides, the same way every time for one seed, what an attempt
@@ -373,7 +408,7 @@ func runChaos(t *testing.T, b conformance.Backend, cfg chaosConfig) {
 		cfg.heartbeat = tm.Heartbeat
 	}
 	r.cfg = cfg
-	r.raw = r.tg.Client()
+	r.raw = s3test.Objects{Client: r.tg.Client(), Bucket: r.tg.Bucket}
 	r.admin = r.newStore("admin", nil)
 	r.opts = func(id string) *s3task.WorkerOptions {
 		return &s3task.WorkerOptions{
@@ -397,18 +432,13 @@ func runChaos(t *testing.T, b conformance.Backend, cfg chaosConfig) {
 	var workers []*chaosWorker
 	for i := range cfg.workers {
 		id := fmt.Sprintf("w%d", i)
-		var cut s3test.Cutter
-		st, err := s3task.NewStore(r.tg.Client(r.log.ledger(id), r.newInjector(uint64(i)).Wrap, cut.Wrap), r.tg.Bucket, r.storeOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
-		cw := r.startWorker(id, st)
-		cw.cut = &cut
-		workers = append(workers, cw)
+		cut := &s3test.Cutter{}
+		st := r.newStore(id, r.newInjector(uint64(i)), cut.Wrap)
+		workers = append(workers, &chaosWorker{id: id, cut: cut, stop: runWorker(t, st, r.handler(id), r.opts(id))})
 	}
 	defer func() {
 		for _, w := range workers {
-			w.stop(t)
+			w.stop()
 		}
 	}()
 
@@ -496,7 +526,7 @@ func runChaos(t *testing.T, b conformance.Backend, cfg chaosConfig) {
 	// dropped those of ended tasks.
 	r.awaitMarkers(10 * time.Second)
 	for _, w := range workers {
-		w.stop(t)
+		w.stop()
 	}
 	drained := time.Since(r.started)
 
@@ -525,17 +555,11 @@ func runChaos(t *testing.T, b conformance.Backend, cfg chaosConfig) {
 
 // produce creates, uploads and submits task number i.
 func (r *chaosRun) produce(st *s3task.Store, i int) error {
-	ctx := r.t.Context()
-	task, err := st.Create(ctx, s3task.CreateParams{Name: fmt.Sprintf("chaos %d", i)})
-	if err != nil {
-		return fmt.Errorf("producer, task %d: %w", i, err)
-	}
-	r.idsMu.Lock()
-	r.ids = append(r.ids, task.ID)
-	r.idsMu.Unlock()
-	err = st.UploadInput(ctx, task.ID, strings.NewReader("input of "+task.ID))
-	if err == nil {
-		_, err = st.Submit(ctx, task.ID)
+	id, err := chaosSubmit(r.t.Context(), st, fmt.Sprintf("chaos %d", i))
+	if id != "" {
+		r.idsMu.Lock()
+		r.ids = append(r.ids, id)
+		r.idsMu.Unlock()
 	}
 	// An operator may cancel a task between its creation and its
 	// submission; then it stays abandoned.
@@ -572,40 +596,11 @@ func (r *chaosRun) ended() int {
 	return len(done)
 }
 
-// chaosWorker is a running worker.
+// chaosWorker is a running worker, whose client can be cut off from S3.
 type chaosWorker struct {
-	id     string
-	cut    *s3test.Cutter
-	w      *s3task.Worker
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
-}
-
-func (r *chaosRun) startWorker(id string, st *s3task.Store) *chaosWorker {
-	r.t.Helper()
-	w, err := s3task.NewWorker(st, r.handler(id), r.opts(id))
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cw := &chaosWorker{id: id, w: w, cancel: cancel, done: make(chan error, 1)}
-	go func() { cw.done <- w.Run(ctx) }()
-	return cw
-}
-
-func (cw *chaosWorker) stop(t *testing.T) {
-	cw.once.Do(func() {
-		cw.cancel()
-		select {
-		case err := <-cw.done:
-			if err != nil {
-				t.Errorf("worker %s: Run: %v", cw.w.ID(), err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("worker %s did not stop within 30s", cw.w.ID())
-		}
-	})
+	id   string
+	cut  *s3test.Cutter
+	stop func()
 }
 
 // holding returns the tasks each worker holds by the hooks: claimed, and
@@ -829,18 +824,14 @@ func (r *chaosRun) drain(limit time.Duration) (advances int, restored []string) 
 func (r *chaosRun) markers() []string {
 	r.t.Helper()
 	prefix := r.admin.Prefix() + "active/"
-	var ids []string
-	p := s3.NewListObjectsV2Paginator(r.raw, &s3.ListObjectsV2Input{Bucket: aws.String(r.tg.Bucket), Prefix: &prefix})
-	for p.HasMorePages() {
-		out, err := p.NextPage(r.t.Context())
-		if err != nil {
-			r.t.Fatalf("list markers: %v", err)
-		}
-		for _, o := range out.Contents {
-			ids = append(ids, strings.TrimPrefix(aws.ToString(o.Key), prefix))
-		}
+	keys, err := r.raw.Keys(r.t.Context(), prefix)
+	if err != nil {
+		r.t.Fatalf("list markers: %v", err)
 	}
-	return ids
+	for i, key := range keys {
+		keys[i] = strings.TrimPrefix(key, prefix)
+	}
+	return keys
 }
 
 // describeMarker says what is known of a marker left over (name is its key
@@ -853,7 +844,7 @@ func (r *chaosRun) describeMarker(name string, all map[string]*s3task.Task) stri
 		id = after
 	}
 	written := "?"
-	if out, err := r.raw.HeadObject(r.t.Context(), &s3.HeadObjectInput{Bucket: aws.String(r.tg.Bucket), Key: &key}); err == nil {
+	if out, err := r.raw.Client.HeadObject(r.t.Context(), &s3.HeadObjectInput{Bucket: &r.raw.Bucket, Key: &key}); err == nil {
 		written = aws.ToTime(out.LastModified).UTC().Format(time.TimeOnly)
 	}
 	task, ok := all[id]
@@ -928,20 +919,8 @@ func (r *chaosRun) check() (violations, figures []string) {
 		if task.Status != s3task.StatusCompleted {
 			continue
 		}
-		want, _ := r.admin.OutputKey(id, task.Attempt)
-		if task.OutputPath != want {
-			bad("task %s completed attempt %d with output_object_path %q, want %q", id, task.Attempt, task.OutputPath, want)
-			continue
-		}
-		out, err := r.raw.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(r.tg.Bucket), Key: &want})
-		if err != nil {
-			bad("task %s: output %s: %v", id, want, err)
-			continue
-		}
-		body, _ := io.ReadAll(out.Body)
-		out.Body.Close()
-		if !strings.HasPrefix(string(body), fmt.Sprintf("task=%s attempt=%d ", id, task.Attempt)) {
-			bad("task %s completed attempt %d, but its output says %q", id, task.Attempt, body)
+		if why := chaosCheckOutput(t.Context(), r.admin, r.raw, task); why != "" {
+			bad("task %s %s", id, why)
 		}
 	}
 
@@ -1366,4 +1345,394 @@ func TestChaosCheckerCatchesViolations(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The crash tests run workers as real processes (internal/cmd/crashworker)
+// against versitygw, kill one with SIGKILL in the middle of a task, and
+// restart the S3 server itself under running workers. They need a real
+// server, so they skip without S3TASK_TEST_ENDPOINT. What they check at the
+// end is what the chaos test checks of completed tasks.
+
+// Lease settings of the worker processes: real time passes on a real
+// server, so leases are short.
+const (
+	crashLease     = 3 * time.Second
+	crashMargin    = time.Second
+	crashHeartbeat = 500 * time.Millisecond
+	crashWait      = 90 * time.Second // bound on every wait; reaching it is a failure
+)
+
+// crashEvent is one line a worker process printed.
+type crashEvent struct {
+	Event   string    `json:"event"`
+	Worker  string    `json:"worker"`
+	Task    string    `json:"task"`
+	Attempt int       `json:"attempt"`
+	Detail  string    `json:"detail"`
+	At      time.Time `json:"at"`
+}
+
+// crashEvents collects the events of every process of a test.
+type crashEvents struct {
+	mu   sync.Mutex
+	all  []crashEvent
+	more chan struct{} // pinged on every event
+}
+
+func (c *crashEvents) add(e crashEvent) {
+	c.mu.Lock()
+	c.all = append(c.all, e)
+	c.mu.Unlock()
+	offer(c.more, struct{}{})
+}
+
+func (c *crashEvents) snapshot() []crashEvent {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.all)
+}
+
+// countEvents returns how many of events are of kind.
+func countEvents(events []crashEvent, kind string) int {
+	n := 0
+	for _, e := range events {
+		if e.Event == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// await returns the first event for which match (given all events so far)
+// holds, waiting for it on the event signal, at most crashWait.
+func (c *crashEvents) await(t *testing.T, what string, match func(e crashEvent, all []crashEvent) bool) crashEvent {
+	t.Helper()
+	deadline := time.After(crashWait)
+	for {
+		all := c.snapshot()
+		for _, e := range all {
+			if match(e, all) {
+				return e
+			}
+		}
+		select {
+		case <-c.more:
+		case <-deadline:
+			t.Fatalf("timed out after %s waiting for %s", crashWait, what)
+		}
+	}
+}
+
+// crashRun is what a crash test runs on: a bucket of its own on a real S3
+// server, a store on it, the worker program, and the events of the worker
+// processes.
+type crashRun struct {
+	endpoint, access, secret, bucket string
+
+	bin    string         // the worker program
+	raw    s3test.Objects // for looking at objects
+	store  *s3task.Store
+	events *crashEvents
+}
+
+// newCrashRun builds the worker program into the test's temporary folder
+// and makes a bucket for the test on the server at endpoint.
+func newCrashRun(t *testing.T, endpoint, access, secret string) *crashRun {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the crash tests build internal/cmd/crashworker and need the go command: %v", err)
+	}
+	r := &crashRun{endpoint: endpoint, access: access, secret: secret, bin: filepath.Join(t.TempDir(), "crashworker"),
+		events: &crashEvents{more: make(chan struct{}, 1)}}
+	cmd := exec.CommandContext(t.Context(), gobin, "build", "-o", r.bin, "./internal/cmd/crashworker")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./internal/cmd/crashworker: %v\n%s", err, msg)
+	}
+	r.raw.Client = r.client(t)
+	if r.bucket, err = s3test.NewBucket(t.Context(), r.raw.Client, t.Name()); err != nil {
+		t.Fatal(err)
+	}
+	r.raw.Bucket = r.bucket
+	if r.store, err = s3task.NewStore(r.client(t), r.bucket, &s3task.StoreOptions{InputExt: ".csv", OutputExt: ".txt", Logger: conformance.Logger()}); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// client returns an S3 client whose idle connections close when the test
+// ends.
+func (r *crashRun) client(t *testing.T) *s3.Client {
+	var closer s3test.TransportCloser
+	t.Cleanup(closer.CloseIdleConnections)
+	return s3test.NewClientWithKeys(r.endpoint, r.access, r.secret, closer.Wrap)
+}
+
+// crashProc is a running worker process.
+type crashProc struct {
+	id     string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	stderr *crashStderr
+}
+
+type crashStderr struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *crashStderr) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *crashStderr) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// start starts a worker process; it is killed when the test ends if it
+// still runs.
+func (r *crashRun) start(t *testing.T, id string, work time.Duration, concurrency int) *crashProc {
+	t.Helper()
+	cmd := exec.Command(r.bin,
+		"-endpoint", r.endpoint, "-bucket", r.bucket, "-id", id,
+		"-lease", crashLease.String(), "-margin", crashMargin.String(), "-heartbeat", crashHeartbeat.String(),
+		"-work", work.String(), "-concurrency", fmt.Sprint(concurrency))
+	cmd.Env = append(os.Environ(), s3test.EnvAccessKey+"="+r.access, s3test.EnvSecretKey+"="+r.secret)
+	p := &crashProc{id: id, cmd: cmd, exited: make(chan struct{}), stderr: &crashStderr{}}
+	cmd.Stderr = p.stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", id, err)
+	}
+	go func() {
+		defer close(p.exited)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var e crashEvent
+			if json.Unmarshal(sc.Bytes(), &e) == nil {
+				r.events.add(e)
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		_ = cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		p.kill(t)
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", id, p.stderr.String())
+		}
+	})
+	return p
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *crashProc) kill(t *testing.T) {
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		t.Errorf("kill %s: %v", p.id, err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		t.Errorf("%s (pid %d) still runs 10s after SIGKILL", p.id, p.cmd.Process.Pid)
+	}
+}
+
+// expectRunning fails the test if the process has exited.
+func (p *crashProc) expectRunning(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.exited:
+		t.Errorf("%s exited:\n%s", p.id, p.stderr.String())
+	default:
+	}
+}
+
+// submit creates n tasks with inputs and submits them.
+func (r *crashRun) submit(t *testing.T, n int) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		id, err := chaosSubmit(t.Context(), r.store, fmt.Sprintf("crash %d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// awaitCompleted waits until every task is completed, reading the records
+// every 200ms (a read that fails, as while the server restarts, is tried
+// again), at most crashWait.
+func (r *crashRun) awaitCompleted(t *testing.T, ids []string) map[string]*s3task.Task {
+	t.Helper()
+	deadline := time.Now().Add(crashWait)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		done := map[string]*s3task.Task{}
+		var open []string
+		for _, id := range ids {
+			task, err := r.store.Get(t.Context(), id)
+			switch {
+			case err != nil:
+				open = append(open, fmt.Sprintf("%s: %v", id, err))
+			case task.Status == s3task.StatusCompleted:
+				done[id] = task
+			case task.Terminal():
+				t.Fatalf("task %s ended %s: %s", id, task.Status, task.LastError)
+			default:
+				open = append(open, fmt.Sprintf("%s: %s attempt %d worker %q", id, task.Status, task.Attempt, task.WorkerID))
+			}
+		}
+		if len(open) == 0 {
+			return done
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s, %d tasks are not completed:\n%s\nevents: %+v", crashWait, len(open), strings.Join(open, "\n"), r.events.snapshot())
+		}
+		<-tick.C
+	}
+}
+
+// check checks what every crash test promises once all tasks are
+// completed: each was completed once, by its final attempt, whose output it
+// points to; no attempt was claimed twice.
+func (r *crashRun) check(t *testing.T, done map[string]*s3task.Task) {
+	t.Helper()
+	claims := map[string]int{}
+	completes := map[string][]crashEvent{}
+	for _, e := range r.events.snapshot() {
+		switch e.Event {
+		case "claim":
+			claims[fmt.Sprintf("%s/%d", e.Task, e.Attempt)]++
+		case "complete":
+			completes[e.Task] = append(completes[e.Task], e)
+		}
+	}
+	for k, n := range claims {
+		if n > 1 {
+			t.Errorf("task/attempt %s claimed %d times", k, n)
+		}
+	}
+	for id, task := range done {
+		cs := completes[id]
+		if len(cs) > 1 {
+			t.Errorf("task %s completed %d times: %+v", id, len(cs), cs)
+		}
+		if len(cs) == 1 && (cs[0].Attempt != task.Attempt || cs[0].Worker != task.WorkerID) {
+			t.Errorf("task %s: completion reported for attempt %d by %s, record says attempt %d by %s",
+				id, cs[0].Attempt, cs[0].Worker, task.Attempt, task.WorkerID)
+		}
+		if task.Attempt > task.MaxAttempts {
+			t.Errorf("task %s: attempt_id %d over max_attempts %d", id, task.Attempt, task.MaxAttempts)
+		}
+		if why := chaosCheckOutput(t.Context(), r.store, r.raw, task); why != "" {
+			t.Errorf("task %s %s", id, why)
+		}
+	}
+}
+
+// TestCrashKilledWorker runs three worker processes, kills the one that
+// started a task first with SIGKILL while its handler works, and shows the
+// task recovered as a new attempt by another process once the lease has
+// expired, with every task completed exactly once.
+func TestCrashKilledWorker(t *testing.T) {
+	t.Parallel()
+	rc := s3test.RemoteT(t)
+	r := newCrashRun(t, rc.Endpoint, rc.AccessKey, rc.SecretKey)
+	procs := map[string]*crashProc{}
+	for i := range 3 {
+		id := fmt.Sprintf("proc-%d", i)
+		procs[id] = r.start(t, id, 2*time.Second, 1)
+	}
+	ids := r.submit(t, 6)
+
+	first := r.events.await(t, "a handler to start", func(e crashEvent, _ []crashEvent) bool { return e.Event == "start" })
+	victim := procs[first.Worker]
+	victim.kill(t) // in the middle of its task: the handler works for 2s
+	killedAt := time.Now()
+	t.Logf("killed %s (pid %d) %s into attempt %d of task %s", victim.id, victim.cmd.Process.Pid,
+		killedAt.Sub(first.At).Round(time.Millisecond), first.Attempt, first.Task)
+
+	done := r.awaitCompleted(t, ids)
+	r.check(t, done)
+
+	// The killed attempt's task: recovered as a new attempt by a survivor,
+	// once the lease had run out.
+	task := done[first.Task]
+	if task.Attempt <= first.Attempt || task.WorkerID == victim.id {
+		t.Errorf("task %s completed as attempt %d by %s; want a later attempt than %d by another process",
+			task.ID, task.Attempt, task.WorkerID, first.Attempt)
+	}
+	for _, e := range r.events.snapshot() {
+		if e.Event == "claim" && e.Task == first.Task && e.Attempt == first.Attempt+1 {
+			// The killed claim's lease ran for crashLease from its claim at
+			// the least; allow a second for the Date header's resolution.
+			if earliest := first.At.Add(crashLease - time.Second); e.At.Before(earliest) {
+				t.Errorf("attempt %d was claimed at %s, before the killed attempt's lease could have expired (%s)",
+					e.Attempt, e.At.Format(time.StampMilli), earliest.Format(time.StampMilli))
+			}
+			t.Logf("recovered by %s as attempt %d, %s after the kill", e.Worker, e.Attempt, e.At.Sub(killedAt).Round(time.Millisecond))
+		}
+	}
+	killedOutput, _ := r.store.OutputKey(first.Task, first.Attempt)
+	if _, _, err := r.raw.Get(t.Context(), killedOutput); err == nil {
+		t.Errorf("the killed attempt left an output at %s", killedOutput)
+	}
+	for _, p := range procs {
+		if p != victim {
+			p.expectRunning(t)
+		}
+	}
+}
+
+// TestCrashGatewayRestart runs three worker processes against a versitygw
+// server of its own, kills the server with SIGKILL while tasks run and
+// starts it again on the same port and folder; the workers ride through it
+// and every task completes exactly once.
+func TestCrashGatewayRestart(t *testing.T) {
+	t.Parallel()
+	rc := s3test.RemoteT(t)
+	gw := s3test.StartGatewayT(t, rc.GatewayBin)
+	r := newCrashRun(t, gw.Endpoint, gw.AccessKey, gw.SecretKey)
+	var procs []*crashProc
+	for i := range 3 {
+		procs = append(procs, r.start(t, fmt.Sprintf("proc-%d", i), time.Second, 2))
+	}
+	ids := r.submit(t, 12)
+
+	// Restart once some tasks are done and another is running.
+	r.events.await(t, "three completions", func(_ crashEvent, all []crashEvent) bool { return countEvents(all, "complete") >= 3 })
+	running := r.events.await(t, "a handler running", func(e crashEvent, all []crashEvent) bool {
+		if e.Event != "start" {
+			return false
+		}
+		for _, o := range all {
+			if o.Task == e.Task && o.Attempt == e.Attempt && (o.Event == "complete" || o.Event == "fail" || o.Event == "stopped") {
+				return false
+			}
+		}
+		return true
+	})
+	start := time.Now()
+	if err := gw.Restart(t.Context()); err != nil {
+		t.Fatalf("restart versitygw: %v", err)
+	}
+	t.Logf("versitygw was down for %s (restarted while attempt %d of %s ran on %s)",
+		time.Since(start).Round(time.Millisecond), running.Attempt, running.Task, running.Worker)
+
+	done := r.awaitCompleted(t, ids)
+	r.check(t, done)
+	for _, p := range procs {
+		p.expectRunning(t)
+	}
+	t.Logf("%d tasks completed across the restart; %d leases lost on the way", len(done), countEvents(r.events.snapshot(), "lost"))
 }

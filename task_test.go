@@ -59,6 +59,28 @@ type startState struct {
 // transitionNow, before evRunAt.
 var startRunAt = transitionNow.Add(30 * time.Minute)
 
+// partDone is the progress of an attempt cut short.
+var partDone = Progress{RowCount: 10, ProcessedCount: 4, SuccessCount: 3, ErrorCount: 1}
+
+// fresh builds baseRecord changed by more.
+func fresh(more func(t *Task)) func() *Task {
+	return func() *Task {
+		t := baseRecord()
+		more(t)
+		return t
+	}
+}
+
+// submittedAs builds baseRecord once Submit verified its input, in status s
+// at attempt n, last held by worker, changed by more.
+func submittedAs(s Status, n int, worker string, more func(t *Task)) func() *Task {
+	return fresh(func(t *Task) {
+		t.Status, t.Attempt, t.WorkerID = s, n, worker
+		t.InputETag, t.InputSize = evETag, evSize
+		more(t)
+	})
+}
+
 // startStates lists every situation the transition table starts from. The
 // two flavours of failed are separate rows because they behave differently,
 // and so are the scheduled flavours of created and queued. Every record past
@@ -66,99 +88,42 @@ var startRunAt = transitionNow.Add(30 * time.Minute)
 // transition which should keep it shows up if it does not.
 func startStates() []startState {
 	return []startState{
-		{"created", func() *Task {
-			return baseRecord()
-		}},
-		{"created, scheduled", func() *Task {
-			t := baseRecord()
-			t.RunAt = startRunAt
-			return t
-		}},
-		{"queued", func() *Task {
-			t := baseRecord()
-			t.Status = StatusQueued
-			t.InputETag, t.InputSize = `"etag-1"`, 2048
-			t.Attempt = 1 // back in the queue after a lost lease
+		{"created", fresh(func(*Task) {})},
+		{"created, scheduled", fresh(func(t *Task) { t.RunAt = startRunAt })},
+		{"queued", submittedAs(StatusQueued, 1, "", func(t *Task) { // back in the queue after a lost lease
 			t.LastError = "attempt 1: lease expired"
 			t.Progress = Progress{RowCount: 10, ProcessedCount: 4, SuccessCount: 4}
 			t.DueAt = t.UpdatedAt // the moment the lease was found expired
-			return t
-		}},
-		{"queued, scheduled", func() *Task {
-			t := baseRecord()
-			t.Status = StatusQueued
-			t.InputETag, t.InputSize = `"etag-1"`, 2048
-			t.RunAt = startRunAt
-			t.DueAt = startRunAt
-			return t
-		}},
-		{"running", func() *Task {
-			t := baseRecord()
-			t.Status = StatusRunning
-			t.InputETag, t.InputSize = `"etag-1"`, 2048
-			t.Attempt = 2
-			t.LastError = "attempt 1: lease expired"
-			t.WorkerID = "worker-a"
+		})},
+		{"queued, scheduled", submittedAs(StatusQueued, 0, "", func(t *Task) { t.RunAt, t.DueAt = startRunAt, startRunAt })},
+		{"running", submittedAs(StatusRunning, 2, "worker-a", func(t *Task) {
+			t.LastError, t.Progress = "attempt 1: lease expired", partDone
 			t.LeaseExpiresAt = transitionNow.Add(10 * time.Second)
 			t.DueAt = t.LeaseExpiresAt.Add(evMargin)
-			t.Progress = Progress{RowCount: 10, ProcessedCount: 4, SuccessCount: 3, ErrorCount: 1}
-			return t
-		}},
-		{"completed", func() *Task {
-			t := baseRecord()
-			t.Status = StatusCompleted
-			t.InputETag, t.InputSize = `"etag-1"`, 2048
-			t.Attempt = 2
-			t.WorkerID = "worker-a"
+		})},
+		{"completed", submittedAs(StatusCompleted, 2, "worker-a", func(t *Task) {
 			t.OutputPath = "batch-tasks/" + knownGoodID + "/output-attempt-2.csv"
 			t.Progress = Progress{RowCount: 10, ProcessedCount: 10, SuccessCount: 9, ErrorCount: 1}
 			t.DueAt = transitionNow.Add(-10 * time.Minute) // the end of its last lease
-			return t
-		}},
-		{"failed, retry scheduled", func() *Task {
-			t := baseRecord()
-			t.Status = StatusFailed
-			t.InputETag, t.InputSize = `"etag-1"`, 2048
-			t.Attempt = 1
-			t.WorkerID = "worker-z"
-			t.LastError = "attempt 1: timeout"
+		})},
+		{"failed, retry scheduled", submittedAs(StatusFailed, 1, "worker-z", func(t *Task) {
+			t.LastError, t.Progress = "attempt 1: timeout", partDone
 			t.RetryAt = transitionNow.Add(-time.Second) // due
 			t.DueAt = t.RetryAt
-			t.Progress = Progress{RowCount: 10, ProcessedCount: 4, SuccessCount: 3, ErrorCount: 1}
-			return t
-		}},
-		{"failed, final", func() *Task {
-			t := baseRecord()
-			t.Status = StatusFailed
-			t.InputETag, t.InputSize = `"etag-1"`, 2048
-			t.Attempt = 3
-			t.WorkerID = "worker-z"
-			t.LastError = "attempt 3: timeout"
-			t.Progress = Progress{RowCount: 10, ProcessedCount: 4, SuccessCount: 3, ErrorCount: 1}
+		})},
+		{"failed, final", submittedAs(StatusFailed, 3, "worker-z", func(t *Task) {
+			t.LastError, t.Progress = "attempt 3: timeout", partDone
 			t.DueAt = transitionNow.Add(-10 * time.Minute) // the end of its last lease
-			return t
-		}},
-		{"abandoned", func() *Task {
-			t := baseRecord()
-			t.Status = StatusAbandoned
-			t.InputETag, t.InputSize = `"etag-1"`, 2048
-			t.Attempt = 1
-			t.WorkerID = "worker-z"
+		})},
+		{"abandoned", submittedAs(StatusAbandoned, 1, "worker-z", func(t *Task) {
 			t.CancelReason = "no longer needed"
 			t.DueAt = transitionNow.Add(-20 * time.Minute) // when it was queued
-			return t
-		}},
-		{"completed, being purged", func() *Task {
-			t := baseRecord()
-			t.Status = StatusCompleted
-			t.InputETag, t.InputSize = `"etag-1"`, 2048
-			t.Attempt = 1
-			t.WorkerID = "worker-a"
+		})},
+		{"completed, being purged", submittedAs(StatusCompleted, 1, "worker-a", func(t *Task) {
 			t.OutputPath = "batch-tasks/" + knownGoodID + "/output-attempt-1.csv"
 			t.Purging = true
 			t.DueAt = transitionNow.Add(-10 * time.Minute)
-			return t
-		}},
+		})},
 	}
 }
 
@@ -230,7 +195,8 @@ func tableEvent(k eventKind) event {
 }
 
 // outcome is what a transition should do: deny the event, ignore it, or
-// write the start record changed by change.
+// write the start record changed by change (a write that step.check alone
+// judges when change is nil).
 type outcome struct {
 	deny   bool
 	noop   bool
@@ -240,9 +206,21 @@ type outcome struct {
 var (
 	denied    = outcome{deny: true}
 	unchanged = outcome{noop: true}
+	written   = outcome{}
 )
 
 func becomes(change func(t *Task)) outcome { return outcome{change: change} }
+
+// except is a row of the transition table: every event denied but those
+// given.
+func except(allowed map[eventKind]outcome) map[eventKind]outcome {
+	row := make(map[eventKind]outcome)
+	for _, k := range allEventKinds {
+		row[k] = denied
+	}
+	maps.Copy(row, allowed)
+	return row
+}
 
 // copyTask is a deep copy made without the code under test.
 func copyTask(t *Task) *Task {
@@ -273,113 +251,122 @@ func checkDenied(t *testing.T, start *Task, k eventKind, next *Task, write bool,
 	}
 }
 
+// step is one call of transition and what it should do.
+type step struct {
+	name   string
+	start  *Task
+	ev     event
+	at     time.Time // the clock reading; zero means transitionNow
+	want   outcome
+	ignore gocmp.Option                   // fields the comparison with the wanted record leaves out
+	check  func(t *testing.T, next *Task) // what else must hold afterwards (next is nil if denied)
+	why    string                         // what the step shows, for the messages
+}
+
+// run calls transition for s and fails t unless it does what s wants; it
+// returns the next record (nil if denied).
+func (s step) run(t *testing.T) *Task {
+	t.Helper()
+	at := s.at
+	if at.IsZero() {
+		at = transitionNow
+	}
+	before := copyTask(s.start)
+	next, write, err := transition(s.start, s.ev, at)
+	if diff := gocmp.Diff(before, s.start); diff != "" {
+		t.Errorf("transition modified its input (-before +after):\n%s", diff)
+	}
+	switch {
+	case s.want.deny:
+		checkDenied(t, s.start, s.ev.kind, next, write, err)
+	case s.want.noop:
+		if err != nil || write || next != s.start {
+			t.Errorf("%s = (%p, %v, %v), want the same task %p, false, nil (%s)", s.ev.kind, next, write, err, s.start, s.why)
+		}
+	default:
+		if err != nil || !write {
+			t.Fatalf("%s = (_, %v, %v), want a write and no error (%s)", s.ev.kind, write, err, s.why)
+		}
+		if s.want.change != nil {
+			want := copyTask(before)
+			s.want.change(want)
+			if diff := gocmp.Diff(want, next, s.ignore); diff != "" {
+				t.Errorf("next record differs (-want +got) (%s):\n%s", s.why, diff)
+			}
+		}
+		if next == s.start {
+			t.Errorf("transition returned its input for a write; want a new record")
+		}
+		if len(next.Payload) > 0 && &next.Payload[0] == &s.start.Payload[0] {
+			t.Errorf("next record shares its payload bytes with the input")
+		}
+	}
+	if s.check != nil {
+		s.check(t, next)
+	}
+	return next
+}
+
+// runSteps runs each step in a parallel subtest of its name.
+func runSteps(t *testing.T, steps []step) {
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			s.run(t)
+		})
+	}
+}
+
 func TestTransitionEveryPair(t *testing.T) {
 	t.Parallel()
-
 	created, queued, running, completed := "created", "queued", "running", "completed"
 	createdScheduled, queuedScheduled := "created, scheduled", "queued, scheduled"
 	failedRetry, failedFinal, abandoned := "failed, retry scheduled", "failed, final", "abandoned"
 	purging := "completed, being purged"
 	toPurging := becomes(func(t *Task) { t.Purging = true })
-	allDenied := func() map[eventKind]outcome {
-		m := make(map[eventKind]outcome)
-		for _, k := range allEventKinds {
-			m[k] = denied
-		}
-		return m
-	}
 	toAbandoned := becomes(func(t *Task) {
 		t.Status = StatusAbandoned
 		t.CancelReason = evReason
 		t.RetryAt, t.LeaseExpiresAt = time.Time{}, time.Time{}
 	})
-	claimed := becomes(func(t *Task) {
-		t.Status = StatusRunning
-		t.Attempt++
-		t.WorkerID = evWorker
-		t.LeaseExpiresAt = transitionNow.Add(evLease)
-		t.DueAt = transitionNow.Add(evLease + evMargin) // the marker moves past the lease
-		t.RetryAt = time.Time{}
-		t.Progress = Progress{} // a new attempt counts from zero
-	})
+	claimed := becomes(claimedBy(evWorker, transitionNow, evLease, evMargin))
 	// A created task only remembers its start; a queued one's marker moves
 	// to it.
 	scheduledCreated := becomes(func(t *Task) { t.RunAt = evRunAt })
 	scheduledQueued := becomes(func(t *Task) { t.RunAt, t.DueAt = evRunAt, evRunAt })
+	toQueued := func(due time.Time) outcome {
+		return becomes(func(t *Task) {
+			t.Status = StatusQueued
+			t.InputETag, t.InputSize = evETag, evSize
+			t.DueAt = due
+		})
+	}
 
 	expect := map[string]map[eventKind]outcome{
-		created: {
-			evUpload: unchanged,
-			evSubmit: becomes(func(t *Task) {
-				t.Status = StatusQueued
-				t.InputETag, t.InputSize = evETag, evSize
-				t.DueAt = transitionNow // no start set: due at once
-			}),
-			evClaim:        denied,
-			evHeartbeat:    denied,
-			evComplete:     denied,
-			evFail:         denied,
-			evLeaseExpired: denied,
-			evRelease:      denied,
-			evRetry:        denied,
-			evCancel:       toAbandoned, // no notice asked for: no marker, no DueAt
-			evPurge:        denied,
-			evNotified:     denied,
-			evSchedule:     scheduledCreated,
-		},
-		createdScheduled: {
-			evUpload: unchanged,
-			evSubmit: becomes(func(t *Task) {
-				t.Status = StatusQueued
-				t.InputETag, t.InputSize = evETag, evSize
-				t.DueAt = startRunAt // due at its start, not now
-			}),
-			evClaim:        denied,
-			evHeartbeat:    denied,
-			evComplete:     denied,
-			evFail:         denied,
-			evLeaseExpired: denied,
-			evRelease:      denied,
-			evRetry:        denied,
-			evCancel:       toAbandoned,
-			evPurge:        denied,
-			evNotified:     denied,
-			evSchedule:     scheduledCreated,
-		},
-		queued: {
-			evUpload:       denied,
-			evSubmit:       unchanged,
-			evClaim:        claimed,
-			evHeartbeat:    denied,
-			evComplete:     denied,
-			evFail:         denied,
-			evLeaseExpired: denied,
-			evRelease:      denied,
-			evRetry:        denied,
-			evCancel:       toAbandoned,
-			evPurge:        denied,
-			evNotified:     denied,
-			evSchedule:     scheduledQueued,
-		},
-		queuedScheduled: {
-			evUpload:       denied,
-			evSubmit:       unchanged,
-			evClaim:        denied, // not before startRunAt
-			evHeartbeat:    denied,
-			evComplete:     denied,
-			evFail:         denied,
-			evLeaseExpired: denied,
-			evRelease:      denied,
-			evRetry:        denied,
-			evCancel:       toAbandoned,
-			evPurge:        denied,
-			evNotified:     denied,
-			evSchedule:     scheduledQueued, // moved later
-		},
-		running: {
-			evUpload: denied,
-			evSubmit: denied,
-			evClaim:  denied,
+		created: except(map[eventKind]outcome{
+			evUpload:   unchanged,
+			evSubmit:   toQueued(transitionNow), // no start set: due at once
+			evCancel:   toAbandoned,             // no notice asked for: no marker, no DueAt
+			evSchedule: scheduledCreated,
+		}),
+		createdScheduled: except(map[eventKind]outcome{
+			evUpload:   unchanged,
+			evSubmit:   toQueued(startRunAt), // due at its start, not now
+			evCancel:   toAbandoned,
+			evSchedule: scheduledCreated,
+		}),
+		queued: except(map[eventKind]outcome{
+			evSubmit:   unchanged,
+			evClaim:    claimed,
+			evCancel:   toAbandoned,
+			evSchedule: scheduledQueued,
+		}),
+		queuedScheduled: except(map[eventKind]outcome{ // no claim before startRunAt
+			evSubmit:   unchanged,
+			evCancel:   toAbandoned,
+			evSchedule: scheduledQueued, // moved later
+		}),
+		running: except(map[eventKind]outcome{ // no lease expiry: the lease runs 10s past now
 			evHeartbeat: becomes(func(t *Task) {
 				t.LeaseExpiresAt = transitionNow.Add(evLease)
 				t.DueAt = transitionNow.Add(evLease + evMargin) // the table's heartbeat moves the marker
@@ -401,55 +388,30 @@ func TestTransitionEveryPair(t *testing.T) {
 				t.RetryAt = transitionNow.Add(evDelay)
 				t.DueAt = t.RetryAt
 			}),
-			evLeaseExpired: denied, // the lease runs 10s past now
 			evRelease: becomes(func(t *Task) {
 				t.Status = StatusQueued
 				t.ReleasedAttempts = 1
 				t.LastError = "attempt 2: interrupted by worker shutdown"
-				t.ErrorCategory = "shutdown"
+				t.ErrorCategory = CategoryShutdown
 				t.WorkerID, t.LeaseExpiresAt = "", time.Time{}
 				t.DueAt = transitionNow
 			}),
-			evRetry:    denied,
-			evCancel:   toAbandoned, // keeps DueAt: the notice, if any, is due at the lease's end
-			evPurge:    denied,
-			evNotified: denied,
-			evSchedule: denied,
-		},
-		completed: func() map[eventKind]outcome {
-			m := allDenied()
-			m[evPurge] = toPurging
-			m[evNotified] = unchanged // no notice pending
-			return m
-		}(),
-		failedRetry: {
-			evUpload:       denied,
-			evSubmit:       denied,
-			evClaim:        claimed,
-			evHeartbeat:    denied,
-			evComplete:     denied,
-			evFail:         denied,
-			evLeaseExpired: denied,
-			evRelease:      denied,
+			evCancel: toAbandoned, // keeps DueAt: the notice, if any, is due at the lease's end
+		}),
+		completed: except(map[eventKind]outcome{
+			evPurge:    toPurging,
+			evNotified: unchanged, // no notice pending
+		}),
+		failedRetry: except(map[eventKind]outcome{ // no purge: a retry is scheduled, not finished
+			evClaim: claimed,
 			evRetry: becomes(func(t *Task) {
 				t.Status = StatusQueued
 				t.RetryAt = time.Time{}
 				t.DueAt = transitionNow
 			}),
-			evCancel:   toAbandoned,
-			evPurge:    denied, // a retry is scheduled: not finished
-			evNotified: denied,
-			evSchedule: denied,
-		},
-		failedFinal: {
-			evUpload:       denied,
-			evSubmit:       denied,
-			evClaim:        denied,
-			evHeartbeat:    denied,
-			evComplete:     denied,
-			evFail:         denied,
-			evLeaseExpired: denied,
-			evRelease:      denied,
+			evCancel: toAbandoned,
+		}),
+		failedFinal: except(map[eventKind]outcome{
 			evRetry: becomes(func(t *Task) {
 				t.Status = StatusQueued
 				t.MaxAttempts = 4 // one more than the attempts used
@@ -458,23 +420,18 @@ func TestTransitionEveryPair(t *testing.T) {
 			evCancel:   toAbandoned,
 			evPurge:    toPurging,
 			evNotified: unchanged,
-			evSchedule: denied,
-		},
-		abandoned: func() map[eventKind]outcome {
-			m := allDenied()
-			m[evCancel] = unchanged
-			m[evPurge] = toPurging
-			m[evNotified] = unchanged
-			return m
-		}(),
-		purging: func() map[eventKind]outcome {
-			m := allDenied() // even cancel: the record is about to go
-			m[evPurge] = unchanged
-			return m
-		}(),
+		}),
+		abandoned: except(map[eventKind]outcome{
+			evCancel:   unchanged,
+			evPurge:    toPurging,
+			evNotified: unchanged,
+		}),
+		purging: except(map[eventKind]outcome{ // even cancel is denied: the record is about to go
+			evPurge: unchanged,
+		}),
 	}
 
-	pairs := 0
+	var steps []step
 	for _, st := range startStates() {
 		row, ok := expect[st.name]
 		if !ok {
@@ -482,50 +439,11 @@ func TestTransitionEveryPair(t *testing.T) {
 			continue
 		}
 		for _, k := range allEventKinds {
-			want, ok := row[k]
-			if !ok {
-				t.Errorf("%s + %s: no expected outcome", st.name, k)
-				continue
-			}
-			pairs++
-			t.Run(st.name+"/"+k.String(), func(t *testing.T) {
-				t.Parallel()
-
-				start := st.build()
-				before := copyTask(start)
-				next, write, err := transition(start, tableEvent(k), transitionNow)
-
-				if diff := gocmp.Diff(before, start); diff != "" {
-					t.Errorf("transition modified its input (-before +after):\n%s", diff)
-				}
-				switch {
-				case want.deny:
-					checkDenied(t, start, k, next, write, err)
-				case want.noop:
-					if err != nil || write || next != start {
-						t.Errorf("transition = (%p, %v, %v), want the same task %p, false, nil", next, write, err, start)
-					}
-				default:
-					if err != nil || !write {
-						t.Fatalf("transition = (_, %v, %v), want write = true and no error", write, err)
-					}
-					wantTask := copyTask(before)
-					want.change(wantTask)
-					if diff := gocmp.Diff(wantTask, next); diff != "" {
-						t.Errorf("next record differs (-want +got):\n%s", diff)
-					}
-					if next == start {
-						t.Errorf("transition returned its input for a write; want a new record")
-					}
-					if len(next.Payload) > 0 && &next.Payload[0] == &start.Payload[0] {
-						t.Errorf("next record shares its payload bytes with the input")
-					}
-				}
-			})
+			steps = append(steps, step{name: st.name + "/" + k.String(), start: st.build(), ev: tableEvent(k), want: row[k]})
 		}
 	}
-	if want := len(startStates()) * len(allEventKinds); pairs != want || want != 130 {
-		t.Errorf("checked %d pairs, want %d (10 start states x 13 events)", pairs, want)
+	if want := len(startStates()) * len(allEventKinds); len(steps) != want || want != 130 {
+		t.Errorf("checking %d pairs, want %d (10 start states x 13 events)", len(steps), want)
 	}
 	for name, row := range expect {
 		if !slices.ContainsFunc(startStates(), func(s startState) bool { return s.name == name }) {
@@ -537,6 +455,7 @@ func TestTransitionEveryPair(t *testing.T) {
 			}
 		}
 	}
+	runSteps(t, steps)
 }
 
 // declaredConsts returns the names of the constants of type typ that file
@@ -633,6 +552,20 @@ func runningTask(lease time.Time) *Task {
 	return t
 }
 
+// claimedBy is what a claim by worker at now, for lease and margin, makes of
+// a task.
+func claimedBy(worker string, now time.Time, lease, margin time.Duration) func(t *Task) {
+	return func(t *Task) {
+		t.Status = StatusRunning
+		t.Attempt++
+		t.WorkerID = worker
+		t.LeaseExpiresAt = now.Add(lease)
+		t.DueAt = t.LeaseExpiresAt.Add(margin) // the marker moves past the lease
+		t.RetryAt = time.Time{}
+		t.Progress = Progress{} // a new attempt counts from zero
+	}
+}
+
 // TestTransitionClaimWaitsForDueTime: a failed task cannot be claimed
 // before its RetryAt, nor a queued one scheduled to start later before its
 // RunAt; both can from then on.
@@ -641,16 +574,8 @@ func TestTransitionClaimWaitsForDueTime(t *testing.T) {
 
 	at := transitionNow.Add(time.Minute)
 	starts := map[string]func() *Task{
-		"failed, retry at": func() *Task {
-			t := baseRecord()
-			t.Status, t.Attempt, t.RetryAt, t.DueAt = StatusFailed, 1, at, at
-			return t
-		},
-		"queued, run at": func() *Task {
-			t := baseRecord()
-			t.Status, t.RunAt, t.DueAt = StatusQueued, at, at
-			return t
-		},
+		"failed, retry at": fresh(func(t *Task) { t.Status, t.Attempt, t.RetryAt, t.DueAt = StatusFailed, 1, at, at }),
+		"queued, run at":   fresh(func(t *Task) { t.Status, t.RunAt, t.DueAt = StatusQueued, at, at }),
 	}
 	tests := []struct {
 		name    string
@@ -662,58 +587,46 @@ func TestTransitionClaimWaitsForDueTime(t *testing.T) {
 		{name: "at the time", now: at, allowed: true},
 		{name: "later", now: at.Add(time.Hour), allowed: true},
 	}
-	for kind, start := range starts {
+	var steps []step
+	for kind, build := range starts {
 		for _, tt := range tests {
-			t.Run(kind+"/"+tt.name, func(t *testing.T) {
-				t.Parallel()
-
-				start := start()
+			start := build()
+			s := step{name: kind + "/" + tt.name, start: start, at: tt.now, want: denied,
+				ev: event{kind: evClaim, worker: "worker-b", lease: time.Minute, margin: evMargin}}
+			if tt.allowed {
+				s.want = becomes(claimedBy("worker-b", tt.now, time.Minute, evMargin))
+			}
+			s.check = func(t *testing.T, next *Task) {
 				if scheduled := start.Status == StatusQueued && !tt.allowed; start.Scheduled(tt.now) != scheduled {
 					t.Errorf("Scheduled(%v) = %v, want %v", tt.now, !scheduled, scheduled)
 				}
-				ev := event{kind: evClaim, worker: "worker-b", lease: time.Minute, margin: evMargin}
-				next, write, err := transition(start, ev, tt.now)
-				if !tt.allowed {
-					checkDenied(t, start, evClaim, next, write, err)
-					return
-				}
-				if err != nil || !write {
-					t.Fatalf("claim at %v = (_, %v, %v), want a write", tt.now, write, err)
-				}
-				want := copyTask(start)
-				want.Status = StatusRunning
-				want.Attempt = start.Attempt + 1
-				want.WorkerID = "worker-b"
-				want.LeaseExpiresAt = tt.now.Add(time.Minute)
-				want.DueAt = want.LeaseExpiresAt.Add(evMargin)
-				want.RetryAt = time.Time{}
-				if diff := gocmp.Diff(want, next); diff != "" {
-					t.Errorf("claimed record differs (-want +got):\n%s", diff)
-				}
-				if next.Scheduled(tt.now) {
+				if next != nil && next.Scheduled(tt.now) {
 					t.Errorf("a running task reports Scheduled")
 				}
-			})
+			}
+			steps = append(steps, s)
 		}
 	}
+	runSteps(t, steps)
 }
 
 func TestTransitionSchedule(t *testing.T) {
 	t.Parallel()
 
 	later, earlier := transitionNow.Add(time.Hour), transitionNow.Add(-time.Hour)
-	created := func() *Task { return baseRecord() }
-	queued := func() *Task {
-		t := baseRecord()
-		t.Status = StatusQueued
-		t.DueAt = transitionNow.Add(-time.Minute)
-		return t
+	created := fresh(func(*Task) {})
+	queued := fresh(func(t *Task) { t.Status, t.DueAt = StatusQueued, transitionNow.Add(-time.Minute) })
+	withRunAt := func(build func() *Task, at time.Time) func() *Task {
+		return func() *Task {
+			t := build()
+			t.RunAt = at
+			if t.Status == StatusQueued && at.After(transitionNow) {
+				t.DueAt = at
+			}
+			return t
+		}
 	}
-	scheduled := func() *Task {
-		t := queued()
-		t.RunAt, t.DueAt = later, later
-		return t
-	}
+	scheduled := withRunAt(queued, later)
 	tests := []struct {
 		name      string
 		start     func() *Task
@@ -726,61 +639,47 @@ func TestTransitionSchedule(t *testing.T) {
 	}{
 		{name: "created, later", start: created, at: later, wantRunAt: later, reason: "a created task has no marker: only RunAt is kept"},
 		{name: "created, past", start: created, at: earlier, wantRunAt: earlier},
-		{name: "created, same time again", start: func() *Task { t := created(); t.RunAt = later; return t }, at: later, noop: true},
-		{name: "created, cleared", start: func() *Task { t := created(); t.RunAt = later; return t }, at: time.Time{}, wantRunAt: time.Time{}},
+		{name: "created, same time again", start: withRunAt(created, later), at: later, noop: true},
+		{name: "created, cleared", start: withRunAt(created, later), at: time.Time{}, wantRunAt: time.Time{}},
 		{name: "queued, later", start: queued, at: later, wantRunAt: later, wantDueAt: later, wantSched: true, reason: "the marker moves to the start"},
 		{name: "queued, past", start: queued, at: earlier, noop: true, reason: "it may run now already: it keeps its place in the queue"},
 		{name: "queued, now", start: queued, at: time.Time{}, noop: true, reason: "as above"},
-		{name: "queued, past RunAt, later", start: func() *Task { t := queued(); t.RunAt = earlier; return t }, at: later, wantRunAt: later, wantDueAt: later, wantSched: true},
-		{name: "queued, past RunAt, now", start: func() *Task { t := queued(); t.RunAt = earlier; return t }, at: time.Time{}, noop: true, reason: "due already: keeps its place"},
+		{name: "queued, past RunAt, later", start: withRunAt(queued, earlier), at: later, wantRunAt: later, wantDueAt: later, wantSched: true},
+		{name: "queued, past RunAt, now", start: withRunAt(queued, earlier), at: time.Time{}, noop: true, reason: "due already: keeps its place"},
 		{name: "scheduled, run now", start: scheduled, at: time.Time{}, wantRunAt: time.Time{}, wantDueAt: transitionNow, reason: "zero starts a scheduled task at once"},
 		{name: "scheduled, past", start: scheduled, at: earlier, wantRunAt: earlier, wantDueAt: transitionNow, reason: "a time past starts it at once, not backdated"},
 		{name: "scheduled, earlier", start: scheduled, at: transitionNow.Add(time.Minute), wantRunAt: transitionNow.Add(time.Minute), wantDueAt: transitionNow.Add(time.Minute), wantSched: true},
 		{name: "scheduled, same time again", start: scheduled, at: later, noop: true, reason: "nothing to write"},
 	}
+	var steps []step
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-
-			start := tt.start()
-			before := copyTask(start)
-			next, write, err := transition(start, event{kind: evSchedule, at: tt.at}, transitionNow)
-			if diff := gocmp.Diff(before, start); diff != "" {
-				t.Errorf("transition modified its input (-before +after):\n%s", diff)
-			}
-			if tt.noop {
-				if err != nil || write || next != start {
-					t.Errorf("schedule = (%p, %v, %v), want the same task %p, false, nil (%s)", next, write, err, start, tt.reason)
+		s := step{name: tt.name, start: tt.start(), ev: event{kind: evSchedule, at: tt.at}, want: unchanged, why: tt.reason}
+		if !tt.noop {
+			s.want = becomes(func(t *Task) {
+				t.RunAt = tt.wantRunAt
+				if t.Status == StatusQueued {
+					t.DueAt = tt.wantDueAt
 				}
-				return
-			}
-			if err != nil || !write {
-				t.Fatalf("schedule = (_, %v, %v), want a write (%s)", write, err, tt.reason)
-			}
-			want := copyTask(start)
-			want.RunAt = tt.wantRunAt
-			if start.Status == StatusQueued {
-				want.DueAt = tt.wantDueAt
-			}
-			if diff := gocmp.Diff(want, next); diff != "" {
-				t.Errorf("scheduled record differs (-want +got) (%s):\n%s", tt.reason, diff)
-			}
-			if got := next.Scheduled(transitionNow); got != tt.wantSched {
-				t.Errorf("Scheduled(now) = %v, want %v (%s)", got, tt.wantSched, tt.reason)
-			}
-			// A queued task is claimable exactly when it is not scheduled.
-			if next.Status == StatusQueued {
-				_, _, err := transition(next, event{kind: evClaim, worker: "w", lease: time.Minute}, transitionNow)
-				if claimable := err == nil; claimable == tt.wantSched {
-					t.Errorf("claim after schedule: err %v, want claimable = %v", err, !tt.wantSched)
+			})
+			s.check = func(t *testing.T, next *Task) {
+				if got := next.Scheduled(transitionNow); got != tt.wantSched {
+					t.Errorf("Scheduled(now) = %v, want %v (%s)", got, tt.wantSched, tt.reason)
+				}
+				// A queued task is claimable exactly when it is not scheduled.
+				if next.Status == StatusQueued {
+					_, _, err := transition(next, event{kind: evClaim, worker: "w", lease: time.Minute}, transitionNow)
+					if claimable := err == nil; claimable == tt.wantSched {
+						t.Errorf("claim after schedule: err %v, want claimable = %v", err, !tt.wantSched)
+					}
 				}
 			}
-		})
+		}
+		steps = append(steps, s)
 	}
+	runSteps(t, steps)
 
 	// Submit of a created task carries its RunAt into DueAt.
-	start := created()
-	next, _, err := transition(start, event{kind: evSchedule, at: later}, transitionNow)
+	next, _, err := transition(created(), event{kind: evSchedule, at: later}, transitionNow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -797,197 +696,150 @@ func TestTransitionSchedule(t *testing.T) {
 func TestTransitionHeartbeatMovesDueAt(t *testing.T) {
 	t.Parallel()
 
+	var steps []step
 	for _, move := range []bool{false, true} {
 		start := runningTask(transitionNow.Add(10 * time.Second))
 		start.DueAt = start.LeaseExpiresAt.Add(evMargin)
-		ev := event{kind: evHeartbeat, worker: "worker-a", attempt: 2, lease: time.Minute, margin: evMargin, move: move}
-		next, write, err := transition(start, ev, transitionNow)
-		if err != nil || !write {
-			t.Fatalf("heartbeat (move %v) = (_, %v, %v), want a write", move, write, err)
-		}
-		want := copyTask(start)
-		want.LeaseExpiresAt = transitionNow.Add(time.Minute)
-		if move {
-			want.DueAt = want.LeaseExpiresAt.Add(evMargin)
-		}
-		if diff := gocmp.Diff(want, next); diff != "" {
-			t.Errorf("heartbeat (move %v) record differs (-want +got):\n%s", move, diff)
-		}
+		steps = append(steps, step{name: fmt.Sprintf("move=%v", move), start: start,
+			ev: event{kind: evHeartbeat, worker: "worker-a", attempt: 2, lease: time.Minute, margin: evMargin, move: move},
+			want: becomes(func(t *Task) {
+				t.LeaseExpiresAt = transitionNow.Add(time.Minute)
+				if move {
+					t.DueAt = t.LeaseExpiresAt.Add(evMargin)
+				}
+			})})
 	}
+	runSteps(t, steps)
 }
 
 func TestTransitionClaimNeedsAttemptLeft(t *testing.T) {
 	t.Parallel()
 
-	tests := []struct {
-		name        string
-		status      Status
-		attempt     int
-		maxAttempts int
-		allowed     bool
-		reason      string
-	}{
-		{name: "queued, last attempt left", status: StatusQueued, attempt: 2, maxAttempts: 3, allowed: true},
-		{name: "queued, all used", status: StatusQueued, attempt: 3, maxAttempts: 3, reason: "a lost lease on the last attempt must not start a fourth"},
-		{name: "queued, more than all used", status: StatusQueued, attempt: 5, maxAttempts: 3},
-		{name: "failed and due, all used", status: StatusFailed, attempt: 3, maxAttempts: 3, reason: "RetryAt set by hand or by an older version"},
+	claim := func(name string, status Status, attempt, maxAttempts int, allowed bool, why string) step {
+		start := fresh(func(t *Task) {
+			t.Status, t.Attempt, t.MaxAttempts = status, attempt, maxAttempts
+			if status == StatusFailed {
+				t.RetryAt = transitionNow.Add(-time.Minute)
+			}
+		})()
+		s := step{name: name, start: start, ev: event{kind: evClaim, worker: "w", lease: time.Minute}, want: denied, why: why}
+		if allowed {
+			s.want = written
+			s.check = func(t *testing.T, next *Task) {
+				if next.Attempt != attempt+1 {
+					t.Errorf("claim = %+v, want attempt %d written (%s)", next, attempt+1, why)
+				}
+			}
+		}
+		return s
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-
-			start := baseRecord()
-			start.Status = tt.status
-			start.Attempt, start.MaxAttempts = tt.attempt, tt.maxAttempts
-			if tt.status == StatusFailed {
-				start.RetryAt = transitionNow.Add(-time.Minute)
-			}
-			next, write, err := transition(start, event{kind: evClaim, worker: "w", lease: time.Minute}, transitionNow)
-			if !tt.allowed {
-				checkDenied(t, start, evClaim, next, write, err)
-				return
-			}
-			if err != nil || !write || next.Attempt != tt.attempt+1 {
-				t.Errorf("claim = (%+v, %v, %v), want attempt %d written (%s)", next, write, err, tt.attempt+1, tt.reason)
-			}
-		})
-	}
+	runSteps(t, []step{
+		claim("queued, last attempt left", StatusQueued, 2, 3, true, ""),
+		claim("queued, all used", StatusQueued, 3, 3, false, "a lost lease on the last attempt must not start a fourth"),
+		claim("queued, more than all used", StatusQueued, 5, 3, false, ""),
+		claim("failed and due, all used", StatusFailed, 3, 3, false, "RetryAt set by hand or by an older version"),
+	})
 }
 
 func TestTransitionRequiresLeaseHolder(t *testing.T) {
 	t.Parallel()
 
-	holders := []struct {
-		name    string
-		worker  string
-		attempt int
-		owns    bool
-	}{
-		{name: "holder", worker: "worker-a", attempt: 2, owns: true},
-		{name: "other worker", worker: "worker-b", attempt: 2},
-		{name: "no worker", worker: "", attempt: 2},
-		{name: "earlier attempt", worker: "worker-a", attempt: 1},
-		{name: "later attempt", worker: "worker-a", attempt: 3},
-		{name: "other worker and attempt", worker: "worker-b", attempt: 3},
+	// Attempt 2 is held by worker-a; none of these holds it.
+	others := map[string]event{
+		"other worker":             {worker: "worker-b", attempt: 2},
+		"no worker":                {worker: "", attempt: 2},
+		"earlier attempt":          {worker: "worker-a", attempt: 1},
+		"later attempt":            {worker: "worker-a", attempt: 3},
+		"other worker and attempt": {worker: "worker-b", attempt: 3},
 	}
+	var steps []step
 	for _, k := range []eventKind{evHeartbeat, evComplete, evFail, evRelease} {
-		for _, h := range holders {
-			t.Run(k.String()+"/"+h.name, func(t *testing.T) {
-				t.Parallel()
-
-				start := runningTask(transitionNow.Add(time.Minute))
-				ev := event{kind: k, worker: h.worker, attempt: h.attempt, lease: time.Minute, errMsg: "x", output: "o"}
-				next, write, err := transition(start, ev, transitionNow)
-				if h.owns {
-					if err != nil || !write {
-						t.Errorf("%s by the holder = (_, %v, %v), want a write", k, write, err)
-					}
-					return
-				}
-				checkDenied(t, start, k, next, write, err)
-			})
+		by := func(name string, ev event, want outcome) step {
+			ev.kind, ev.lease, ev.errMsg, ev.output = k, time.Minute, "x", "o"
+			return step{name: k.String() + "/" + name, start: runningTask(transitionNow.Add(time.Minute)), ev: ev, want: want, why: name}
+		}
+		steps = append(steps, by("holder", event{worker: "worker-a", attempt: 2}, written))
+		for name, ev := range others {
+			steps = append(steps, by(name, ev, denied))
 		}
 	}
+	runSteps(t, steps)
 }
 
 func TestTransitionFail(t *testing.T) {
 	t.Parallel()
 
-	tests := []struct {
-		name        string
-		attempt     int
-		permanent   bool
-		delay       time.Duration
-		wantRetryAt time.Time
-		reason      string
-	}{
-		{name: "attempts left", attempt: 2, delay: 5 * time.Minute, wantRetryAt: transitionNow.Add(5 * time.Minute)},
-		{name: "attempts left, no delay", attempt: 1, delay: 0, wantRetryAt: transitionNow, reason: "due at once but still scheduled"},
-		{name: "attempts left, negative delay", attempt: 2, delay: -time.Hour, wantRetryAt: transitionNow, reason: "a negative delay counts as zero"},
-		{name: "last attempt", attempt: 3, delay: 5 * time.Minute, reason: "no attempt left: final"},
-		{name: "permanent error", attempt: 1, permanent: true, delay: 5 * time.Minute, reason: "the handler asked not to retry"},
+	fail := func(name string, attempt int, permanent bool, delay time.Duration, retryAt time.Time, why string) step {
+		start := runningTask(transitionNow.Add(time.Minute))
+		start.Attempt = attempt
+		start.DueAt = start.LeaseExpiresAt.Add(evMargin)
+		final := retryAt.IsZero()
+		return step{name: name, start: start, why: why,
+			ev: event{kind: evFail, worker: "worker-a", attempt: attempt, errMsg: "boom", permanent: permanent, retryDelay: delay},
+			want: becomes(func(t *Task) {
+				t.Status = StatusFailed
+				t.LastError = "boom"
+				t.LeaseExpiresAt = time.Time{}
+				t.RetryAt = retryAt
+				if !final {
+					t.DueAt = retryAt // the marker moves to the retry
+				} // a final failure keeps DueAt: it has no marker, or its notice's
+			}),
+			check: func(t *testing.T, next *Task) {
+				if next.Terminal() != final || next.pending() == final || !next.Retryable() {
+					t.Errorf("Terminal() = %v, pending() = %v, Retryable() = %v; want %v, %v, true (%s)", next.Terminal(), next.pending(), next.Retryable(), final, !final, why)
+				}
+			}}
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-
-			start := runningTask(transitionNow.Add(time.Minute))
-			start.Attempt = tt.attempt
-			start.DueAt = start.LeaseExpiresAt.Add(evMargin)
-			ev := event{kind: evFail, worker: "worker-a", attempt: tt.attempt, errMsg: "boom", permanent: tt.permanent, retryDelay: tt.delay}
-			next, write, err := transition(start, ev, transitionNow)
-			if err != nil || !write {
-				t.Fatalf("fail = (_, %v, %v), want a write", write, err)
-			}
-			want := copyTask(start)
-			want.Status = StatusFailed
-			want.LastError = "boom"
-			want.LeaseExpiresAt = time.Time{}
-			want.RetryAt = tt.wantRetryAt
-			if !tt.wantRetryAt.IsZero() {
-				want.DueAt = tt.wantRetryAt // the marker moves to the retry
-			} // a final failure keeps DueAt: it has no marker, or its notice's
-			if diff := gocmp.Diff(want, next); diff != "" {
-				t.Errorf("failed record differs (-want +got) (%s):\n%s", tt.reason, diff)
-			}
-			final := tt.wantRetryAt.IsZero()
-			if next.Terminal() != final || next.pending() == final || !next.Retryable() {
-				t.Errorf("Terminal() = %v, pending() = %v, Retryable() = %v; want %v, %v, true (%s)", next.Terminal(), next.pending(), next.Retryable(), final, !final, tt.reason)
-			}
-		})
-	}
+	runSteps(t, []step{
+		fail("attempts left", 2, false, 5*time.Minute, transitionNow.Add(5*time.Minute), ""),
+		fail("attempts left, no delay", 1, false, 0, transitionNow, "due at once but still scheduled"),
+		fail("attempts left, negative delay", 2, false, -time.Hour, transitionNow, "a negative delay counts as zero"),
+		fail("last attempt", 3, false, 5*time.Minute, time.Time{}, "no attempt left: final"),
+		fail("permanent error", 1, true, 5*time.Minute, time.Time{}, "the handler asked not to retry"),
+	})
 }
 
 func TestTransitionLeaseExpired(t *testing.T) {
 	t.Parallel()
 
 	lease := transitionNow
-	tests := []struct {
-		name       string
-		attempt    int
-		now        time.Time
-		wantStatus Status // "" when denied
-		reason     string
-	}{
-		{name: "lease live", attempt: 2, now: lease.Add(-time.Second)},
-		{name: "last instant of the lease", attempt: 2, now: lease, reason: "expiry needs a clock past the lease end"},
-		{name: "expired, attempts left", attempt: 2, now: lease.Add(time.Nanosecond), wantStatus: StatusQueued},
-		{name: "expired long ago, attempts left", attempt: 1, now: lease.Add(24 * time.Hour), wantStatus: StatusQueued},
-		{name: "expired, no attempt left", attempt: 3, now: lease.Add(time.Second), wantStatus: StatusFailed, reason: "final, not scheduled"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-
-			start := runningTask(lease)
-			start.Attempt = tt.attempt
-			start.DueAt = lease.Add(evMargin)
-			next, write, err := transition(start, event{kind: evLeaseExpired}, tt.now)
-			if tt.wantStatus == "" {
-				checkDenied(t, start, evLeaseExpired, next, write, err)
-				return
-			}
-			if err != nil || !write {
-				t.Fatalf("expire lease = (_, %v, %v), want a write", write, err)
-			}
-			want := copyTask(start)
-			want.Status = tt.wantStatus
-			want.WorkerID, want.LeaseExpiresAt = "", time.Time{}
-			want.ErrorCategory = "lease_expired"
-			want.DueAt = tt.now // due at once: for a new attempt, or its notice
-			if diff := gocmp.Diff(want, next, cmpopts.IgnoreFields(Task{}, "LastError")); diff != "" {
-				t.Errorf("record differs (-want +got) (%s):\n%s", tt.reason, diff)
-			}
-			for _, part := range []string{"worker-a", fmt.Sprintf("attempt %d", tt.attempt)} {
+	// expire expires the lease of attempt at now; status is what the task
+	// becomes, "" if the lease is live.
+	expire := func(name string, attempt int, now time.Time, status Status, why string) step {
+		start := runningTask(lease)
+		start.Attempt = attempt
+		start.DueAt = lease.Add(evMargin)
+		s := step{name: name, start: start, ev: event{kind: evLeaseExpired}, at: now, want: denied, why: why}
+		if status == "" {
+			return s
+		}
+		s.want = becomes(func(t *Task) {
+			t.Status = status
+			t.WorkerID, t.LeaseExpiresAt = "", time.Time{}
+			t.ErrorCategory = CategoryLeaseExpired
+			t.DueAt = now // due at once: for a new attempt, or its notice
+		})
+		s.ignore = cmpopts.IgnoreFields(Task{}, "LastError")
+		s.check = func(t *testing.T, next *Task) {
+			for _, part := range []string{"worker-a", fmt.Sprintf("attempt %d", attempt)} {
 				if !strings.Contains(next.LastError, part) {
 					t.Errorf("LastError = %q, want it to mention %q", next.LastError, part)
 				}
 			}
-			if wantFinal := tt.wantStatus == StatusFailed; next.Terminal() != wantFinal || !next.RetryAt.IsZero() {
-				t.Errorf("Terminal() = %v, RetryAt = %v; want %v and no retry scheduled (%s)", next.Terminal(), next.RetryAt, wantFinal, tt.reason)
+			if wantFinal := status == StatusFailed; next.Terminal() != wantFinal || !next.RetryAt.IsZero() {
+				t.Errorf("Terminal() = %v, RetryAt = %v; want %v and no retry scheduled (%s)", next.Terminal(), next.RetryAt, wantFinal, why)
 			}
-		})
+		}
+		return s
 	}
+	runSteps(t, []step{
+		expire("lease live", 2, lease.Add(-time.Second), "", ""),
+		expire("last instant of the lease", 2, lease, "", "expiry needs a clock past the lease end"),
+		expire("expired, attempts left", 2, lease.Add(time.Nanosecond), StatusQueued, ""),
+		expire("expired long ago, attempts left", 1, lease.Add(24*time.Hour), StatusQueued, ""),
+		expire("expired, no attempt left", 3, lease.Add(time.Second), StatusFailed, "final, not scheduled"),
+	})
 }
 
 func TestTransitionReleaseGivesAttemptBack(t *testing.T) {
@@ -996,19 +848,16 @@ func TestTransitionReleaseGivesAttemptBack(t *testing.T) {
 	start := runningTask(transitionNow.Add(time.Minute))
 	start.Attempt = 3 // the last one
 	start.DueAt = start.LeaseExpiresAt.Add(evMargin)
-	next, write, err := transition(start, event{kind: evRelease, worker: "worker-a", attempt: 3}, transitionNow)
-	if err != nil || !write {
-		t.Fatalf("release = (_, %v, %v), want a write", write, err)
-	}
-	want := copyTask(start)
-	want.Status = StatusQueued
-	want.ReleasedAttempts = 1 // max_attempts stays as created
-	want.WorkerID, want.LeaseExpiresAt = "", time.Time{}
-	want.ErrorCategory = "shutdown"
-	want.DueAt = transitionNow // another worker may take it at once
-	if diff := gocmp.Diff(want, next, cmpopts.IgnoreFields(Task{}, "LastError")); diff != "" {
-		t.Errorf("released record differs (-want +got):\n%s", diff)
-	}
+	next := step{start: start, ev: event{kind: evRelease, worker: "worker-a", attempt: 3},
+		want: becomes(func(t *Task) {
+			t.Status = StatusQueued
+			t.ReleasedAttempts = 1 // max_attempts stays as created
+			t.WorkerID, t.LeaseExpiresAt = "", time.Time{}
+			t.ErrorCategory = CategoryShutdown
+			t.DueAt = transitionNow // another worker may take it at once
+		}),
+		ignore: cmpopts.IgnoreFields(Task{}, "LastError"),
+	}.run(t)
 	if next.LastError == "" {
 		t.Errorf("LastError is empty; want a note that the attempt was interrupted")
 	}
@@ -1023,122 +872,92 @@ func TestTransitionReleaseGivesAttemptBack(t *testing.T) {
 func TestTransitionRetry(t *testing.T) {
 	t.Parallel()
 
-	tests := []struct {
-		name        string
-		attempt     int
-		maxAttempts int
-		retryAt     time.Time
-		wantMax     int
-		reason      string
-	}{
-		{name: "final at max attempts", attempt: 3, maxAttempts: 3, wantMax: 4, reason: "one more attempt than used"},
-		{name: "final past max attempts", attempt: 5, maxAttempts: 3, wantMax: 6, reason: "as above; never below Attempt+1"},
-		{name: "final by permanent error", attempt: 1, maxAttempts: 3, wantMax: 3, reason: "attempts are left; nothing to raise"},
-		{name: "scheduled retry", attempt: 1, maxAttempts: 3, retryAt: transitionNow.Add(time.Hour), wantMax: 3, reason: "the operator skips the wait"},
+	retry := func(name string, attempt, maxAttempts int, retryAt time.Time, wantMax int, why string) step {
+		start := fresh(func(t *Task) {
+			t.Status, t.Attempt, t.MaxAttempts = StatusFailed, attempt, maxAttempts
+			t.RetryAt, t.DueAt = retryAt, retryAt
+			if retryAt.IsZero() {
+				t.DueAt = transitionNow.Add(-time.Hour) // the end of the failed attempt's lease
+			}
+			t.LastError = "boom"
+		})()
+		return step{name: name, start: start, ev: event{kind: evRetry}, why: why,
+			want: becomes(func(t *Task) {
+				t.Status = StatusQueued
+				t.RetryAt = time.Time{}
+				t.MaxAttempts = wantMax
+				t.DueAt = transitionNow // due at once, whatever the retry was scheduled for
+			}),
+			check: func(t *testing.T, next *Task) {
+				if _, _, err := transition(next, event{kind: evClaim, worker: "w", lease: time.Minute}, transitionNow); err != nil {
+					t.Errorf("claim right after retry = %v, want it allowed (%s)", err, why)
+				}
+			}}
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-
-			start := baseRecord()
-			start.Status = StatusFailed
-			start.Attempt, start.MaxAttempts = tt.attempt, tt.maxAttempts
-			start.RetryAt = tt.retryAt
-			start.DueAt = transitionNow.Add(-time.Hour) // the end of the failed attempt's lease
-			if !tt.retryAt.IsZero() {
-				start.DueAt = tt.retryAt
-			}
-			start.LastError = "boom"
-			next, write, err := transition(start, event{kind: evRetry}, transitionNow)
-			if err != nil || !write {
-				t.Fatalf("retry = (_, %v, %v), want a write", write, err)
-			}
-			want := copyTask(start)
-			want.Status = StatusQueued
-			want.RetryAt = time.Time{}
-			want.MaxAttempts = tt.wantMax
-			want.DueAt = transitionNow // due at once, whatever the retry was scheduled for
-			if diff := gocmp.Diff(want, next); diff != "" {
-				t.Errorf("retried record differs (-want +got) (%s):\n%s", tt.reason, diff)
-			}
-			if _, _, err := transition(next, event{kind: evClaim, worker: "w", lease: time.Minute}, transitionNow); err != nil {
-				t.Errorf("claim right after retry = %v, want it allowed (%s)", err, tt.reason)
-			}
-		})
-	}
+	runSteps(t, []step{
+		retry("final at max attempts", 3, 3, time.Time{}, 4, "one more attempt than used"),
+		retry("final past max attempts", 5, 3, time.Time{}, 6, "as above; never below Attempt+1"),
+		retry("final by permanent error", 1, 3, time.Time{}, 3, "attempts are left; nothing to raise"),
+		retry("scheduled retry", 1, 3, transitionNow.Add(time.Hour), 3, "the operator skips the wait"),
+	})
 }
 
 func TestTransitionCancel(t *testing.T) {
 	t.Parallel()
 
-	t.Run("abandoned is a no-op", func(t *testing.T) {
-		t.Parallel()
-
-		start := baseRecord()
-		start.Status = StatusAbandoned
-		start.CancelReason = "first"
-		next, write, err := transition(start, event{kind: evCancel, reason: "second"}, transitionNow)
-		if err != nil || write || next != start || next.CancelReason != "first" {
-			t.Errorf("cancel of abandoned = (%+v, %v, %v), want the same task unchanged", next, write, err)
-		}
-	})
-	t.Run("completed is denied", func(t *testing.T) {
-		t.Parallel()
-
-		start := baseRecord()
-		start.Status = StatusCompleted
-		next, write, err := transition(start, event{kind: evCancel}, transitionNow)
-		checkDenied(t, start, evCancel, next, write, err)
-	})
-	t.Run("scheduled retry is dropped", func(t *testing.T) {
-		t.Parallel()
-
-		start := baseRecord()
-		start.Status = StatusFailed
-		start.Attempt = 1
-		start.RetryAt = transitionNow.Add(time.Hour)
-		next, _, err := transition(start, event{kind: evCancel, reason: "r"}, transitionNow)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !next.RetryAt.IsZero() || next.pending() || !next.Terminal() {
-			t.Errorf("cancelled: RetryAt = %v, pending() = %v, Terminal() = %v; want zero, false, true", next.RetryAt, next.pending(), next.Terminal())
-		}
-	})
+	cancel := func(reason string, notify bool) event { return event{kind: evCancel, reason: reason, notify: notify} }
+	queued := fresh(func(t *Task) { t.Status, t.DueAt = StatusQueued, transitionNow.Add(-time.Minute) })()
+	steps := []step{{
+		name:  "abandoned is a no-op",
+		start: fresh(func(t *Task) { t.Status, t.CancelReason = StatusAbandoned, "first" })(),
+		ev:    cancel("second", false), want: unchanged,
+		check: func(t *testing.T, next *Task) {
+			if next.CancelReason != "first" {
+				t.Errorf("cancel of abandoned changed the reason to %q", next.CancelReason)
+			}
+		},
+	}, {
+		name:  "completed is denied",
+		start: fresh(func(t *Task) { t.Status = StatusCompleted })(),
+		ev:    cancel("", false), want: denied,
+	}, {
+		name:  "scheduled retry is dropped",
+		start: fresh(func(t *Task) { t.Status, t.Attempt, t.RetryAt = StatusFailed, 1, transitionNow.Add(time.Hour) })(),
+		ev:    cancel("r", false), want: written,
+		check: func(t *testing.T, next *Task) {
+			if !next.RetryAt.IsZero() || next.pending() || !next.Terminal() {
+				t.Errorf("cancelled: RetryAt = %v, pending() = %v, Terminal() = %v; want zero, false, true", next.RetryAt, next.pending(), next.Terminal())
+			}
+		},
+	}, {
+		name:  "queued with a notice keeps its due time",
+		start: queued,
+		ev:    cancel("r", true), want: written,
+		check: func(t *testing.T, next *Task) {
+			if !next.DueAt.Equal(queued.DueAt) || !next.NotifyPending {
+				t.Errorf("cancel of queued with a notice: DueAt %v, NotifyPending %v; want %v (its marker stays), true", next.DueAt, next.NotifyPending, queued.DueAt)
+			}
+		},
+	}}
 	// A created task has no marker, nor a DueAt; its cancel gives it one
 	// only when a notice is to go out, due at once.
-	t.Run("created with a notice is due now", func(t *testing.T) {
-		t.Parallel()
-
-		for _, notify := range []bool{false, true} {
-			start := baseRecord()
-			next, write, err := transition(start, event{kind: evCancel, reason: "r", notify: notify}, transitionNow)
-			if err != nil || !write {
-				t.Fatalf("cancel (notify %v) = (_, %v, %v), want a write", notify, write, err)
-			}
-			wantDue := time.Time{}
-			if notify {
-				wantDue = transitionNow
-			}
-			if !next.DueAt.Equal(wantDue) || next.NotifyPending != notify || next.needsMarker() != notify {
-				t.Errorf("cancel of created (notify %v): DueAt %v, NotifyPending %v, needsMarker %v; want %v, %v, %v", notify, next.DueAt, next.NotifyPending, next.needsMarker(), wantDue, notify, notify)
-			}
+	for _, notify := range []bool{false, true} {
+		wantDue := time.Time{}
+		if notify {
+			wantDue = transitionNow
 		}
-	})
-	t.Run("queued with a notice keeps its due time", func(t *testing.T) {
-		t.Parallel()
-
-		start := baseRecord()
-		start.Status = StatusQueued
-		start.DueAt = transitionNow.Add(-time.Minute)
-		next, _, err := transition(start, event{kind: evCancel, reason: "r", notify: true}, transitionNow)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !next.DueAt.Equal(start.DueAt) || !next.NotifyPending {
-			t.Errorf("cancel of queued with a notice: DueAt %v, NotifyPending %v; want %v (its marker stays), true", next.DueAt, next.NotifyPending, start.DueAt)
-		}
-	})
+		steps = append(steps, step{
+			name:  fmt.Sprintf("created with a notice is due now/notify=%v", notify),
+			start: baseRecord(),
+			ev:    cancel("r", notify), want: written,
+			check: func(t *testing.T, next *Task) {
+				if !next.DueAt.Equal(wantDue) || next.NotifyPending != notify || next.needsMarker() != notify {
+					t.Errorf("cancel of created (notify %v): DueAt %v, NotifyPending %v, needsMarker %v; want %v, %v, %v", notify, next.DueAt, next.NotifyPending, next.needsMarker(), wantDue, notify, notify)
+				}
+			},
+		})
+	}
+	runSteps(t, steps)
 }
 
 func TestTransitionUnknownEvent(t *testing.T) {
@@ -1259,25 +1078,14 @@ func TestTaskPredicates(t *testing.T) {
 func TestStatusValid(t *testing.T) {
 	t.Parallel()
 
-	tests := []struct {
-		status Status
-		want   bool
-	}{
-		{StatusCreated, true},
-		{StatusQueued, true},
-		{StatusRunning, true},
-		{StatusCompleted, true},
-		{StatusFailed, true},
-		{StatusAbandoned, true},
-		{"", false},
-		{"Queued", false},
-		{"queued ", false},
-		{"cancelled", false},
-		{"pending", false},
+	for name, s := range statusConsts { // every status declared
+		if !s.Valid() {
+			t.Errorf("%s (%q).Valid() = false, want true", name, s)
+		}
 	}
-	for _, tt := range tests {
-		if got := tt.status.Valid(); got != tt.want {
-			t.Errorf("Status(%q).Valid() = %v, want %v", tt.status, got, tt.want)
+	for _, s := range []Status{"", "Queued", "queued ", "cancelled", "pending"} {
+		if s.Valid() {
+			t.Errorf("Status(%q).Valid() = true, want false", s)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -322,61 +323,50 @@ func TestNewIDAtConcurrent(t *testing.T) {
 
 	const goroutines, perGoroutine = 16, 1000
 	at := time.Date(2027, 1, 2, 3, 4, 5, 0, time.UTC)
-
-	t.Run("package generator: unique", func(t *testing.T) {
-		t.Parallel()
-
+	// generate has goroutines each make perGoroutine IDs at once and fails
+	// t if any ID is made twice; it returns each goroutine's IDs in order.
+	generate := func(t *testing.T, newID func() string) [][]string {
 		ids := make([][]string, goroutines)
 		var wg sync.WaitGroup
 		for i := range goroutines {
 			wg.Go(func() {
 				for range perGoroutine {
-					ids[i] = append(ids[i], NewIDAt(at))
+					ids[i] = append(ids[i], newID())
 				}
 			})
 		}
 		wg.Wait()
-
 		seen := make(map[string]bool, goroutines*perGoroutine)
-		for _, batch := range ids {
-			for _, id := range batch {
-				if seen[id] {
-					t.Fatalf("ID %q was made twice", id)
-				}
-				seen[id] = true
+		for _, id := range slices.Concat(ids...) {
+			if seen[id] {
+				t.Fatalf("ID %q was made twice", id)
 			}
+			seen[id] = true
 		}
 		if len(seen) != goroutines*perGoroutine {
 			t.Errorf("got %d IDs, want %d", len(seen), goroutines*perGoroutine)
 		}
+		return ids
+	}
+
+	t.Run("package generator: unique", func(t *testing.T) {
+		t.Parallel()
+		generate(t, func() string { return NewIDAt(at) })
 	})
 
 	t.Run("one generator: each goroutine's IDs step down", func(t *testing.T) {
 		t.Parallel()
 
 		var g idGen
-		ids := make([][]string, goroutines)
-		var wg sync.WaitGroup
-		for i := range goroutines {
-			wg.Go(func() {
-				for range perGoroutine {
-					var u ulid.ULID
-					g.make(fixedClock(at), &u)
-					ids[i] = append(ids[i], u.String())
-				}
-			})
-		}
-		wg.Wait()
-
-		seen := make(map[string]bool, goroutines*perGoroutine)
+		ids := generate(t, func() string {
+			var u ulid.ULID
+			g.make(fixedClock(at), &u)
+			return u.String()
+		})
 		for i, batch := range ids {
-			for j, id := range batch {
-				if seen[id] {
-					t.Fatalf("ID %q was made twice", id)
-				}
-				seen[id] = true
-				if j > 0 && id >= batch[j-1] {
-					t.Fatalf("goroutine %d: ID %q does not sort before its previous %q", i, id, batch[j-1])
+			for j, id := range batch[1:] {
+				if id >= batch[j] {
+					t.Fatalf("goroutine %d: ID %q does not sort before its previous %q", i, id, batch[j])
 				}
 			}
 		}
@@ -416,47 +406,43 @@ func TestParseIDValid(t *testing.T) {
 func TestParseIDInvalid(t *testing.T) {
 	t.Parallel()
 
-	tests := []struct {
-		name   string
-		id     string
-		reason string
-	}{
-		{name: "empty", id: ""},
-		{name: "25 characters", id: knownGoodID[:25]},
-		{name: "27 characters", id: knownGoodID + "0"},
-		{name: "seed article ID", id: "7ZZZZZZZY1F801XTH00MY7XF09K", reason: "27 characters"},
-		{name: "parent directory", id: "../x"},
-		{name: "dot dot", id: ".."},
-		{name: "marker folder", id: "active"},
-		{name: "lower case", id: strings.ToLower(knownGoodID), reason: "decodes to the same ULID but is a different key"},
-		{name: "mixed case", id: knownGoodID[:20] + strings.ToLower(knownGoodID[20:])},
-		{name: "contains I", id: "I" + knownGoodID[1:], reason: "I is an alias of 1, not canonical"},
-		{name: "contains L", id: knownGoodID[:25] + "L", reason: "L is an alias of 1, not canonical"},
-		{name: "contains O", id: knownGoodID[:12] + "O" + knownGoodID[13:], reason: "O is an alias of 0, not canonical"},
-		{name: "contains U", id: knownGoodID[:12] + "U" + knownGoodID[13:], reason: "U is not in the alphabet"},
-		{name: "starts with 8", id: "8" + knownGoodID[1:], reason: "130 bits of text, the top two would overflow 128"},
-		{name: "all Z", id: strings.Repeat("Z", 26), reason: "overflow"},
-		{name: "slash", id: knownGoodID[:25] + "/"},
-		{name: "slash prefix", id: "/" + knownGoodID[1:]},
-		{name: "escaped slash", id: knownGoodID[:23] + "%2F"},
-		{name: "26 bytes with unicode", id: knownGoodID[:24] + "é", reason: "26 bytes, 25 runes"},
-		{name: "26 runes with unicode", id: knownGoodID[:25] + "Ω", reason: "26 runes, 27 bytes"},
-		{name: "NUL byte", id: knownGoodID[:25] + "\x00"},
-		{name: "leading space", id: " " + knownGoodID[1:]},
-		{name: "trailing newline", id: knownGoodID + "\n"},
-		{name: "hyphenated", id: knownGoodID[:13] + "-" + knownGoodID[14:]},
+	ids := map[string]string{ // by what is wrong with them
+		"empty":                 "",
+		"25 characters":         knownGoodID[:25],
+		"27 characters":         knownGoodID + "0",
+		"seed article ID":       "7ZZZZZZZY1F801XTH00MY7XF09K", // 27 characters
+		"parent directory":      "../x",
+		"dot dot":               "..",
+		"marker folder":         "active",
+		"lower case":            strings.ToLower(knownGoodID), // decodes to the same ULID but is a different key
+		"mixed case":            knownGoodID[:20] + strings.ToLower(knownGoodID[20:]),
+		"contains I":            "I" + knownGoodID[1:],                     // I is an alias of 1, not canonical
+		"contains L":            knownGoodID[:25] + "L",                    // L is an alias of 1, not canonical
+		"contains O":            knownGoodID[:12] + "O" + knownGoodID[13:], // O is an alias of 0, not canonical
+		"contains U":            knownGoodID[:12] + "U" + knownGoodID[13:], // U is not in the alphabet
+		"starts with 8":         "8" + knownGoodID[1:],                     // 130 bits of text, the top two would overflow 128
+		"all Z":                 strings.Repeat("Z", 26),                   // overflow
+		"slash":                 knownGoodID[:25] + "/",
+		"slash prefix":          "/" + knownGoodID[1:],
+		"escaped slash":         knownGoodID[:23] + "%2F",
+		"26 bytes with unicode": knownGoodID[:24] + "é", // 26 bytes, 25 runes
+		"26 runes with unicode": knownGoodID[:25] + "Ω", // 26 runes, 27 bytes
+		"NUL byte":              knownGoodID[:25] + "\x00",
+		"leading space":         " " + knownGoodID[1:],
+		"trailing newline":      knownGoodID + "\n",
+		"hyphenated":            knownGoodID[:13] + "-" + knownGoodID[14:],
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+	for name, id := range ids {
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 
-			err := ParseID(tt.id)
-			checkIDError(t, "ParseID", tt.id, err)
+			err := ParseID(id)
+			checkIDError(t, "ParseID", id, err)
 
-			got, err := IDTime(tt.id)
-			checkIDError(t, "IDTime", tt.id, err)
+			got, err := IDTime(id)
+			checkIDError(t, "IDTime", id, err)
 			if !got.IsZero() {
-				t.Errorf("IDTime(%q) time = %v, want the zero time", tt.id, got)
+				t.Errorf("IDTime(%q) time = %v, want the zero time", id, got)
 			}
 		})
 	}

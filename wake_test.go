@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
@@ -33,7 +32,7 @@ func TestWakeBodyRoundTrip(t *testing.T) {
 // unless every announcement it has not seen names a marker that is gone.
 func TestWakeNews(t *testing.T) {
 	e := newAdvEnv(t)
-	w, err := NewWorker(e.admin, HandlerFunc(func(ctx context.Context, job *Job) error { return nil }), &WorkerOptions{ID: "w"})
+	w, err := NewWorker(e.admin, HandlerFunc(advSucceed), &WorkerOptions{ID: "w"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,18 +80,15 @@ func TestWakeNews(t *testing.T) {
 // Submit's announcement lists and claims; the others find its marker gone
 // with a HEAD and do not list.
 func TestWakeOneListPerSubmit(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newAdvEnv(t)
+	inBubble(t, func(t *testing.T, e *advEnv) {
 		var reqs s3test.Counter
-		counted := reqs.Wrap
-		done := make(chan string, 10)
 		const workers, submits = 6, 5
+		done := make(chan string, 10)
 		for i := range workers {
-			w := e.run(e.store(nil, counted), func(ctx context.Context, job *Job) error {
+			e.run(e.store(nil, reqs.Wrap), func(ctx context.Context, job *Job) error {
 				done <- job.Task.ID
 				return nil
 			}, &WorkerOptions{ID: fmt.Sprintf("w%d", i), MaxPollInterval: time.Hour, ReconcileInterval: -1})
-			defer w.stop()
 		}
 		time.Sleep(10 * time.Second) // every worker's first listing is behind it
 		reqs.Reset()

@@ -1,14 +1,12 @@
 package s3task_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"net/http"
 	"slices"
@@ -18,25 +16,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/s3task/s3task"
 	"github.com/s3task/s3task/internal/s3test"
+	"github.com/s3task/s3task/s3tasktest"
 )
 
-// The worker tests share the package with the store tests, which have their
-// own setup; the helpers here take names those do not use.
+// The worker tests run on the env of helpers_test.go, with workers run by
+// runWorker; what follows is their own.
 
-// workerWait bounds every wait on a signal. It is far longer than any wait
-// should take, even under -race on a loaded machine; reaching it is a failure.
-const workerWait = 20 * time.Second
-
-// Lease settings shared by the worker tests. Leases are long so that none
-// runs out by itself; the tests that need an expired lease move the server's
-// clock with Server.Advance instead of sleeping.
+// Lease settings of the worker tests. Leases are long so that none runs out
+// by itself; the tests that need an expired lease move the server's clock
+// with Advance instead of sleeping.
 const (
 	workerLease     = 10 * time.Second
 	workerMargin    = 2 * time.Second
@@ -48,123 +40,45 @@ const (
 	workerPastLease = workerLease + workerMargin + 2*time.Second
 )
 
-func workerQuietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// workerEnv is what the worker tests work with: an in-process S3, a Store
-// for the producer side (creating, submitting, inspecting tasks) with its
-// request counter, and a raw client to look at objects directly.
-type workerEnv struct {
-	ctx   context.Context
-	srv   *s3test.Server
-	store *s3task.Store
-	reqs  *s3test.Counter // the producer store's requests
-	raw   *s3.Client
+// workerOptions returns quickWorker's options with the library's default
+// concurrency and reconcile, workerLease, frequent heartbeats and a short
+// shutdown.
+func workerOptions(id string, hooks s3task.Hooks) *s3task.WorkerOptions {
+	o := quickWorker(id, hooks)
+	o.Concurrency, o.ReconcileInterval = 0, 0
+	o.PollInterval = 10 * time.Millisecond
+	o.LeaseDuration, o.ClockMargin, o.HeartbeatInterval = workerLease, workerMargin, workerHeartbeat
+	o.ShutdownTimeout = 200 * time.Millisecond
+	return o
 }
 
-func setupWorker(t *testing.T) *workerEnv {
+// submitWith is submit with more than a name: it creates a task with p and
+// testInput as its input and submits it.
+func (e *env) submitWith(t *testing.T, p s3task.CreateParams) *s3task.Task {
 	t.Helper()
-	srv := s3test.New(t)
-	e := &workerEnv{ctx: t.Context(), srv: srv, reqs: &s3test.Counter{}, raw: srv.Client()}
-	e.store = e.newStore(t, nil, e.reqs.Wrap)
-	return e
+	return s3tasktest.Submit(t, e.store, p, []byte(testInput))
 }
 
-// newStore returns a Store with its own S3 client, as another machine would
-// have. opts may be nil; the extensions and a quiet logger are filled in.
-func (e *workerEnv) newStore(t *testing.T, opts *s3task.StoreOptions, wrap ...func(http.RoundTripper) http.RoundTripper) *s3task.Store {
-	t.Helper()
-	var o s3task.StoreOptions
-	if opts != nil {
-		o = *opts
-	}
-	o.InputExt, o.OutputExt = ".csv", ".csv"
-	if o.Logger == nil {
-		o.Logger = workerQuietLog()
-	}
-	st, err := s3task.NewStore(e.srv.Client(wrap...), e.srv.Bucket, &o)
-	if err != nil {
-		t.Fatalf("NewStore: %v", err)
-	}
-	return st
-}
-
-// submit creates a task, uploads input and submits it.
-func (e *workerEnv) submit(t *testing.T, p s3task.CreateParams, input string) *s3task.Task {
+// created creates a task with p and uploads testInput as its input, for a
+// test that submits it itself.
+func (e *env) created(t *testing.T, p s3task.CreateParams) *s3task.Task {
 	t.Helper()
 	task, err := e.store.Create(e.ctx, p)
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	if err := e.store.UploadInput(e.ctx, task.ID, strings.NewReader(input)); err != nil {
-		t.Fatalf("UploadInput(%s): %v", task.ID, err)
-	}
-	got, err := e.store.Submit(e.ctx, task.ID)
-	if err != nil {
-		t.Fatalf("Submit(%s): %v", task.ID, err)
-	}
-	return got
+	return e.prepare(t, task, "created")
 }
 
-func (e *workerEnv) get(t *testing.T, id string) *s3task.Task {
+// output reads a completed task's output through Store.OpenOutput.
+func (e *env) output(t *testing.T, id string) string {
 	t.Helper()
-	task, err := e.store.Get(e.ctx, id)
+	b, err := s3test.ReadAll(e.store.OpenOutput(e.ctx, id))
 	if err != nil {
-		t.Fatalf("Get(%s): %v", id, err)
+		t.Fatalf("output of %s: %v", id, err)
 	}
-	return task
+	return string(b)
 }
-
-func (e *workerEnv) markerKey(id string) string {
-	return s3test.Marker(e.ctx, e.raw, e.srv.Bucket, e.store.Prefix(), id)
-}
-func (e *workerEnv) recordKey(id string) string { return e.store.Prefix() + id + "/status.json" }
-
-func (e *workerEnv) outputKey(t *testing.T, id string, n int) string {
-	t.Helper()
-	key, err := e.store.OutputKey(id, n)
-	if err != nil {
-		t.Fatalf("OutputKey(%s, %d): %v", id, n, err)
-	}
-	return key
-}
-
-// object returns the bytes at key, or ok=false if there is no object.
-func (e *workerEnv) object(t *testing.T, key string) (body []byte, ok bool) {
-	t.Helper()
-	out, err := e.raw.GetObject(e.ctx, &s3.GetObjectInput{Bucket: &e.srv.Bucket, Key: &key})
-	if err != nil {
-		var nf interface{ ErrorCode() string }
-		if errors.As(err, &nf) && nf.ErrorCode() == "NoSuchKey" {
-			return nil, false
-		}
-		t.Fatalf("GetObject(%s): %v", key, err)
-	}
-	defer out.Body.Close()
-	body, err = io.ReadAll(out.Body)
-	if err != nil {
-		t.Fatalf("read %s: %v", key, err)
-	}
-	return body, true
-}
-
-func (e *workerEnv) put(t *testing.T, key string, body []byte) {
-	t.Helper()
-	_, err := e.raw.PutObject(e.ctx, &s3.PutObjectInput{
-		Bucket: &e.srv.Bucket, Key: &key, Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
-	})
-	if err != nil {
-		t.Fatalf("PutObject(%s): %v", key, err)
-	}
-}
-
-func (e *workerEnv) hasMarker(t *testing.T, id string) bool {
-	t.Helper()
-	_, ok := e.object(t, e.markerKey(id))
-	return ok
-}
-
-// markerTimeLayout is how a marker key spells its due time.
-const markerTimeLayout = "20060102T150405.000Z"
 
 // markerDue returns the due time in a marker key, zero for a key without
 // one (as earlier versions wrote).
@@ -178,7 +92,7 @@ func markerDue(t *testing.T, prefix, key, id string) time.Time {
 	if !ok {
 		t.Fatalf("marker key %s is not one of task %s", key, id)
 	}
-	due, err := time.Parse(markerTimeLayout, at)
+	due, err := time.Parse(dueKeyLayout, at)
 	if err != nil {
 		t.Fatalf("marker key %s: %v", key, err)
 	}
@@ -187,98 +101,81 @@ func markerDue(t *testing.T, prefix, key, id string) time.Time {
 
 // expectMarked fails the test unless task, as stored, has a marker that
 // falls due no later than the task needs a worker: a worker will find it.
-func (e *workerEnv) expectMarked(t *testing.T, task *s3task.Task) {
+func (e *env) expectMarked(t *testing.T, task *s3task.Task) {
 	t.Helper()
-	key := e.markerKey(task.ID)
-	if _, ok := e.object(t, key); !ok {
+	if !e.hasMarker(task.ID) {
 		t.Errorf("task %s is %s but has no active marker: no worker will ever pick it up", task.ID, task.Status)
 		return
 	}
+	key := e.markerKey(task.ID)
 	if due := markerDue(t, e.store.Prefix(), key, task.ID); due.After(task.DueAt) {
 		t.Errorf("task %s: marker %s falls due after the task's due_at %s", task.ID, key, task.DueAt)
 	}
 }
 
-// output reads a completed task's output through Store.OpenOutput.
-func (e *workerEnv) output(t *testing.T, id string) string {
+// worker is a worker run by runWorker, with the events of its hooks.
+type worker struct {
+	*hookEvents
+	opts *s3task.WorkerOptions
+	stop func()
+}
+
+// withEvents returns workerOptions for id, changed by edit unless it is
+// nil, whose hooks report to the events it returns.
+func withEvents(id string, edit func(o *s3task.WorkerOptions)) (*hookEvents, *s3task.WorkerOptions) {
+	ev := newHookEvents()
+	opts := workerOptions(id, ev.hooks())
+	if edit != nil {
+		edit(opts)
+	}
+	return ev, opts
+}
+
+// startWorker runs a worker named id on store with the options of
+// withEvents.
+func startWorker(t *testing.T, store *s3task.Store, id string, h s3task.Handler, edit func(o *s3task.WorkerOptions)) *worker {
 	t.Helper()
-	r, err := e.store.OpenOutput(e.ctx, id)
-	if err != nil {
-		t.Fatalf("OpenOutput(%s): %v", id, err)
-	}
-	defer r.Close()
-	b, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatalf("read output of %s: %v", id, err)
-	}
-	return string(b)
+	ev, opts := withEvents(id, edit)
+	return &worker{hookEvents: ev, opts: opts, stop: runWorker(t, store, h, opts)}
 }
 
-// workerOptions returns options with short polls, long leases, frequent
-// heartbeats, no backoff between attempts and the given hooks.
-func workerOptions(id string, hooks s3task.Hooks) *s3task.WorkerOptions {
-	return &s3task.WorkerOptions{
-		ID:                id,
-		PollInterval:      10 * time.Millisecond,
-		MaxPollInterval:   50 * time.Millisecond,
-		LeaseDuration:     workerLease,
-		HeartbeatInterval: workerHeartbeat,
-		ClockMargin:       workerMargin,
-		Backoff:           func(int) time.Duration { return 0 },
-		ShutdownTimeout:   200 * time.Millisecond,
-		Logger:            workerQuietLog(),
-		Hooks:             hooks,
-	}
-}
-
-// runningWorker is a worker whose Run goroutine the test owns.
-type runningWorker struct {
-	w      *s3task.Worker
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
-	t      *testing.T
-}
-
-// startWorker builds a worker and runs it until the test ends (or stop).
-func startWorker(t *testing.T, store *s3task.Store, h s3task.Handler, opts *s3task.WorkerOptions) *runningWorker {
+// newWorker makes the worker startWorker would run, for a test about Run
+// itself (see runItself), and returns it with its events.
+func newWorker(t *testing.T, store *s3task.Store, id string, h s3task.Handler, edit func(o *s3task.WorkerOptions)) (*s3task.Worker, *hookEvents) {
 	t.Helper()
+	ev, opts := withEvents(id, edit)
 	w, err := s3task.NewWorker(store, h, opts)
 	if err != nil {
 		t.Fatalf("NewWorker: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	rw := &runningWorker{w: w, cancel: cancel, done: make(chan error, 1), t: t}
-	go func() { rw.done <- w.Run(ctx) }()
-	t.Cleanup(rw.stop)
-	return rw
+	return w, ev
 }
 
-// stop cancels Run's context and waits for Run to return. It can be called
-// more than once.
-func (rw *runningWorker) stop() {
-	rw.once.Do(func() {
-		rw.cancel()
-		select {
-		case err := <-rw.done:
-			if err != nil {
-				rw.t.Errorf("worker %s: Run returned %v", rw.w.ID(), err)
-			}
-		case <-time.After(workerWait):
-			rw.t.Errorf("worker %s: Run did not return within %s of its context ending", rw.w.ID(), workerWait)
+// runItself runs w in the background: cancel ends Run's context, and wait
+// returns what Run returned, failing the test if it does not return within
+// testWait. Both run when the test ends.
+func runItself(t *testing.T, w *s3task.Worker) (cancel context.CancelFunc, wait func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	wait = sync.OnceValue(func() error { return await(t, done, "Run to return") })
+	t.Cleanup(func() {
+		cancel()
+		if err := wait(); err != nil {
+			t.Errorf("worker %s: Run returned %v", w.ID(), err)
 		}
 	})
+	return cancel, wait
 }
 
 // hookEvents collects what a worker's hooks report, each kind on its own
-// channel. Hooks never block: the channels are large, and a test reads only
-// what it waits for.
+// channel. Hooks never block (see offer): the channels are large, and a test
+// reads only what it waits for.
 type hookEvents struct {
-	claimed   chan *s3task.Task
-	completed chan *s3task.Task
-	failed    chan hookFailure
-	lost      chan hookLost
-	released  chan *s3task.Task
+	claimed, completed, released chan *s3task.Task
+	failed                       chan hookFailure
+	lost                         chan hookLost
+	polled                       chan s3task.PollStats
 }
 
 type hookFailure struct {
@@ -295,28 +192,41 @@ type hookLost struct {
 func newHookEvents() *hookEvents {
 	const n = 1024
 	return &hookEvents{
-		claimed:   make(chan *s3task.Task, n),
-		completed: make(chan *s3task.Task, n),
-		failed:    make(chan hookFailure, n),
-		lost:      make(chan hookLost, n),
-		released:  make(chan *s3task.Task, n),
-	}
-}
-
-func offerHook[T any](ch chan T, v T) {
-	select {
-	case ch <- v:
-	default:
+		claimed: make(chan *s3task.Task, n), completed: make(chan *s3task.Task, n), released: make(chan *s3task.Task, n),
+		failed: make(chan hookFailure, n), lost: make(chan hookLost, n), polled: make(chan s3task.PollStats, n),
 	}
 }
 
 func (h *hookEvents) hooks() s3task.Hooks {
 	return s3task.Hooks{
-		OnClaim:     func(t *s3task.Task) { offerHook(h.claimed, t) },
-		OnComplete:  func(t *s3task.Task) { offerHook(h.completed, t) },
-		OnFail:      func(t *s3task.Task, err error) { offerHook(h.failed, hookFailure{t, err}) },
-		OnLeaseLost: func(id string, t *s3task.Task, cause error) { offerHook(h.lost, hookLost{id, t, cause}) },
-		OnRelease:   func(t *s3task.Task) { offerHook(h.released, t) },
+		OnClaim:     func(t *s3task.Task) { offer(h.claimed, t) },
+		OnComplete:  func(t *s3task.Task) { offer(h.completed, t) },
+		OnFail:      func(t *s3task.Task, err error) { offer(h.failed, hookFailure{t, err}) },
+		OnLeaseLost: func(id string, t *s3task.Task, cause error) { offer(h.lost, hookLost{id, t, cause}) },
+		OnRelease:   func(t *s3task.Task) { offer(h.released, t) },
+		OnPoll:      func(p s3task.PollStats) { offer(h.polled, p) },
+	}
+}
+
+// expectNone fails the test if any of the hooks named reported something
+// the test has not taken.
+func (h *hookEvents) expectNone(t *testing.T, hooks ...string) {
+	t.Helper()
+	for _, name := range hooks {
+		switch name {
+		case "OnClaim":
+			expectNoHook(t, h.claimed, name)
+		case "OnComplete":
+			expectNoHook(t, h.completed, name)
+		case "OnFail":
+			expectNoHook(t, h.failed, name)
+		case "OnLeaseLost":
+			expectNoHook(t, h.lost, name)
+		case "OnRelease":
+			expectNoHook(t, h.released, name)
+		default:
+			t.Fatalf("no events of a hook %s", name)
+		}
 	}
 }
 
@@ -330,37 +240,35 @@ func expectNoHook[T any](t *testing.T, ch chan T, what string) {
 	}
 }
 
-// awaitSignal returns the next value from ch, failing the test after
-// workerWait.
-func awaitSignal[T any](t *testing.T, ch <-chan T, what string) T {
+// awaitWithin is await that also fails the test if the value took longer
+// than d to come.
+func awaitWithin[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(workerWait):
-		t.Fatalf("timed out after %s waiting for %s", workerWait, what)
-		panic("unreachable")
+	start := time.Now()
+	v := await(t, ch, what)
+	if took := time.Since(start); took > d {
+		t.Errorf("%s took %s, want at most %s", what, took.Round(time.Millisecond), d)
 	}
+	return v
 }
 
-// awaitSignalWithin is awaitSignal with a tighter bound.
-func awaitSignalWithin[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
+// awaitTask returns the next task on ch, one of a worker's events, failing
+// the test unless it is task id.
+func awaitTask(t *testing.T, ch <-chan *s3task.Task, id, what string) *s3task.Task {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(d):
-		t.Fatalf("timed out after %s waiting for %s", d, what)
-		panic("unreachable")
+	got := await(t, ch, what)
+	if got.ID != id {
+		t.Fatalf("%s: got task %s, want %s", what, got.ID, id)
 	}
+	return got
 }
 
-// waitForCondition checks cond on a short ticker until it holds, failing
-// the test after workerWait. It waits for a condition, never for a fixed
-// time.
-func waitForCondition(t *testing.T, what string, cond func() bool) {
+// awaitMore waits until the requests c counts of kind op (as s3test.Op
+// names them) have grown by n.
+func awaitMore(t *testing.T, c *s3test.Counter, op string, n int, what string) {
 	t.Helper()
-	waitUntil(t, workerWait, what, cond)
+	from := c.Counts()[op]
+	waitUntil(t, testWait, what, func() bool { return c.Counts()[op] >= from+n })
 }
 
 // handlerGate blocks handlers until the test opens it, or until their
@@ -388,12 +296,64 @@ func (g *handlerGate) wait(ctx context.Context) error {
 	}
 }
 
-// ignoreWorkerWriteStamps leaves out what every write changes.
-var ignoreWorkerWriteStamps = cmpopts.IgnoreFields(s3task.Task{}, "UpdatedAt", "Revision", "Writes", "PriorRevisions")
+// handler returns a handler that waits for the gate.
+func (g *handlerGate) handler() s3task.Handler {
+	return s3task.HandlerFunc(func(ctx context.Context, _ *s3task.Job) error { return g.wait(ctx) })
+}
+
+// untilDone is a handler that signals its start, runs until its context
+// ends, reports the context's cause, and then returns the context's error,
+// or nil if it claims success.
+type untilDone struct {
+	started chan struct{}
+	causes  chan error
+	success bool
+}
+
+func newUntilDone(success bool) *untilDone {
+	return &untilDone{started: make(chan struct{}, 1), causes: make(chan error, 1), success: success}
+}
+
+func (u *untilDone) Work(ctx context.Context, _ *s3task.Job) error {
+	offer(u.started, struct{}{})
+	<-ctx.Done()
+	offer(u.causes, context.Cause(ctx))
+	if u.success {
+		return nil
+	}
+	return ctx.Err()
+}
+
+// answered counts the requests of a client for which match holds once S3
+// answered them.
+type answered struct {
+	match func(r *http.Request, resp *http.Response) bool
+	n     atomic.Int64
+}
+
+func (a *answered) wrap(next http.RoundTripper) http.RoundTripper {
+	return s3tasktest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := next.RoundTrip(r)
+		if err == nil && a.match(r, resp) {
+			a.n.Add(1)
+		}
+		return resp, err
+	})
+}
+
+func (a *answered) count() int { return int(a.n.Load()) }
+
+// putsAnswered counts the PUTs of a client to keys ending in /key that S3
+// answered with status.
+func putsAnswered(key string, status int) *answered {
+	return &answered{match: func(r *http.Request, resp *http.Response) bool {
+		return isPut(r, key) && resp.StatusCode == status
+	}}
+}
 
 func TestWorkerEndToEndCSV(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	producer, e := setup(t, nil) // e.count counts the producer's requests
 	input := "name,city\nada,london\ngrace,arlington\nlinus,helsinki\nbarbara,boston\n"
 	// The expected results come from the input, not from the handler.
 	lines := strings.Split(strings.TrimSuffix(input, "\n"), "\n")
@@ -439,22 +399,16 @@ func TestWorkerEndToEndCSV(t *testing.T) {
 	})
 
 	var workerReqs s3test.Counter
-	ev := newHookEvents()
-	opts := workerOptions("csv-worker", ev.hooks())
-	opts.HeartbeatInterval = workerLease / 3 // no heartbeat during this short task: request counts stay exact
-	startWorker(t, e.newStore(t, nil, workerReqs.Wrap), handler, opts)
+	ev := startWorker(t, e.newStore(t, nil, workerReqs.Wrap), "csv-worker", handler, func(o *s3task.WorkerOptions) {
+		o.HeartbeatInterval = workerLease / 3 // no heartbeat during this short task: request counts stay exact
+	})
 
-	e.reqs.Reset()
 	workerReqs.Reset()
-	submitted := e.submit(t, s3task.CreateParams{Name: "cities.csv", Type: "upper"}, input)
-	producer := e.reqs.String()
-	claimed := awaitSignal(t, ev.claimed, "the claim")
-	done := awaitSignal(t, ev.completed, "the task to complete")
-	t.Logf("requests for one task: producer (create, upload, submit): %s; worker (polls included): %s", producer, workerReqs.String())
+	submitted := s3tasktest.Submit(t, producer, s3task.CreateParams{Name: "cities.csv", Type: "upper"}, []byte(input))
+	claimed := await(t, ev.claimed, "the claim")
+	done := awaitTask(t, ev.completed, submitted.ID, "the task to complete")
+	t.Logf("requests for one task: producer (create, upload, submit): %s; worker (polls included): %s", e.count.String(), workerReqs.String())
 
-	if done.ID != submitted.ID {
-		t.Fatalf("completed task %s, want %s", done.ID, submitted.ID)
-	}
 	// Submit makes the task due at once; the claim moves it to the end of
 	// the lease plus the clock margin, and completing keeps that.
 	if submitted.DueAt.IsZero() || submitted.DueAt.Before(submitted.CreatedAt) {
@@ -471,51 +425,47 @@ func TestWorkerEndToEndCSV(t *testing.T) {
 	want.DueAt = claimed.DueAt
 	want.Progress = s3task.Progress{RowCount: dataRows, ProcessedCount: dataRows, SuccessCount: dataRows}
 	want.OutputPath = e.outputKey(t, submitted.ID, 1)
-	if diff := cmp.Diff(&want, got, ignoreWorkerWriteStamps); diff != "" {
+	if diff := cmp.Diff(&want, got, ignoreWriteStamp()); diff != "" {
 		t.Errorf("completed record (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(got, done, ignoreWorkerWriteStamps); diff != "" {
+	if diff := cmp.Diff(got, done, ignoreWriteStamp()); diff != "" {
 		t.Errorf("OnComplete saw a different record than Get (-get +hook):\n%s", diff)
 	}
 	if out := e.output(t, submitted.ID); out != strings.ToUpper(input) {
 		t.Errorf("output = %q, want %q", out, strings.ToUpper(input))
 	}
-	if e.hasMarker(t, submitted.ID) {
-		t.Errorf("active marker of completed task %s is still there", submitted.ID)
-	}
-	expectNoHook(t, ev.failed, "OnFail")
-	expectNoHook(t, ev.lost, "OnLeaseLost")
+	e.wantMarkers(t, submitted.ID) // none left
+	ev.expectNone(t, "OnFail", "OnLeaseLost")
 }
 
 func TestWorkerProgressVisibleWhileRunning(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	release := newHandlerGate(t)
 	want := s3task.Progress{RowCount: 40, ProcessedCount: 17, SuccessCount: 15, ErrorCount: 2}
 	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
 		job.SetProgress(want)
 		return release.wait(ctx)
 	})
-	ev := newHookEvents()
-	rw := startWorker(t, e.newStore(t, nil), handler, workerOptions("progress-worker", ev.hooks()))
-	task := e.submit(t, s3task.CreateParams{Name: "progress"}, "a\n")
-	awaitSignal(t, ev.claimed, "the claim")
+	ev := startWorker(t, e.newStore(t, nil), "progress-worker", handler, nil)
+	task := e.submit(t, "progress")
+	await(t, ev.claimed, "the claim")
 
 	var running *s3task.Task
-	waitForCondition(t, "Get shows the handler's progress", func() bool {
+	waitUntil(t, testWait, "Get shows the handler's progress", func() bool {
 		running = e.get(t, task.ID)
 		return running.Progress == want
 	})
-	if running.Status != s3task.StatusRunning || running.WorkerID != rw.w.ID() || running.Attempt != 1 {
+	if running.Status != s3task.StatusRunning || running.WorkerID != ev.opts.ID || running.Attempt != 1 {
 		t.Errorf("while running: status %s, worker %q, attempt %d; want running, %q, 1",
-			running.Status, running.WorkerID, running.Attempt, rw.w.ID())
+			running.Status, running.WorkerID, running.Attempt, ev.opts.ID)
 	}
 	if !running.LeaseExpiresAt.After(e.srv.Now()) {
 		t.Errorf("lease_expires_at %s is not in the future (server now %s)", running.LeaseExpiresAt, e.srv.Now())
 	}
 
 	release.open()
-	done := awaitSignal(t, ev.completed, "the task to complete")
+	done := await(t, ev.completed, "the task to complete")
 	if done.Progress != want {
 		t.Errorf("progress after completion = %+v, want %+v", done.Progress, want)
 	}
@@ -523,7 +473,7 @@ func TestWorkerProgressVisibleWhileRunning(t *testing.T) {
 
 func TestWorkerRetriesUntilSuccess(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	const succeedAt = 3
 	var mu sync.Mutex
 	var attempts []int
@@ -541,12 +491,11 @@ func TestWorkerRetriesUntilSuccess(t *testing.T) {
 		}
 		return nil
 	})
-	ev := newHookEvents()
-	startWorker(t, e.newStore(t, nil), handler, workerOptions("retry-worker", ev.hooks()))
-	task := e.submit(t, s3task.CreateParams{Name: "flaky", MaxAttempts: succeedAt}, "x\n")
+	ev := startWorker(t, e.newStore(t, nil), "retry-worker", handler, nil)
+	task := e.submitWith(t, s3task.CreateParams{Name: "flaky", MaxAttempts: succeedAt})
 
 	for n := 1; n < succeedAt; n++ {
-		f := awaitSignal(t, ev.failed, fmt.Sprintf("attempt %d to fail", n))
+		f := await(t, ev.failed, fmt.Sprintf("attempt %d to fail", n))
 		if f.task.Attempt != n || f.task.Terminal() || f.task.RetryAt.IsZero() {
 			t.Errorf("failure %d: attempt %d, terminal %v, retry_at %v; want attempt %d with a retry scheduled",
 				n, f.task.Attempt, f.task.Terminal(), f.task.RetryAt, n)
@@ -555,7 +504,7 @@ func TestWorkerRetriesUntilSuccess(t *testing.T) {
 			t.Errorf("failure %d: last_error %q, want %q", n, f.task.LastError, want)
 		}
 	}
-	done := awaitSignal(t, ev.completed, "the task to complete")
+	done := await(t, ev.completed, "the task to complete")
 	got := e.get(t, task.ID)
 	if got.Status != s3task.StatusCompleted || got.Attempt != succeedAt || got.LastError != "" {
 		t.Errorf("final record: status %s, attempt_id %d, last_error %q; want completed, %d, empty",
@@ -568,7 +517,7 @@ func TestWorkerRetriesUntilSuccess(t *testing.T) {
 		t.Errorf("OpenOutput = %q, want %q", out, want)
 	}
 	for n := 1; n < succeedAt; n++ {
-		body, ok := e.object(t, e.outputKey(t, task.ID, n))
+		body, ok := e.object(e.outputKey(t, task.ID, n))
 		if want := fmt.Sprintf("written by attempt %d", n); !ok || string(body) != want {
 			t.Errorf("output of attempt %d = %q (exists %v), want %q", n, body, ok, want)
 		}
@@ -578,27 +527,24 @@ func TestWorkerRetriesUntilSuccess(t *testing.T) {
 	if diff := cmp.Diff([]int{1, 2, 3}, attempts); diff != "" {
 		t.Errorf("handler attempts (-want +got):\n%s", diff)
 	}
-	if e.hasMarker(t, task.ID) {
-		t.Errorf("marker of completed task still there")
-	}
+	e.wantMarkers(t, task.ID) // none left
 }
 
 func TestWorkerFailsAtMaxAttempts(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
 		return fmt.Errorf("cannot parse row %d", 7*job.Task.Attempt)
 	})
-	ev := newHookEvents()
-	startWorker(t, e.newStore(t, nil), handler, workerOptions("failing-worker", ev.hooks()))
-	task := e.submit(t, s3task.CreateParams{Name: "doomed"}, "x\n")
+	ev := startWorker(t, e.newStore(t, nil), "failing-worker", handler, nil)
+	task := e.submit(t, "doomed")
 	if task.MaxAttempts != s3task.DefaultMaxAttempts {
 		t.Fatalf("max_attempts = %d, want the default %d", task.MaxAttempts, s3task.DefaultMaxAttempts)
 	}
 
 	var last hookFailure
 	for n := 1; n <= task.MaxAttempts; n++ {
-		last = awaitSignal(t, ev.failed, fmt.Sprintf("attempt %d to fail", n))
+		last = await(t, ev.failed, fmt.Sprintf("attempt %d to fail", n))
 		if last.task.Attempt != n {
 			t.Fatalf("failure %d reported attempt %d", n, last.task.Attempt)
 		}
@@ -618,9 +564,7 @@ func TestWorkerFailsAtMaxAttempts(t *testing.T) {
 	if last.err == nil || last.err.Error() != wantMsg {
 		t.Errorf("OnFail err = %v, want %q", last.err, wantMsg)
 	}
-	if e.hasMarker(t, task.ID) {
-		t.Errorf("marker of finally failed task still there")
-	}
+	e.wantMarkers(t, task.ID) // none left
 	claims := len(ev.claimed)
 	if claims != task.MaxAttempts {
 		t.Errorf("%d claims, want %d", claims, task.MaxAttempts)
@@ -629,15 +573,14 @@ func TestWorkerFailsAtMaxAttempts(t *testing.T) {
 
 func TestWorkerPermanentErrorStopsAfterFirstAttempt(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
 		return s3task.Permanent(errors.New("column 'amount' missing"))
 	})
-	ev := newHookEvents()
-	startWorker(t, e.newStore(t, nil), handler, workerOptions("permanent-worker", ev.hooks()))
-	task := e.submit(t, s3task.CreateParams{Name: "bad input"}, "x\n")
+	ev := startWorker(t, e.newStore(t, nil), "permanent-worker", handler, nil)
+	task := e.submit(t, "bad input")
 
-	f := awaitSignal(t, ev.failed, "the permanent failure")
+	f := await(t, ev.failed, "the permanent failure")
 	if !f.task.Terminal() || !s3task.IsPermanent(f.err) {
 		t.Errorf("OnFail: terminal %v, IsPermanent(err) %v; want both", f.task.Terminal(), s3task.IsPermanent(f.err))
 	}
@@ -649,9 +592,7 @@ func TestWorkerPermanentErrorStopsAfterFirstAttempt(t *testing.T) {
 	if !strings.Contains(got.LastError, "column 'amount' missing") {
 		t.Errorf("last_error = %q", got.LastError)
 	}
-	if e.hasMarker(t, task.ID) {
-		t.Errorf("marker still there")
-	}
+	e.wantMarkers(t, task.ID) // none left
 	if n := len(ev.claimed); n != 1 {
 		t.Errorf("%d claims, want 1", n)
 	}
@@ -659,7 +600,7 @@ func TestWorkerPermanentErrorStopsAfterFirstAttempt(t *testing.T) {
 
 func TestWorkerRetryAfterWaitsForServerClock(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	const delay = time.Hour
 	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
 		if job.Task.Attempt == 1 {
@@ -668,12 +609,11 @@ func TestWorkerRetryAfterWaitsForServerClock(t *testing.T) {
 		return nil
 	})
 	var workerReqs s3test.Counter
-	ev := newHookEvents()
-	startWorker(t, e.newStore(t, nil, workerReqs.Wrap), handler, workerOptions("patient-worker", ev.hooks()))
+	ev := startWorker(t, e.newStore(t, nil, workerReqs.Wrap), "patient-worker", handler, nil)
 	before := e.srv.Now()
-	task := e.submit(t, s3task.CreateParams{Name: "rate limited"}, "x\n")
+	task := e.submit(t, "rate limited")
 
-	f := awaitSignal(t, ev.failed, "the first attempt to fail")
+	f := await(t, ev.failed, "the first attempt to fail")
 	after := e.srv.Now()
 	// The worker reads the server's clock from one-second Date headers.
 	if lo, hi := before.Add(delay-2*time.Second), after.Add(delay+2*time.Second); f.task.RetryAt.Before(lo) || f.task.RetryAt.After(hi) {
@@ -684,8 +624,7 @@ func TestWorkerRetryAfterWaitsForServerClock(t *testing.T) {
 	}
 
 	// Let the worker look at the task several more times: it must leave it.
-	gets := workerReqs.Counts()["GET"]
-	waitForCondition(t, "the worker read the record 5 more times", func() bool { return workerReqs.Counts()["GET"] >= gets+5 })
+	awaitMore(t, &workerReqs, "GET", 5, "the worker to read the record 5 more times")
 	if n := len(ev.claimed); n != 1 {
 		t.Fatalf("%d claims before the retry was due, want 1", n)
 	}
@@ -694,7 +633,7 @@ func TestWorkerRetryAfterWaitsForServerClock(t *testing.T) {
 	}
 
 	e.srv.Advance(delay + 2*time.Second)
-	done := awaitSignal(t, ev.completed, "the retry once the server's clock passed retry_at")
+	done := await(t, ev.completed, "the retry once the server's clock passed retry_at")
 	if done.Attempt != 2 {
 		t.Errorf("completed at attempt %d, want 2", done.Attempt)
 	}
@@ -706,13 +645,12 @@ func TestWorkerRetryAfterWaitsForServerClock(t *testing.T) {
 // it does may change B's result.
 func TestWorkerCrashRecovery(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 
 	var cut s3test.Cutter
 	releaseA := newHandlerGate(t)
 	aWrote := make(chan error, 1)
 	aReturned := make(chan struct{})
-	evA := newHookEvents()
 	handlerA := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
 		defer close(aReturned)
 		_ = releaseA.wait(ctx)
@@ -721,45 +659,43 @@ func TestWorkerCrashRecovery(t *testing.T) {
 		aWrote <- job.WriteOutput(context.WithoutCancel(ctx), strings.NewReader("stale result from A"))
 		return nil
 	})
-	runA := startWorker(t, e.newStore(t, nil, cut.Wrap), handlerA, workerOptions("worker-a", evA.hooks()))
+	evA := startWorker(t, e.newStore(t, nil, cut.Wrap), "worker-a", handlerA, nil)
 
-	task := e.submit(t, s3task.CreateParams{Name: "crash"}, "x\n")
-	claimA := awaitSignal(t, evA.claimed, "worker A's claim")
+	task := e.submit(t, "crash")
+	claimA := await(t, evA.claimed, "worker A's claim")
 	if claimA.Attempt != 1 || claimA.WorkerID != "worker-a" {
 		t.Fatalf("A claimed attempt %d as %q", claimA.Attempt, claimA.WorkerID)
 	}
 
-	evB := newHookEvents()
 	handlerB := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
 		return job.WriteOutput(ctx, strings.NewReader("fresh result from B"))
 	})
-	startWorker(t, e.newStore(t, nil), handlerB, workerOptions("worker-b", evB.hooks()))
+	evB := startWorker(t, e.newStore(t, nil), "worker-b", handlerB, nil)
 
 	cut.Cut() // from now on nothing A sends reaches S3
-	waitForCondition(t, "A's requests are refused", func() bool { return cut.Refused() > 0 })
+	waitUntil(t, testWait, "A's requests are refused", func() bool { return cut.Refused() > 0 })
 	e.srv.Advance(workerPastLease)
 
-	claimB := awaitSignal(t, evB.claimed, "worker B to recover the task")
+	claimB := await(t, evB.claimed, "worker B to recover the task")
 	if claimB.Attempt != 2 || claimB.WorkerID != "worker-b" {
 		t.Errorf("B claimed attempt %d as %q, want a new attempt 2 as worker-b", claimB.Attempt, claimB.WorkerID)
 	}
-	doneB := awaitSignal(t, evB.completed, "worker B to complete")
+	doneB := await(t, evB.completed, "worker B to complete")
 
 	cut.Restore()
 	releaseA.open()
-	if err := awaitSignal(t, aWrote, "A's handler to write its output"); err != nil {
+	if err := await(t, aWrote, "A's handler to write its output"); err != nil {
 		t.Logf("A's output write failed (allowed): %v", err)
-	} else if body, _ := e.object(t, e.outputKey(t, task.ID, 1)); string(body) != "stale result from A" {
+	} else if body, _ := e.object(e.outputKey(t, task.ID, 1)); string(body) != "stale result from A" {
 		t.Errorf("A's output write succeeded, but attempt 1's output holds %q", body)
 	}
-	awaitSignal(t, aReturned, "A's handler to return")
-	lost := awaitSignal(t, evA.lost, "A to report its lost lease")
+	await(t, aReturned, "A's handler to return")
+	lost := await(t, evA.lost, "A to report its lost lease")
 	if lost.id != task.ID || !errors.Is(lost.cause, s3task.ErrLeaseLost) {
 		t.Errorf("OnLeaseLost(%s, cause %v), want (%s, ErrLeaseLost)", lost.id, lost.cause, task.ID)
 	}
-	runA.stop() // everything A does is over once Run returned
-	expectNoHook(t, evA.completed, "OnComplete from A")
-	expectNoHook(t, evA.failed, "OnFail from A")
+	evA.stop() // everything A does is over once Run returned
+	evA.expectNone(t, "OnComplete", "OnFail")
 
 	got := e.get(t, task.ID)
 	if diff := cmp.Diff(doneB, got); diff != "" {
@@ -774,28 +710,16 @@ func TestWorkerCrashRecovery(t *testing.T) {
 	if out := e.output(t, task.ID); out != "fresh result from B" {
 		t.Errorf("OpenOutput = %q, want B's result", out)
 	}
-	if e.hasMarker(t, task.ID) {
-		t.Errorf("marker still there")
-	}
+	e.wantMarkers(t, task.ID) // none left
 }
 
 func TestWorkerCancelWhileRunning(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
-	started := make(chan struct{})
-	causes := make(chan error, 1)
-	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
-		close(started)
-		<-ctx.Done()
-		causes <- context.Cause(ctx)
-		return ctx.Err()
-	})
-	ev := newHookEvents()
-	opts := workerOptions("cancel-worker", ev.hooks())
-	opts.HeartbeatInterval = 100 * time.Millisecond
-	rw := startWorker(t, e.newStore(t, nil), handler, opts)
-	task := e.submit(t, s3task.CreateParams{Name: "to cancel"}, "x\n")
-	awaitSignal(t, started, "the handler to start")
+	e := newEnv(t, nil)
+	handler := newUntilDone(false)
+	ev := startWorker(t, e.newStore(t, nil), "cancel-worker", handler, func(o *s3task.WorkerOptions) { o.HeartbeatInterval = 100 * time.Millisecond })
+	task := e.submit(t, "to cancel")
+	await(t, handler.started, "the handler to start")
 
 	canceled, err := e.store.Cancel(e.ctx, task.ID, "user pressed stop")
 	if err != nil {
@@ -805,17 +729,17 @@ func TestWorkerCancelWhileRunning(t *testing.T) {
 	// The worker learns of it at its next heartbeat. The bound leaves room
 	// for a loaded machine and is still a fraction of the lease: the
 	// handler is not left running until the lease runs out.
-	bound := 30 * opts.HeartbeatInterval
-	cause := awaitSignalWithin(t, causes, bound, "the handler's context to be cancelled")
-	t.Logf("handler cancelled %s after Cancel returned (heartbeat every %s)", time.Since(canceledAt).Round(time.Millisecond), opts.HeartbeatInterval)
+	bound := 30 * ev.opts.HeartbeatInterval
+	cause := awaitWithin(t, handler.causes, bound, "the handler's context to be cancelled")
+	t.Logf("handler cancelled %s after Cancel returned (heartbeat every %s)", time.Since(canceledAt).Round(time.Millisecond), ev.opts.HeartbeatInterval)
 	if !errors.Is(cause, s3task.ErrTaskCanceled) {
 		t.Errorf("context.Cause = %v, want ErrTaskCanceled", cause)
 	}
-	lost := awaitSignal(t, ev.lost, "OnLeaseLost")
+	lost := await(t, ev.lost, "OnLeaseLost")
 	if !errors.Is(lost.cause, s3task.ErrTaskCanceled) || lost.task == nil || lost.task.Status != s3task.StatusAbandoned {
 		t.Errorf("OnLeaseLost cause %v, task %+v; want ErrTaskCanceled with the abandoned record", lost.cause, lost.task)
 	}
-	rw.stop()
+	ev.stop()
 
 	got := e.get(t, task.ID)
 	if diff := cmp.Diff(canceled, got); diff != "" {
@@ -824,12 +748,8 @@ func TestWorkerCancelWhileRunning(t *testing.T) {
 	if got.Status != s3task.StatusAbandoned || got.CancelReason != "user pressed stop" {
 		t.Errorf("status %s, reason %q; want abandoned, %q", got.Status, got.CancelReason, "user pressed stop")
 	}
-	if e.hasMarker(t, task.ID) {
-		t.Errorf("marker of abandoned task still there")
-	}
-	expectNoHook(t, ev.completed, "OnComplete")
-	expectNoHook(t, ev.failed, "OnFail")
-	expectNoHook(t, ev.released, "OnRelease")
+	e.wantMarkers(t, task.ID) // none left
+	ev.expectNone(t, "OnComplete", "OnFail", "OnRelease")
 }
 
 // TestWorkerFastClockKeepsOffLiveLease runs worker B with a clock ten
@@ -838,19 +758,16 @@ func TestWorkerCancelWhileRunning(t *testing.T) {
 // by the server's clock and never take the task.
 func TestWorkerFastClockKeepsOffLiveLease(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	release := newHandlerGate(t)
-	blocking := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return release.wait(ctx) })
-
-	var landedA landedPuts
+	renewedA := putsAnswered("status.json", http.StatusOK)
 	var reqsB s3test.Counter
-	evA, evB := newHookEvents(), newHookEvents()
-	startWorker(t, e.newStore(t, nil, landedA.wrap), blocking, workerOptions("worker-a", evA.hooks()))
-	task := e.submit(t, s3task.CreateParams{Name: "held"}, "x\n")
-	awaitSignal(t, evA.claimed, "A's claim")
+	evA := startWorker(t, e.newStore(t, nil, renewedA.wrap), "worker-a", release.handler(), nil)
+	task := e.submit(t, "held")
+	await(t, evA.claimed, "A's claim")
 
 	fast := &s3task.StoreOptions{Clock: func() time.Time { return time.Now().Add(10 * time.Minute) }}
-	startWorker(t, e.newStore(t, fast, reqsB.Wrap), blocking, workerOptions("worker-b", evB.hooks()))
+	evB := startWorker(t, e.newStore(t, fast, reqsB.Wrap), "worker-b", release.handler(), nil)
 
 	const steps = 4
 	step := workerLease / 2
@@ -858,10 +775,9 @@ func TestWorkerFastClockKeepsOffLiveLease(t *testing.T) {
 		e.srv.Advance(step)
 		// A's first renewal after the jump may still use the old clock
 		// reading; the ones after it renew from the new one.
-		puts := landedA.count()
-		waitForCondition(t, "A renewed its lease three times", func() bool { return landedA.count() >= puts+3 })
-		gets := reqsB.Counts()["GET"]
-		waitForCondition(t, "B looked at the task again", func() bool { return reqsB.Counts()["GET"] >= gets+3 })
+		puts := renewedA.count()
+		waitUntil(t, testWait, "A renewed its lease three times", func() bool { return renewedA.count() >= puts+3 })
+		awaitMore(t, &reqsB, "GET", 3, "B to look at the task again")
 		if n := len(evB.claimed); n != 0 {
 			t.Fatalf("step %d (server clock +%s): B took over a task whose lease A keeps renewing", i+1, step*time.Duration(i+1))
 		}
@@ -872,12 +788,12 @@ func TestWorkerFastClockKeepsOffLiveLease(t *testing.T) {
 	t.Logf("B polled with a fast clock: %s", reqsB.String())
 
 	release.open()
-	done := awaitSignal(t, evA.completed, "A to complete")
+	done := await(t, evA.completed, "A to complete")
 	if done.Attempt != 1 || done.WorkerID != "worker-a" {
 		t.Errorf("completed attempt %d by %q, want attempt 1 by worker-a", done.Attempt, done.WorkerID)
 	}
-	expectNoHook(t, evB.claimed, "claim by B")
-	expectNoHook(t, evA.lost, "lost lease of A")
+	evB.expectNone(t, "OnClaim")
+	evA.expectNone(t, "OnLeaseLost")
 }
 
 // TestWorkerSlowClockRecoversExpiredLease checks that a worker whose clock is
@@ -885,35 +801,28 @@ func TestWorkerFastClockKeepsOffLiveLease(t *testing.T) {
 // clock, and recovers the task.
 func TestWorkerSlowClockRecoversExpiredLease(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	var cut s3test.Cutter
-	stuck := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
-		<-ctx.Done()
-		return ctx.Err()
-	})
-	evA := newHookEvents()
-	startWorker(t, e.newStore(t, nil, cut.Wrap), stuck, workerOptions("worker-a", evA.hooks()))
-	task := e.submit(t, s3task.CreateParams{Name: "orphaned"}, "x\n")
-	awaitSignal(t, evA.claimed, "A's claim")
+	stuck := newHandlerGate(t).handler() // runs until its context ends
+	evA := startWorker(t, e.newStore(t, nil, cut.Wrap), "worker-a", stuck, nil)
+	task := e.submit(t, "orphaned")
+	await(t, evA.claimed, "A's claim")
 	cut.Cut()
 	t.Cleanup(cut.Restore) // let A stop cleanly
 
 	slow := &s3task.StoreOptions{Clock: func() time.Time { return time.Now().Add(-10 * time.Minute) }}
-	evC := newHookEvents()
-	ok := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return nil })
 	var reqsC s3test.Counter
-	startWorker(t, e.newStore(t, slow, reqsC.Wrap), ok, workerOptions("worker-c", evC.hooks()))
+	evC := startWorker(t, e.newStore(t, slow, reqsC.Wrap), "worker-c", succeed, nil)
 	// While the lease is live, C leaves the task alone.
-	gets := reqsC.Counts()["GET"]
-	waitForCondition(t, "C looked at the task", func() bool { return reqsC.Counts()["GET"] >= gets+3 })
+	awaitMore(t, &reqsC, "GET", 3, "C to look at the task")
 	expectNoHook(t, evC.claimed, "claim by C of a live lease")
 
 	e.srv.Advance(workerPastLease)
-	claim := awaitSignal(t, evC.claimed, "the slow-clock worker to recover the task")
+	claim := await(t, evC.claimed, "the slow-clock worker to recover the task")
 	if claim.ID != task.ID || claim.Attempt != 2 {
 		t.Errorf("C claimed %s attempt %d, want %s attempt 2", claim.ID, claim.Attempt, task.ID)
 	}
-	done := awaitSignal(t, evC.completed, "C to complete")
+	done := await(t, evC.completed, "C to complete")
 	if done.Status != s3task.StatusCompleted || done.WorkerID != "worker-c" {
 		t.Errorf("done: %s by %q", done.Status, done.WorkerID)
 	}
@@ -926,21 +835,20 @@ func TestWorkerSlowClockRecoversExpiredLease(t *testing.T) {
 
 func TestWorkerPanickingHandler(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	mux := s3task.NewMux()
 	if err := mux.HandleFunc("explode", func(ctx context.Context, job *s3task.Job) error {
 		panic("boom: handler bug")
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := mux.HandleFunc("fine", func(ctx context.Context, job *s3task.Job) error { return nil }); err != nil {
+	if err := mux.Handle("fine", succeed); err != nil {
 		t.Fatal(err)
 	}
-	ev := newHookEvents()
-	rw := startWorker(t, e.newStore(t, nil), mux, workerOptions("panic-worker", ev.hooks()))
+	ev := startWorker(t, e.newStore(t, nil), "panic-worker", mux, nil)
 
-	bad := e.submit(t, s3task.CreateParams{Name: "explodes", Type: "explode", MaxAttempts: 1}, "x\n")
-	f := awaitSignal(t, ev.failed, "the panicking attempt to fail")
+	bad := e.submitWith(t, s3task.CreateParams{Name: "explodes", Type: "explode", MaxAttempts: 1})
+	f := await(t, ev.failed, "the panicking attempt to fail")
 	if f.task.ID != bad.ID || !strings.Contains(f.task.LastError, "panic") || !strings.Contains(f.task.LastError, "boom") || !f.task.Terminal() {
 		t.Errorf("failure of %s: last_error %q, terminal %v; want %s with a panic message, final", f.task.ID, f.task.LastError, f.task.Terminal(), bad.ID)
 	}
@@ -948,12 +856,8 @@ func TestWorkerPanickingHandler(t *testing.T) {
 		t.Errorf("record: %s, last_error %q", got.Status, got.LastError)
 	}
 
-	good := e.submit(t, s3task.CreateParams{Name: "after the panic", Type: "fine"}, "x\n")
-	done := awaitSignal(t, ev.completed, "the worker to go on with another task")
-	if done.ID != good.ID {
-		t.Errorf("completed %s, want %s", done.ID, good.ID)
-	}
-	rw.stop()
+	good := e.submitWith(t, s3task.CreateParams{Name: "after the panic", Type: "fine"})
+	awaitTask(t, ev.completed, good.ID, "the worker to go on with another task")
 }
 
 // A Mux given to a worker as it is never claims a type it does not serve
@@ -961,16 +865,15 @@ func TestWorkerPanickingHandler(t *testing.T) {
 // serves every type, it fails the task permanently.
 func TestMuxUnknownTaskTypeFailsPermanently(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	mux := s3task.NewMux()
-	if err := mux.HandleFunc("known", func(ctx context.Context, job *s3task.Job) error { return nil }); err != nil {
+	if err := mux.Handle("known", succeed); err != nil {
 		t.Fatal(err)
 	}
-	ev := newHookEvents()
-	startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(mux.Work), workerOptions("mux-worker", ev.hooks()))
-	task := e.submit(t, s3task.CreateParams{Name: "mystery", Type: "no-such-type"}, "x\n")
+	ev := startWorker(t, e.newStore(t, nil), "mux-worker", s3task.HandlerFunc(mux.Work), nil)
+	task := e.submitWith(t, s3task.CreateParams{Name: "mystery", Type: "no-such-type"})
 
-	f := awaitSignal(t, ev.failed, "the unknown type to fail")
+	f := await(t, ev.failed, "the unknown type to fail")
 	if !errors.Is(f.err, s3task.ErrUnknownTaskType) || !s3task.IsPermanent(f.err) {
 		t.Errorf("OnFail err = %v: Is(ErrUnknownTaskType) %v, IsPermanent %v; want both",
 			f.err, errors.Is(f.err, s3task.ErrUnknownTaskType), s3task.IsPermanent(f.err))
@@ -1024,9 +927,9 @@ func TestMuxHandle(t *testing.T) {
 	}
 }
 
-func TestMuxDispatchesByType(t *testing.T) {
+func TestMuxRoutesByType(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	var mu sync.Mutex
 	ran := map[string]string{} // task ID -> handler
 	mux := s3task.NewMux()
@@ -1043,15 +946,14 @@ func TestMuxDispatchesByType(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ev := newHookEvents()
-	startWorker(t, e.newStore(t, nil), mux, workerOptions("mux-worker", ev.hooks()))
+	ev := startWorker(t, e.newStore(t, nil), "mux-worker", mux, nil)
 	want := map[string]string{}
 	for _, typ := range []string{"resize", "transcode", "resize"} {
-		task := e.submit(t, s3task.CreateParams{Name: typ, Type: typ}, "x\n")
+		task := e.submitWith(t, s3task.CreateParams{Name: typ, Type: typ})
 		want[task.ID] = typ
 	}
 	for range want {
-		awaitSignal(t, ev.completed, "a task to complete")
+		await(t, ev.completed, "a task to complete")
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -1062,26 +964,18 @@ func TestMuxDispatchesByType(t *testing.T) {
 
 func TestWorkerShutdownReleasesTask(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
-	causes := make(chan error, 1)
-	handlerA := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
-		<-ctx.Done()
-		causes <- context.Cause(ctx)
-		return ctx.Err()
-	})
-	evA := newHookEvents()
-	optsA := workerOptions("worker-a", evA.hooks())
-	optsA.ShutdownTimeout = 50 * time.Millisecond
-	runA := startWorker(t, e.newStore(t, nil), handlerA, optsA)
-	task := e.submit(t, s3task.CreateParams{Name: "interrupted"}, "x\n")
-	claimed := awaitSignal(t, evA.claimed, "A's claim")
+	e := newEnv(t, nil)
+	handlerA := newUntilDone(false)
+	evA := startWorker(t, e.newStore(t, nil), "worker-a", handlerA, func(o *s3task.WorkerOptions) { o.ShutdownTimeout = 50 * time.Millisecond })
+	task := e.submit(t, "interrupted")
+	claimed := await(t, evA.claimed, "A's claim")
 
-	runA.stop()
+	evA.stop()
 	// Run returned, so the handler's end and the release are behind us.
-	if cause := awaitSignal(t, causes, "the handler's cancellation"); !errors.Is(cause, s3task.ErrWorkerStopping) {
+	if cause := await(t, handlerA.causes, "the handler's cancellation"); !errors.Is(cause, s3task.ErrWorkerStopping) {
 		t.Errorf("context.Cause = %v, want ErrWorkerStopping", cause)
 	}
-	released := awaitSignal(t, evA.released, "OnRelease")
+	released := await(t, evA.released, "OnRelease")
 	expectNoHook(t, evA.failed, "OnFail on shutdown")
 	got := e.get(t, task.ID)
 	if diff := cmp.Diff(released, got); diff != "" {
@@ -1096,10 +990,8 @@ func TestWorkerShutdownReleasesTask(t *testing.T) {
 		t.Errorf("released task: due_at %s, want the release's time, from the claim at %s to the release's write at %s", got.DueAt, claimed.UpdatedAt, got.UpdatedAt)
 	}
 
-	evB := newHookEvents()
-	startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return nil }),
-		workerOptions("worker-b", evB.hooks()))
-	done := awaitSignal(t, evB.completed, "B to complete the released task")
+	evB := startWorker(t, e.newStore(t, nil), "worker-b", succeed, nil)
+	done := await(t, evB.completed, "B to complete the released task")
 	if done.ID != task.ID || done.Attempt != 2 || done.WorkerID != "worker-b" {
 		t.Errorf("B completed %s attempt %d as %q, want %s attempt 2", done.ID, done.Attempt, done.WorkerID, task.ID)
 	}
@@ -1107,7 +999,7 @@ func TestWorkerShutdownReleasesTask(t *testing.T) {
 
 func TestWorkerShutdownLetsHandlerFinish(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	release := newHandlerGate(t)
 	started := make(chan struct{})
 	ctxErrAtRelease := make(chan error, 1)
@@ -1120,21 +1012,21 @@ func TestWorkerShutdownLetsHandlerFinish(t *testing.T) {
 		}
 		return job.WriteOutput(ctx, strings.NewReader("finished during shutdown"))
 	})
-	ev := newHookEvents()
-	opts := workerOptions("graceful-worker", ev.hooks())
-	opts.ShutdownTimeout = workerWait
-	rw := startWorker(t, e.newStore(t, nil), handler, opts)
-	task := e.submit(t, s3task.CreateParams{Name: "nearly done"}, "x\n")
-	awaitSignal(t, started, "the handler to start")
+	w, ev := newWorker(t, e.newStore(t, nil), "graceful-worker", handler, func(o *s3task.WorkerOptions) { o.ShutdownTimeout = testWait })
+	cancel, wait := runItself(t, w)
+	task := e.submit(t, "nearly done")
+	await(t, started, "the handler to start")
 
-	rw.cancel() // shutdown begins; the handler is still running
+	cancel() // shutdown begins; the handler is still running
 	release.open()
-	rw.stop()
+	if err := wait(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
 
-	if err := awaitSignal(t, ctxErrAtRelease, "the handler to be released"); err != nil {
+	if err := await(t, ctxErrAtRelease, "the handler to be released"); err != nil {
 		t.Errorf("handler context ended during the shutdown timeout: %v", err)
 	}
-	done := awaitSignal(t, ev.completed, "OnComplete")
+	done := await(t, ev.completed, "OnComplete")
 	expectNoHook(t, ev.released, "OnRelease")
 	got := e.get(t, task.ID)
 	if got.Status != s3task.StatusCompleted || got.Attempt != 1 || got.MaxAttempts != task.MaxAttempts {
@@ -1145,31 +1037,6 @@ func TestWorkerShutdownLetsHandlerFinish(t *testing.T) {
 	}
 }
 
-// landedPuts counts the PUTs of a client that the server accepted.
-type landedPuts struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (l *landedPuts) wrap(next http.RoundTripper) http.RoundTripper {
-	return workerRoundTrip(func(r *http.Request) (*http.Response, error) {
-		resp, err := next.RoundTrip(r)
-		if err == nil && r.Method == http.MethodPut && resp.StatusCode == http.StatusOK {
-			l.mu.Lock()
-			l.n++
-			l.mu.Unlock()
-		}
-		return resp, err
-	})
-}
-
-func (l *landedPuts) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.n
-}
-
-// listTimes records when each LIST request of a client was sent.
 // listTimes records when the head of the marker folder was listed. The
 // look for markers named as earlier versions did (start-after
 // <prefix>active/3), which a worker makes at its first poll and then once
@@ -1181,7 +1048,7 @@ type listTimes struct {
 }
 
 func (l *listTimes) wrap(next http.RoundTripper) http.RoundTripper {
-	return workerRoundTrip(func(r *http.Request) (*http.Response, error) {
+	return s3tasktest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 		if s3test.Op(r) == "LIST" {
 			l.mu.Lock()
 			if strings.HasSuffix(r.URL.Query().Get("start-after"), "active/3") {
@@ -1207,9 +1074,15 @@ func (l *listTimes) get() []time.Time {
 	return append([]time.Time(nil), l.times...)
 }
 
-type workerRoundTrip func(*http.Request) (*http.Response, error)
-
-func (f workerRoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+// gaps returns the time between each two listings in a row.
+func (l *listTimes) gaps() []time.Duration {
+	times := l.get()
+	var d []time.Duration
+	for i := 1; i < len(times); i++ {
+		d = append(d, times[i].Sub(times[i-1]))
+	}
+	return d
+}
 
 // TestWorkerIdleCost checks what an idle worker costs: one conditional GET
 // of the wake object per PollInterval and a LIST only every MaxPollInterval.
@@ -1217,17 +1090,15 @@ func (f workerRoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { re
 // loaded the machine is.
 func TestWorkerIdleCost(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	var reqs s3test.Counter
 	var lists listTimes
-	ev := newHookEvents()
-	opts := workerOptions("idle-worker", ev.hooks())
-	opts.PollInterval, opts.MaxPollInterval = 10*time.Millisecond, 80*time.Millisecond
-	store := e.newStore(t, nil, reqs.Wrap, lists.wrap)
-	startWorker(t, store, s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return nil }), opts)
+	ev := startWorker(t, e.newStore(t, nil, reqs.Wrap, lists.wrap), "idle-worker", succeed, func(o *s3task.WorkerOptions) {
+		o.PollInterval, o.MaxPollInterval = 10*time.Millisecond, 80*time.Millisecond
+	})
 
 	const polls = 4
-	waitForCondition(t, fmt.Sprintf("%d idle listings", polls), func() bool { return len(lists.get()) >= polls })
+	waitUntil(t, testWait, fmt.Sprintf("%d idle listings", polls), func() bool { return len(lists.get()) >= polls })
 	counts := reqs.Counts()
 	if counts["LIST"] < polls || counts["GET"] == 0 || len(counts) != 2 {
 		t.Errorf("idle worker requests: %s; want GETs of the wake object and LISTs only", reqs.String())
@@ -1235,19 +1106,16 @@ func TestWorkerIdleCost(t *testing.T) {
 	if n := lists.legacyLooks(); n != 1 {
 		t.Errorf("%d looks for markers of earlier versions, want 1 (at the first poll; the next with the reconciler's turn)", n)
 	}
-	times := lists.get()
-	for i := 1; i < len(times); i++ {
-		if gap := times[i].Sub(times[i-1]); gap < opts.MaxPollInterval {
-			t.Errorf("gap before idle listing %d = %s, want at least MaxPollInterval %s", i, gap, opts.MaxPollInterval)
+	gaps := lists.gaps()
+	for i, gap := range gaps {
+		if gap < ev.opts.MaxPollInterval {
+			t.Errorf("gap before idle listing %d = %s, want at least MaxPollInterval %s", i+1, gap, ev.opts.MaxPollInterval)
 		}
 	}
-	t.Logf("idle: requests %s; gaps between listings: %v", reqs.String(), listGaps(times))
+	t.Logf("idle: requests %s; gaps between listings: %v", reqs.String(), gaps)
 
-	task := e.submit(t, s3task.CreateParams{Name: "wake up"}, "x\n")
-	done := awaitSignal(t, ev.completed, "the idle worker to pick up new work")
-	if done.ID != task.ID {
-		t.Errorf("completed %s, want %s", done.ID, task.ID)
-	}
+	task := e.submit(t, "wake up")
+	awaitTask(t, ev.completed, task.ID, "the idle worker to pick up new work")
 }
 
 // TestWorkerWakesOnSubmit shows that new work is found through the wake
@@ -1255,11 +1123,8 @@ func TestWorkerIdleCost(t *testing.T) {
 // has listed once still picks up tasks submitted and retried after that.
 func TestWorkerWakesOnSubmit(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	var lists listTimes
-	ev := newHookEvents()
-	opts := workerOptions("wake-worker", ev.hooks())
-	opts.PollInterval, opts.MaxPollInterval = 10*time.Millisecond, time.Hour
 	fail := make(chan bool, 2)
 	fail <- true
 	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
@@ -1270,40 +1135,25 @@ func TestWorkerWakesOnSubmit(t *testing.T) {
 			return nil
 		}
 	})
-	startWorker(t, e.newStore(t, nil, lists.wrap), handler, opts)
-	waitForCondition(t, "the first listing", func() bool { return len(lists.get()) >= 1 })
+	ev := startWorker(t, e.newStore(t, nil, lists.wrap), "wake-worker", handler, func(o *s3task.WorkerOptions) { o.MaxPollInterval = time.Hour })
+	waitUntil(t, testWait, "the first listing", func() bool { return len(lists.get()) >= 1 })
 
-	task := e.submit(t, s3task.CreateParams{Name: "woken"}, "x\n")
-	if f := awaitSignal(t, ev.failed, "the submitted task to run"); f.task.ID != task.ID || !f.task.Terminal() {
+	task := e.submit(t, "woken")
+	if f := await(t, ev.failed, "the submitted task to run"); f.task.ID != task.ID || !f.task.Terminal() {
 		t.Fatalf("failure of %s (terminal %v), want %s for good", f.task.ID, f.task.Terminal(), task.ID)
 	}
 	if _, err := e.store.Retry(e.ctx, task.ID); err != nil {
 		t.Fatal(err)
 	}
-	if done := awaitSignal(t, ev.completed, "the retried task to run"); done.ID != task.ID {
-		t.Errorf("completed %s, want %s", done.ID, task.ID)
-	}
+	awaitTask(t, ev.completed, task.ID, "the retried task to run")
 	if n := len(lists.get()); n > 3 {
 		t.Errorf("%d listings for two wake-ups, want at most 3 (the first and one per wake)", n)
 	}
 }
 
-func listGaps(times []time.Time) []time.Duration {
-	var d []time.Duration
-	for i := 1; i < len(times); i++ {
-		d = append(d, times[i].Sub(times[i-1]).Round(time.Millisecond))
-	}
-	return d
-}
-
 func TestNewWorkerValidatesOptions(t *testing.T) {
 	t.Parallel()
-	srv := s3test.New(t)
-	store, err := s3task.NewStore(srv.Client(), srv.Bucket, &s3task.StoreOptions{Logger: workerQuietLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ok := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return nil })
+	store, ok := newEnv(t, nil).store, succeed
 
 	optionTests := []struct {
 		name   string
@@ -1365,7 +1215,7 @@ func TestNewWorkerValidatesOptions(t *testing.T) {
 		if _, err := s3task.NewWorker(store, ok, &opts); err != nil {
 			t.Fatalf("NewWorker: %v", err)
 		}
-		if diff := cmp.Diff(before, opts, cmpopts.IgnoreFields(s3task.WorkerOptions{}, "Backoff", "Hooks")); diff != "" {
+		if diff := cmp.Diff(before, opts); diff != "" { // no func is set: they compare as nil
 			t.Errorf("NewWorker changed the caller's options (-before +after):\n%s", diff)
 		}
 	})
@@ -1382,33 +1232,33 @@ func TestNewWorkerValidatesOptions(t *testing.T) {
 
 func TestWorkerRunTwice(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	var reqs s3test.Counter
-	ev := newHookEvents()
-	rw := startWorker(t, e.newStore(t, nil, reqs.Wrap), s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return nil }),
-		workerOptions("twice", ev.hooks()))
+	w, ev := newWorker(t, e.newStore(t, nil, reqs.Wrap), "twice", succeed, nil)
+	cancel, wait := runItself(t, w)
 	// Once the first Run polls, it is running.
-	waitForCondition(t, "the first Run polls", func() bool { return reqs.Counts()["LIST"] > 0 })
+	waitUntil(t, testWait, "the first Run polls", func() bool { return reqs.Counts()["LIST"] > 0 })
 
 	second := make(chan error, 1)
-	go func() { second <- rw.w.Run(context.Background()) }()
-	if err := awaitSignal(t, second, "the second Run to return"); err == nil {
+	go func() { second <- w.Run(context.Background()) }()
+	if err := await(t, second, "the second Run to return"); err == nil {
 		t.Fatal("a second concurrent Run returned nil, want an error")
 	} else if !strings.Contains(err.Error(), "running") {
 		t.Errorf("second Run error %q does not say the worker is running", err)
 	}
 
 	// The refused Run did not disturb the first one.
-	task := e.submit(t, s3task.CreateParams{Name: "still served"}, "x\n")
-	if done := awaitSignal(t, ev.completed, "the first Run to complete a task"); done.ID != task.ID {
-		t.Errorf("completed %s, want %s", done.ID, task.ID)
-	}
+	task := e.submit(t, "still served")
+	awaitTask(t, ev.completed, task.ID, "the first Run to complete a task")
 
 	// Once the first Run is over, the worker can run again.
-	rw.stop()
-	ended, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := rw.w.Run(ended); err != nil {
+	if err := wait(); err != nil {
+		t.Errorf("the first Run returned %v", err)
+	}
+	ended, end := context.WithCancel(context.Background())
+	end()
+	if err := w.Run(ended); err != nil {
 		t.Errorf("Run after the first one returned = %v, want nil", err)
 	}
 }
@@ -1420,7 +1270,7 @@ func TestWorkerRunTwice(t *testing.T) {
 // were and drop the marker that points at nothing.
 func TestWorkerSurvivesBrokenRecords(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 
 	corruptID, futureID, orphanID := s3task.NewID(), s3task.NewID(), s3task.NewID()
 	corrupt := []byte(`{"schema_version": 1, "task_id": "` + corruptID + `", "status": "queu`)
@@ -1433,27 +1283,21 @@ func TestWorkerSurvivesBrokenRecords(t *testing.T) {
 		e.put(t, e.markerKey(id), nil)
 	}
 
-	ev := newHookEvents()
-	startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return nil }),
-		workerOptions("robust-worker", ev.hooks()))
-	valid := e.submit(t, s3task.CreateParams{Name: "valid"}, "x\n")
-	if done := awaitSignal(t, ev.completed, "the valid task to complete"); done.ID != valid.ID {
-		t.Fatalf("completed %s, want %s", done.ID, valid.ID)
-	}
-	waitForCondition(t, "the marker without a record is removed", func() bool { return !e.hasMarker(t, orphanID) })
+	ev := startWorker(t, e.newStore(t, nil), "robust-worker", succeed, nil)
+	valid := e.submit(t, "valid")
+	awaitTask(t, ev.completed, valid.ID, "the valid task to complete")
+	waitUntil(t, testWait, "the marker without a record is removed", func() bool { return !e.hasMarker(orphanID) })
 
 	// The worker keeps going after all that.
-	again := e.submit(t, s3task.CreateParams{Name: "valid again"}, "y\n")
-	if done := awaitSignal(t, ev.completed, "a second valid task to complete"); done.ID != again.ID {
-		t.Fatalf("completed %s, want %s", done.ID, again.ID)
-	}
+	again := e.submit(t, "valid again")
+	awaitTask(t, ev.completed, again.ID, "a second valid task to complete")
 
 	for _, r := range []struct {
 		id   string
 		want []byte
 	}{{corruptID, corrupt}, {futureID, future}} {
-		got, ok := e.object(t, e.recordKey(r.id))
-		if !ok || !bytes.Equal(got, r.want) {
+		got, ok := e.object(e.recordKey(r.id))
+		if !ok || string(got) != string(r.want) {
 			t.Errorf("record %s changed:\n got %q (exists %v)\nwant %q", r.id, got, ok, r.want)
 		}
 	}
@@ -1468,69 +1312,6 @@ func TestWorkerSurvivesBrokenRecords(t *testing.T) {
 	expectNoHook(t, ev.failed, "OnFail")
 }
 
-// pauseWrite holds back one PUT of a key, when armed, until released.
-type pauseWrite struct {
-	key     string // object key, matched against the request path's end
-	mu      sync.Mutex
-	armed   bool
-	reached chan struct{} // closed when the held PUT arrives
-	release chan struct{} // close to let it through
-}
-
-func newPauseWrite(key string) *pauseWrite {
-	return &pauseWrite{key: key, reached: make(chan struct{}), release: make(chan struct{})}
-}
-
-func (p *pauseWrite) arm() {
-	p.mu.Lock()
-	p.armed = true
-	p.mu.Unlock()
-}
-
-func (p *pauseWrite) wrap(next http.RoundTripper) http.RoundTripper {
-	return workerRoundTrip(func(r *http.Request) (*http.Response, error) {
-		p.mu.Lock()
-		hold := p.armed && r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/"+p.key)
-		if hold {
-			p.armed = false
-		}
-		p.mu.Unlock()
-		if hold {
-			close(p.reached)
-			<-p.release
-		}
-		return next.RoundTrip(r)
-	})
-}
-
-// requestLog records "METHOD /path" of each request once its response came.
-type requestLog struct {
-	mu      sync.Mutex
-	entries []string
-}
-
-func (l *requestLog) wrap(next http.RoundTripper) http.RoundTripper {
-	return workerRoundTrip(func(r *http.Request) (*http.Response, error) {
-		resp, err := next.RoundTrip(r)
-		l.mu.Lock()
-		l.entries = append(l.entries, s3test.Op(r)+" "+r.URL.Path)
-		l.mu.Unlock()
-		return resp, err
-	})
-}
-
-func (l *requestLog) since(i int) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.entries[min(i, len(l.entries)):]...)
-}
-
-func (l *requestLog) len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.entries)
-}
-
 // TestWorkerMarkerDropRacingRetry replays a race between a worker that
 // settles a finally failed task and an operator's Retry of it. Retry writes
 // the marker of the queued task first, then the record. Here the worker
@@ -1542,70 +1323,49 @@ func (l *requestLog) len() int {
 // its marker, and it runs again.
 func TestWorkerMarkerDropRacingRetry(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
-	var wlog requestLog
-	ev := newHookEvents()
+	e := newEnv(t, nil)
+	var wlog recorder
 	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
 		if job.Task.Attempt == 1 {
 			return s3task.Permanent(errors.New("bad row"))
 		}
 		return nil
 	})
-	startWorker(t, e.newStore(t, nil, wlog.wrap), handler, workerOptions("dropping-worker", ev.hooks()))
-	task := e.submit(t, s3task.CreateParams{Name: "retried by an operator"}, "x\n")
-	if f := awaitSignal(t, ev.failed, "the permanent failure"); !f.task.Terminal() {
+	ev := startWorker(t, e.newStore(t, nil, wlog.wrap), "dropping-worker", handler, nil)
+	task := e.submit(t, "retried by an operator")
+	if f := await(t, ev.failed, "the permanent failure"); !f.task.Terminal() {
 		t.Fatalf("failure is not final: %+v", f.task)
 	}
-	waitForCondition(t, "the failed task's marker goes", func() bool { return !e.hasMarker(t, task.ID) })
+	waitUntil(t, testWait, "the failed task's marker goes", func() bool { return !e.hasMarker(task.ID) })
 
-	pause := newPauseWrite(e.recordKey(task.ID))
-	operator := e.newStore(t, nil, pause.wrap)
-	pause.arm()
+	recordKey := e.recordKey(task.ID)
+	hold := s3test.NewHold(t, func(r *http.Request) bool { return isPut(r, recordKey) })
+	operator := e.newStore(t, nil, hold.Wrap)
 	retried := make(chan error, 1)
 	go func() {
 		_, err := operator.Retry(e.ctx, task.ID)
 		retried <- err
 	}()
-	t.Cleanup(func() {
-		select {
-		case <-pause.release:
-		default:
-			close(pause.release)
-		}
-	})
-	awaitSignal(t, pause.reached, "Retry to write its marker and reach its record write")
+	await(t, hold.Arrived(), "Retry to write its marker and reach its record write")
 	retryMarker := e.markerKey(task.ID) // computed now: the marker Retry just wrote
-	if !e.hasMarker(t, task.ID) {
+	if !e.hasMarker(task.ID) {
 		t.Fatalf("Retry reached its record write without a marker for task %s", task.ID)
 	}
 
-	// Wait for the worker to list the new marker and read the record, still
+	// Wait for the worker to visit the new marker, reading the record, still
 	// failed, twice over.
-	from := wlog.len()
-	markerPath, recordPath := "/"+e.srv.Bucket+"/"+retryMarker, "/"+e.srv.Bucket+"/"+e.recordKey(task.ID)
-	waitForCondition(t, "the worker visits the new marker of the failed task twice", func() bool {
-		visits, listed := 0, false
-		for _, entry := range wlog.since(from) {
-			switch {
-			case strings.HasPrefix(entry, "LIST "):
-				listed = true
-			case listed && entry == "GET "+recordPath:
-				visits++
-				listed = false
-			}
-		}
-		return visits >= 2
+	reads := len(wlog.answers("GET " + recordKey))
+	waitUntil(t, testWait, "the worker visits the new marker of the failed task twice", func() bool {
+		return len(wlog.answers("GET "+recordKey)) >= reads+2
 	})
-	for _, entry := range wlog.since(0) {
-		if entry == "DELETE "+markerPath {
-			t.Errorf("the worker deleted the marker Retry wrote (%s) while Retry's record write was under way", retryMarker)
-		}
+	if wlog.index("DELETE "+retryMarker) >= 0 {
+		t.Errorf("the worker deleted the marker Retry wrote (%s) while Retry's record write was under way", retryMarker)
 	}
-	if _, ok := e.object(t, retryMarker); !ok {
+	if _, ok := e.object(retryMarker); !ok {
 		t.Fatalf("marker %s written by Retry is gone before its record landed", retryMarker)
 	}
-	close(pause.release)
-	if err := awaitSignal(t, retried, "Retry to return"); err != nil {
+	hold.Release()
+	if err := await(t, retried, "Retry to return"); err != nil {
 		t.Fatalf("Retry: %v", err)
 	}
 
@@ -1616,10 +1376,10 @@ func TestWorkerMarkerDropRacingRetry(t *testing.T) {
 	if got.Status == s3task.StatusQueued {
 		e.expectMarked(t, got)
 	}
-	if done := awaitSignal(t, ev.completed, "the retried task to complete"); done.ID != task.ID || done.Attempt != 2 {
+	if done := await(t, ev.completed, "the retried task to complete"); done.ID != task.ID || done.Attempt != 2 {
 		t.Errorf("completed %s attempt %d, want %s attempt 2", done.ID, done.Attempt, task.ID)
 	}
-	waitForCondition(t, "the completed task's marker goes", func() bool { return !e.hasMarker(t, task.ID) })
+	waitUntil(t, testWait, "the completed task's marker goes", func() bool { return !e.hasMarker(task.ID) })
 }
 
 // TestWorkerFastClockAfterCheckBackend starts a worker the way the package
@@ -1629,30 +1389,25 @@ func TestWorkerMarkerDropRacingRetry(t *testing.T) {
 // and not write leases ten minutes too long.
 func TestWorkerFastClockAfterCheckBackend(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	releaseA := newHandlerGate(t)
-	evA := newHookEvents()
-	optsA := workerOptions("worker-a", evA.hooks())
-	// A renews rarely, so no renewal changes the record between the fast
-	// worker's read and its claim: if it judged the lease expired, its
-	// claim would land.
-	optsA.HeartbeatInterval = workerLease / 3
-	runA := startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
-		return releaseA.wait(ctx)
-	}), optsA)
-	e.submit(t, s3task.CreateParams{Name: "held by A"}, "x\n")
-	claimA := awaitSignal(t, evA.claimed, "A's claim")
+	evA := startWorker(t, e.newStore(t, nil), "worker-a", releaseA.handler(), func(o *s3task.WorkerOptions) {
+		// A renews rarely, so no renewal changes the record between the fast
+		// worker's read and its claim: if it judged the lease expired, its
+		// claim would land.
+		o.HeartbeatInterval = workerLease / 3
+	})
+	e.submit(t, "held by A")
+	claimA := await(t, evA.claimed, "A's claim")
 
 	var reqsF s3test.Counter
 	fast := e.newStore(t, &s3task.StoreOptions{Clock: func() time.Time { return time.Now().Add(10 * time.Minute) }}, reqsF.Wrap)
 	if err := fast.CheckBackend(e.ctx); err != nil {
 		t.Fatalf("CheckBackend: %v", err)
 	}
-	evF := newHookEvents()
-	startWorker(t, fast, s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return nil }),
-		workerOptions("fast-worker", evF.hooks()))
+	evF := startWorker(t, fast, "fast-worker", succeed, nil)
 	gets := reqsF.Counts()["GET"]
-	waitForCondition(t, "the fast worker looked at A's task", func() bool {
+	waitUntil(t, testWait, "the fast worker looked at A's task", func() bool {
 		return reqsF.Counts()["GET"] >= gets+3 || len(evF.claimed) > 0
 	})
 	select {
@@ -1662,12 +1417,12 @@ func TestWorkerFastClockAfterCheckBackend(t *testing.T) {
 	default:
 	}
 	releaseA.open()
-	runA.stop()
+	evA.stop()
 
-	task := e.submit(t, s3task.CreateParams{Name: "for the fast worker"}, "x\n")
+	task := e.submit(t, "for the fast worker")
 	var claim *s3task.Task
 	for claim == nil || claim.ID != task.ID {
-		claim = awaitSignal(t, evF.claimed, "the fast worker's claim")
+		claim = await(t, evF.claimed, "the fast worker's claim")
 	}
 	if d := claim.LeaseExpiresAt.Sub(e.srv.Now()); d < workerLease-5*time.Second || d > workerLease+5*time.Second {
 		t.Errorf("the fast worker's lease ends %s after the server's now, want about LeaseDuration (%s)", d.Round(time.Second), workerLease)
@@ -1680,46 +1435,37 @@ func TestWorkerFastClockAfterCheckBackend(t *testing.T) {
 // for the task even when S3 is reachable again.
 func TestWorkerCutOffStopsHandlerAtLeaseEnd(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	var cut s3test.Cutter
-	started := make(chan struct{})
-	causes := make(chan error, 1)
-	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
-		close(started)
-		<-ctx.Done()
-		causes <- context.Cause(ctx)
-		return nil // would complete the task if anything still reached it
+	handler := newUntilDone(true) // would complete the task if anything still reached it
+	ev := startWorker(t, e.newStore(t, nil, cut.Wrap), "cut-worker", handler, func(o *s3task.WorkerOptions) {
+		// A real (short) lease: this test waits for it to run out.
+		o.LeaseDuration, o.HeartbeatInterval, o.ClockMargin = 1500*time.Millisecond, 500*time.Millisecond, time.Second
 	})
-	ev := newHookEvents()
-	opts := workerOptions("cut-worker", ev.hooks())
-	// A real (short) lease: this test waits for it to run out.
-	opts.LeaseDuration, opts.HeartbeatInterval, opts.ClockMargin = 1500*time.Millisecond, 500*time.Millisecond, time.Second
-	rw := startWorker(t, e.newStore(t, nil, cut.Wrap), handler, opts)
-	task := e.submit(t, s3task.CreateParams{Name: "cut off"}, "x\n")
-	awaitSignal(t, started, "the handler to start")
+	task := e.submit(t, "cut off")
+	await(t, handler.started, "the handler to start")
 
 	cut.Cut()
 	before := e.get(t, task.ID) // the last record A wrote
 	if before.Status != s3task.StatusRunning || before.WorkerID != "cut-worker" {
 		t.Fatalf("status %s, worker %q; want running by cut-worker", before.Status, before.WorkerID)
 	}
-	cause := awaitSignal(t, causes, "the handler to be cancelled once the lease ran out")
+	cause := await(t, handler.causes, "the handler to be cancelled once the lease ran out")
 	t.Logf("handler cancelled %s after the lease's end by the server's clock", e.srv.Now().Sub(before.LeaseExpiresAt).Round(time.Millisecond))
 	if !errors.Is(cause, s3task.ErrLeaseLost) {
 		t.Errorf("context.Cause = %v, want ErrLeaseLost", cause)
 	}
-	lost := awaitSignal(t, ev.lost, "OnLeaseLost")
+	lost := await(t, ev.lost, "OnLeaseLost")
 	if lost.id != task.ID || !errors.Is(lost.cause, s3task.ErrLeaseLost) {
 		t.Errorf("OnLeaseLost(%s, %v), want (%s, ErrLeaseLost)", lost.id, lost.cause, task.ID)
 	}
 
 	cut.Restore()
-	rw.stop()
+	ev.stop()
 	if got := e.get(t, task.ID); !cmp.Equal(before, got) {
 		t.Errorf("the worker wrote after losing its lease (-before +after):\n%s", cmp.Diff(before, got))
 	}
-	expectNoHook(t, ev.completed, "OnComplete")
-	expectNoHook(t, ev.released, "OnRelease")
+	ev.expectNone(t, "OnComplete", "OnRelease")
 }
 
 // TestWorkerRefusesUnverifiedInput covers Job.OpenInput's guards: an input
@@ -1729,14 +1475,14 @@ func TestWorkerRefusesUnverifiedInput(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
-		tamper  func(t *testing.T, e *workerEnv, task *s3task.Task)
+		tamper  func(t *testing.T, e *env, task *s3task.Task)
 		opts    *s3task.StoreOptions // the worker's store
 		wantErr error
 		wantMsg string // in last_error
 	}{
 		{
 			name: "replaced after submit",
-			tamper: func(t *testing.T, e *workerEnv, task *s3task.Task) {
+			tamper: func(t *testing.T, e *env, task *s3task.Task) {
 				e.put(t, task.InputPath, []byte("other,bytes\n"))
 			},
 			wantErr: s3task.ErrInputChanged,
@@ -1744,27 +1490,25 @@ func TestWorkerRefusesUnverifiedInput(t *testing.T) {
 		},
 		{
 			name: "deleted after submit",
-			tamper: func(t *testing.T, e *workerEnv, task *s3task.Task) {
-				if _, err := e.raw.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: &e.srv.Bucket, Key: &task.InputPath}); err != nil {
-					t.Fatal(err)
-				}
+			tamper: func(t *testing.T, e *env, task *s3task.Task) {
+				e.del(t, task.InputPath)
 			},
 			wantErr: s3task.ErrInputMissing,
 			wantMsg: "input missing",
 		},
 		{
 			name:    "over the worker's size limit",
-			tamper:  func(*testing.T, *workerEnv, *s3task.Task) {},
+			tamper:  func(*testing.T, *env, *s3task.Task) {},
 			opts:    &s3task.StoreOptions{MaxInputSize: 4},
 			wantErr: s3task.ErrInputTooLarge,
-			wantMsg: "is 8 bytes, over the limit of 4",
+			wantMsg: fmt.Sprintf("is %d bytes, over the limit of 4", len(testInput)),
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := setupWorker(t)
-			task := e.submit(t, s3task.CreateParams{Name: tt.name}, "a,b\n1,2\n")
+			e := newEnv(t, nil)
+			task := e.submit(t, tt.name)
 			tt.tamper(t, e, task)
 
 			opened := make(chan struct{}, 1)
@@ -1776,10 +1520,9 @@ func TestWorkerRefusesUnverifiedInput(t *testing.T) {
 				}
 				return err
 			})
-			ev := newHookEvents()
-			startWorker(t, e.newStore(t, tt.opts), handler, workerOptions("input-guard", ev.hooks()))
+			ev := startWorker(t, e.newStore(t, tt.opts), "input-guard", handler, nil)
 
-			f := awaitSignal(t, ev.failed, "the attempt to fail")
+			f := await(t, ev.failed, "the attempt to fail")
 			if !errors.Is(f.err, tt.wantErr) || !s3task.IsPermanent(f.err) {
 				t.Errorf("handler error %v: want a permanent %v", f.err, tt.wantErr)
 			}
@@ -1827,6 +1570,18 @@ func TestDefaultBackoff(t *testing.T) {
 // CreateOutput discarded or left open (nothing uploaded).
 func TestWorkerOutputs(t *testing.T) {
 	t.Parallel()
+	// created writes text to an output made with CreateOutput, then ends
+	// as end says.
+	created := func(text string, end func(out *s3task.Output) error) func(ctx context.Context, job *s3task.Job) error {
+		return func(ctx context.Context, job *s3task.Job) error {
+			out, err := job.CreateOutput(ctx)
+			if err != nil {
+				return err
+			}
+			io.WriteString(out, text)
+			return end(out)
+		}
+	}
 	tests := []struct {
 		name    string
 		write   func(ctx context.Context, job *s3task.Job) error
@@ -1840,54 +1595,24 @@ func TestWorkerOutputs(t *testing.T) {
 			},
 			want: "hello, world\n", wantOut: true,
 		},
-		{
-			name: "CreateOutput closed",
-			write: func(ctx context.Context, job *s3task.Job) error {
-				out, err := job.CreateOutput(ctx)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "row %d\n", 1)
-				return out.Close()
-			},
-			want: "row 1\n", wantOut: true,
-		},
-		{
-			name: "CreateOutput discarded",
-			write: func(ctx context.Context, job *s3task.Job) error {
-				out, err := job.CreateOutput(ctx)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "half a file")
-				out.Discard()
-				if err := out.Close(); err == nil {
-					return errors.New("Close after Discard succeeded")
-				}
-				return nil
-			},
-		},
-		{
-			name: "CreateOutput left open",
-			write: func(ctx context.Context, job *s3task.Job) error {
-				out, err := job.CreateOutput(ctx)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "forgotten")
-				return nil
-			},
-		},
+		{name: "CreateOutput closed", write: created("row 1\n", (*s3task.Output).Close), want: "row 1\n", wantOut: true},
+		{name: "CreateOutput discarded", write: created("half a file", func(out *s3task.Output) error {
+			out.Discard()
+			if err := out.Close(); err == nil {
+				return errors.New("Close after Discard succeeded")
+			}
+			return nil
+		})},
+		{name: "CreateOutput left open", write: created("forgotten", func(*s3task.Output) error { return nil })},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := setupWorker(t)
-			ev := newHookEvents()
-			startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(tt.write), workerOptions("output-writer", ev.hooks()))
-			task := e.submit(t, s3task.CreateParams{Name: tt.name}, "x\n")
-			done := awaitSignal(t, ev.completed, "the task to complete")
-			body, ok := e.object(t, e.outputKey(t, task.ID, 1))
+			e := newEnv(t, nil)
+			ev := startWorker(t, e.newStore(t, nil), "output-writer", s3task.HandlerFunc(tt.write), nil)
+			task := e.submit(t, tt.name)
+			done := await(t, ev.completed, "the task to complete")
+			body, ok := e.object(e.outputKey(t, task.ID, 1))
 			if ok != tt.wantOut || string(body) != tt.want {
 				t.Errorf("output object: exists %v, %q; want exists %v, %q", ok, body, tt.wantOut, tt.want)
 			}
@@ -1903,10 +1628,7 @@ func TestWorkerOutputs(t *testing.T) {
 // listing is an hour away.
 func TestWorkerWakesForItsOwnRetry(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
-	ev := newHookEvents()
-	opts := workerOptions("self-retry", ev.hooks())
-	opts.MaxPollInterval = time.Hour
+	e := newEnv(t, nil)
 	var runs atomic.Int32
 	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
 		if runs.Add(1) == 1 {
@@ -1914,9 +1636,9 @@ func TestWorkerWakesForItsOwnRetry(t *testing.T) {
 		}
 		return nil
 	})
-	startWorker(t, e.newStore(t, nil), handler, opts)
-	task := e.submit(t, s3task.CreateParams{Name: "retry me later"}, "x\n")
-	f := awaitSignal(t, ev.failed, "the first attempt to fail")
+	ev := startWorker(t, e.newStore(t, nil), "self-retry", handler, func(o *s3task.WorkerOptions) { o.MaxPollInterval = time.Hour })
+	task := e.submit(t, "retry me later")
+	f := await(t, ev.failed, "the first attempt to fail")
 	if f.task.Terminal() || f.task.RetryAt.IsZero() {
 		t.Fatalf("first failure: terminal %v, retry_at %v; want a retry scheduled", f.task.Terminal(), f.task.RetryAt)
 	}
@@ -1928,7 +1650,7 @@ func TestWorkerWakesForItsOwnRetry(t *testing.T) {
 		t.Errorf("marker of the failed task %s, want %s, named after its retry", key, want)
 	}
 	e.srv.Advance(10*time.Minute + time.Second)
-	done := awaitSignal(t, ev.completed, "the retry once due")
+	done := await(t, ev.completed, "the retry once due")
 	if done.ID != task.ID || done.Attempt != 2 {
 		t.Errorf("completed %s at attempt %d, want %s at attempt 2", done.ID, done.Attempt, task.ID)
 	}
@@ -1945,23 +1667,20 @@ func TestWorkerPicksOldestFirst(t *testing.T) {
 	for _, n := range []int{3, 40} {
 		t.Run(fmt.Sprintf("%d tasks", n), func(t *testing.T) {
 			t.Parallel()
-			e := setupWorker(t)
+			e := newEnv(t, nil)
 			queued := map[string]string{} // marker key -> task ID
 			for i := range n {
-				task := e.submit(t, s3task.CreateParams{Name: fmt.Sprintf("task %d", i)}, "x\n")
+				task := e.submit(t, fmt.Sprintf("task %d", i))
 				if task.DueAt.IsZero() {
 					t.Fatalf("submitted task %s has no due_at", task.ID)
 				}
 				queued[e.store.MarkerKey(task)] = task.ID
 			}
 
-			ev := newHookEvents()
-			opts := workerOptions("oldest-first", ev.hooks())
-			opts.Concurrency = 1
-			startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), opts)
+			ev := startWorker(t, e.newStore(t, nil), "oldest-first", succeed, func(o *s3task.WorkerOptions) { o.Concurrency = 1 })
 			seen := map[string]bool{}
 			for i := range n {
-				claimed := awaitSignal(t, ev.claimed, fmt.Sprintf("claim %d of %d", i+1, n))
+				claimed := await(t, ev.claimed, fmt.Sprintf("claim %d of %d", i+1, n))
 				if seen[claimed.ID] {
 					t.Fatalf("task %s claimed twice", claimed.ID)
 				}
@@ -1977,7 +1696,7 @@ func TestWorkerPicksOldestFirst(t *testing.T) {
 				delete(queued, keys[rank])
 			}
 			for range n {
-				awaitSignal(t, ev.completed, "a task to complete")
+				await(t, ev.completed, "a task to complete")
 			}
 		})
 	}
@@ -1990,31 +1709,21 @@ func TestWorkerPicksOldestFirst(t *testing.T) {
 // one when the marker falls due). The test server's clock is the real one.
 func TestWorkerWaitsForRunAt(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	var reqs s3test.Counter
 	var lists listTimes
-	polls := make(chan s3task.PollStats, 64)
-	ev := newHookEvents()
 	claimedAt := make(chan time.Time, 1)
-	hooks := ev.hooks()
-	onClaim := hooks.OnClaim
-	hooks.OnClaim = func(t *s3task.Task) { offerHook(claimedAt, time.Now()); onClaim(t) }
-	hooks.OnPoll = func(p s3task.PollStats) { offerHook(polls, p) }
-	opts := workerOptions("scheduled", hooks)
-	opts.PollInterval, opts.MaxPollInterval = 50*time.Millisecond, time.Hour // no safety listing
-	opts.ReconcileInterval = -1                                              // nor a reconcile's
-	startWorker(t, e.newStore(t, nil, reqs.Wrap, lists.wrap), s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), opts)
-	awaitSignal(t, polls, "the first listing")
+	ev := startWorker(t, e.newStore(t, nil, reqs.Wrap, lists.wrap), "scheduled", succeed, func(o *s3task.WorkerOptions) {
+		onClaim := o.Hooks.OnClaim
+		o.Hooks.OnClaim = func(t *s3task.Task) { offer(claimedAt, time.Now()); onClaim(t) }
+		o.PollInterval, o.MaxPollInterval = 50*time.Millisecond, time.Hour // no safety listing
+		o.ReconcileInterval = -1                                           // nor a reconcile's
+	})
+	await(t, ev.polled, "the first listing")
 
 	const ahead = 1500 * time.Millisecond
 	runAt := e.srv.Now().Add(ahead).Truncate(time.Millisecond)
-	task, err := e.store.Create(e.ctx, s3task.CreateParams{Name: "later", RunAt: runAt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.store.UploadInput(e.ctx, task.ID, strings.NewReader("x\n")); err != nil {
-		t.Fatal(err)
-	}
+	task := e.created(t, s3task.CreateParams{Name: "later", RunAt: runAt})
 	listsBefore := len(lists.get())
 	submitted, err := e.store.Submit(e.ctx, task.ID)
 	if err != nil {
@@ -2027,8 +1736,8 @@ func TestWorkerWaitsForRunAt(t *testing.T) {
 		t.Errorf("marker %s, want %s", key, want)
 	}
 
-	claimed := awaitSignal(t, ev.claimed, "the scheduled task's claim")
-	at := awaitSignal(t, claimedAt, "the claim's time")
+	claimed := await(t, ev.claimed, "the scheduled task's claim")
+	at := await(t, claimedAt, "the claim's time")
 	if at.Before(runAt) {
 		t.Errorf("claimed %s before run_at", runAt.Sub(at))
 	}
@@ -2041,7 +1750,7 @@ func TestWorkerWaitsForRunAt(t *testing.T) {
 	if n := len(lists.get()) - listsBefore; n > 2 {
 		t.Errorf("%d LISTs between Submit and the claim, want at most 2 (the wake object's, then the marker's time): %s", n, reqs.String())
 	}
-	awaitSignal(t, ev.completed, "the scheduled task to complete")
+	await(t, ev.completed, "the scheduled task to complete")
 }
 
 // TestWorkerWake: an idle worker with a long PollInterval lists at once when
@@ -2049,42 +1758,25 @@ func TestWorkerWaitsForRunAt(t *testing.T) {
 // object it would only check a PollInterval later).
 func TestWorkerWake(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
-	polls := make(chan s3task.PollStats, 64)
-	ev := newHookEvents()
-	hooks := ev.hooks()
-	hooks.OnPoll = func(p s3task.PollStats) { offerHook(polls, p) }
-	opts := workerOptions("wakeable", hooks)
-	opts.PollInterval, opts.MaxPollInterval = 10*time.Second, time.Hour
-	store := e.newStore(t, nil)
-	w, err := s3task.NewWorker(store, s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newEnv(t, nil)
+	const poll = 10 * time.Second
+	w, ev := newWorker(t, e.newStore(t, nil), "wakeable", succeed, func(o *s3task.WorkerOptions) { o.PollInterval, o.MaxPollInterval = poll, time.Hour })
 	w.Wake() // not running: nothing happens, nothing blocks
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := awaitSignal(t, done, "Run to return"); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	awaitSignal(t, polls, "the first listing")
+	runItself(t, w)
+	await(t, ev.polled, "the first listing")
 
 	begin := time.Now()
 	w.Wake()
-	if p := awaitSignalWithin(t, polls, 5*time.Second, "a listing after Wake"); p.Markers != 0 || p.Started != 0 {
+	if p := awaitWithin(t, ev.polled, 5*time.Second, "a listing after Wake"); p.Markers != 0 || p.Started != 0 {
 		t.Errorf("listing after Wake: %+v, want an empty one", p)
 	}
-	task := e.submit(t, s3task.CreateParams{Name: "announced by other means"}, "x\n")
+	task := e.submit(t, "announced by other means")
 	w.Wake()
-	claimed := awaitSignalWithin(t, ev.claimed, 5*time.Second, "the claim after Wake")
+	claimed := awaitWithin(t, ev.claimed, 5*time.Second, "the claim after Wake")
 	if claimed.ID != task.ID {
 		t.Errorf("claimed %s, want %s", claimed.ID, task.ID)
 	}
-	t.Logf("woken twice and claimed in %s (PollInterval %s)", time.Since(begin), opts.PollInterval)
+	t.Logf("woken twice and claimed in %s (PollInterval %s)", time.Since(begin), poll)
 }
 
 // TestWorkerStartsLocalSubmitAtOnce: a Submit through the worker's own
@@ -2092,34 +1784,22 @@ func TestWorkerWake(t *testing.T) {
 // check of the wake object, a PollInterval away.
 func TestWorkerStartsLocalSubmitAtOnce(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
-	polls := make(chan s3task.PollStats, 64)
-	ev := newHookEvents()
-	hooks := ev.hooks()
-	hooks.OnPoll = func(p s3task.PollStats) { offerHook(polls, p) }
-	opts := workerOptions("local", hooks)
-	opts.PollInterval, opts.MaxPollInterval = 10*time.Second, time.Hour
+	e := newEnv(t, nil)
 	store := e.newStore(t, nil)
-	startWorker(t, store, s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), opts)
-	awaitSignal(t, polls, "the first listing")
+	ev := startWorker(t, store, "local", succeed, func(o *s3task.WorkerOptions) { o.PollInterval, o.MaxPollInterval = 10*time.Second, time.Hour })
+	await(t, ev.polled, "the first listing")
 
-	task, err := store.Create(e.ctx, s3task.CreateParams{Name: "local"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.UploadInput(e.ctx, task.ID, strings.NewReader("x\n")); err != nil {
-		t.Fatal(err)
-	}
+	task := e.created(t, s3task.CreateParams{Name: "local"})
 	begin := time.Now()
 	if _, err := store.Submit(e.ctx, task.ID); err != nil {
 		t.Fatal(err)
 	}
-	claimed := awaitSignalWithin(t, ev.claimed, 5*time.Second, "the claim of the local Submit")
+	claimed := awaitWithin(t, ev.claimed, 5*time.Second, "the claim of the local Submit")
 	if claimed.ID != task.ID {
 		t.Errorf("claimed %s, want %s", claimed.ID, task.ID)
 	}
-	t.Logf("claimed %s after Submit (PollInterval %s)", time.Since(begin), opts.PollInterval)
-	awaitSignal(t, ev.completed, "the task to complete")
+	t.Logf("claimed %s after Submit (PollInterval %s)", time.Since(begin), ev.opts.PollInterval)
+	await(t, ev.completed, "the task to complete")
 }
 
 // reconcileTurns records the OnReconcile reports of one worker.
@@ -2149,7 +1829,7 @@ func (r *reconcileTurns) get() ([]time.Time, []int) {
 // intervals after the last renewal) and starts with a whole walk.
 func TestWorkerReconcilerLease(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	const old = 3
 	for i := range old { // created well before the last two intervals
 		if _, err := e.store.Create(e.ctx, s3task.CreateParams{Name: fmt.Sprintf("old %d", i)}); err != nil {
@@ -2160,15 +1840,15 @@ func TestWorkerReconcilerLease(t *testing.T) {
 	time.Sleep(2*interval + 50*time.Millisecond)
 
 	turns := map[string]*reconcileTurns{"rec-a": {}, "rec-b": {}}
-	runs := map[string]*runningWorker{}
+	runs := map[string]*worker{}
 	for _, id := range []string{"rec-a", "rec-b"} {
-		opts := workerOptions(id, s3task.Hooks{OnReconcile: turns[id].hook})
-		opts.ReconcileInterval = interval
-		runs[id] = startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), opts)
+		runs[id] = startWorker(t, e.newStore(t, nil), id, succeed, func(o *s3task.WorkerOptions) {
+			o.Hooks.OnReconcile, o.ReconcileInterval = turns[id].hook, interval
+		})
 	}
 
 	var holder, other string
-	waitForCondition(t, "a worker to reconcile four times", func() bool {
+	waitUntil(t, testWait, "a worker to reconcile four times", func() bool {
 		for id, r := range turns {
 			if times, _ := r.get(); len(times) >= 4 {
 				holder = id
@@ -2191,7 +1871,7 @@ func TestWorkerReconcilerLease(t *testing.T) {
 		t.Errorf("%s's turn %d walked %d tasks, want only those of the last two intervals: 0", holder, len(tasks), last)
 	}
 
-	body, ok := e.object(t, e.store.Prefix()+"_reconciler")
+	body, ok := e.object(e.store.Prefix() + "_reconciler")
 	if !ok {
 		t.Fatalf("no reconciler lease object")
 	}
@@ -2206,7 +1886,7 @@ func TestWorkerReconcilerLease(t *testing.T) {
 		t.Errorf("reconciler lease held by %q, want %q", lease.Holder, holder)
 	}
 
-	waitForCondition(t, other+" to take the reconciler over", func() bool {
+	waitUntil(t, testWait, other+" to take the reconciler over", func() bool {
 		times, _ := turns[other].get()
 		return len(times) > 0
 	})
@@ -2230,39 +1910,23 @@ func TestWorkerReconcilerLease(t *testing.T) {
 // lease's end.
 func TestWorkerPicksUpLegacyMarkers(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	release := newHandlerGate(t)
-	ev := newHookEvents()
 	// The first worker's one slot runs the blocker, so it cannot take the
 	// task while the test turns it into one an earlier version left.
-	opts := workerOptions("legacy-reader", ev.hooks())
-	opts.Concurrency = 1
-	startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
-		if job.Task.Name == "blocker" {
-			return release.wait(ctx)
-		}
-		return nil
-	}), opts)
-	blocker := e.submit(t, s3task.CreateParams{Name: "blocker"}, "x\n")
-	if c := awaitSignal(t, ev.claimed, "the blocker's claim"); c.ID != blocker.ID {
-		t.Fatalf("claimed %s, want the blocker %s", c.ID, blocker.ID)
-	}
+	first := startWorker(t, e.newStore(t, nil), "legacy-reader", release.handler(), func(o *s3task.WorkerOptions) { o.Concurrency = 1 })
+	blocker := e.submit(t, "blocker")
+	awaitTask(t, first.claimed, blocker.ID, "the blocker's claim")
 
 	// A queued task as an earlier version left it: no due_at in the record,
 	// the marker at active/<id>.
-	task, err := e.store.Create(e.ctx, s3task.CreateParams{Name: "legacy"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.store.UploadInput(e.ctx, task.ID, strings.NewReader("x\n")); err != nil {
-		t.Fatal(err)
-	}
+	task := e.created(t, s3task.CreateParams{Name: "legacy"})
 	queued := e.store // submit through a Store the worker does not share
 	submitted, err := queued.Submit(e.ctx, task.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, ok := e.object(t, e.recordKey(task.ID))
+	body, ok := e.object(e.recordKey(task.ID))
 	if !ok {
 		t.Fatal("no record")
 	}
@@ -2280,9 +1944,7 @@ func TestWorkerPicksUpLegacyMarkers(t *testing.T) {
 	legacyKey := e.store.Prefix() + "active/" + task.ID
 	e.put(t, legacyKey, nil)
 	e.put(t, e.recordKey(task.ID), legacy)
-	if _, err := e.raw.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: &e.srv.Bucket, Key: aws.String(e.store.MarkerKey(submitted))}); err != nil {
-		t.Fatal(err)
-	}
+	e.del(t, e.store.MarkerKey(submitted))
 	if got := e.get(t, task.ID); !got.DueAt.IsZero() || got.Status != s3task.StatusQueued || e.markerKey(task.ID) != legacyKey {
 		t.Fatalf("setup: due_at %s, status %s, marker %s; want none, queued, %s", got.DueAt, got.Status, e.markerKey(task.ID), legacyKey)
 	}
@@ -2294,15 +1956,14 @@ func TestWorkerPicksUpLegacyMarkers(t *testing.T) {
 	// A worker looks for such markers when it starts (and once per
 	// ReconcileInterval): one started now finds it while the blocker's
 	// marker stands in the way of the first.
-	opts2 := workerOptions("legacy-reader-2", ev.hooks())
-	startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return nil }), opts2)
-	c := awaitSignalWithin(t, ev.claimed, 5*time.Second, "the legacy task's claim while the blocker runs")
+	second := startWorker(t, e.newStore(t, nil), "legacy-reader-2", succeed, nil)
+	c := awaitWithin(t, second.claimed, 5*time.Second, "the legacy task's claim while the blocker runs")
 	if c.ID != task.ID {
 		t.Fatalf("claimed %s, want the legacy task %s", c.ID, task.ID)
 	}
-	awaitSignal(t, ev.completed, "the legacy task to complete")
+	await(t, second.completed, "the legacy task to complete")
 	release.open()
-	awaitSignal(t, ev.completed, "the blocker to complete")
+	await(t, first.completed, "the blocker to complete")
 }
 
 // TestWorkerHeartbeatsMoveMarker: while a task runs longer than its lease,
@@ -2311,24 +1972,19 @@ func TestWorkerPicksUpLegacyMarkers(t *testing.T) {
 // live and polls do not visit a running task.
 func TestWorkerHeartbeatsMoveMarker(t *testing.T) {
 	t.Parallel()
-	e := setupWorker(t)
+	e := newEnv(t, nil)
 	release := newHandlerGate(t)
-	ev := newHookEvents()
-	opts := workerOptions("mover", ev.hooks())
-	opts.LeaseDuration, opts.HeartbeatInterval, opts.ClockMargin = time.Second, 100*time.Millisecond, 200*time.Millisecond
-	startWorker(t, e.newStore(t, nil), s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
-		return release.wait(ctx)
-	}), opts)
-	task := e.submit(t, s3task.CreateParams{Name: "long"}, "x\n")
-	awaitSignal(t, ev.claimed, "the claim")
+	ev := startWorker(t, e.newStore(t, nil), "mover", release.handler(), func(o *s3task.WorkerOptions) {
+		o.LeaseDuration, o.HeartbeatInterval, o.ClockMargin = time.Second, 100*time.Millisecond, 200*time.Millisecond
+	})
+	task := e.submit(t, "long")
+	await(t, ev.claimed, "the claim")
 
-	dir := e.store.Prefix() + "active/"
 	seen := map[string]bool{}
 	for end := time.Now().Add(3500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		key := e.markerKey(task.ID)
-		name, _, ok := strings.Cut(strings.TrimPrefix(key, dir), "_")
-		due, err := time.Parse("20060102T150405.000Z", name)
-		if !ok || err != nil {
+		due := markerDue(t, e.store.Prefix(), key, task.ID)
+		if due.IsZero() {
 			t.Fatalf("running task's marker %q: want one named after its due time", key)
 		}
 		if now := e.srv.Now(); !due.After(now) {
@@ -2340,8 +1996,186 @@ func TestWorkerHeartbeatsMoveMarker(t *testing.T) {
 		t.Errorf("the marker moved %d times in 3.5 leases, want at least twice: %v", len(seen)-1, seen)
 	}
 	release.open()
-	awaitSignal(t, ev.completed, "the task to complete")
-	if key := e.markerKey(task.ID); key != e.store.Prefix()+"active/"+task.ID {
-		t.Errorf("the completed task keeps the marker %s", key)
+	await(t, ev.completed, "the task to complete")
+	e.wantMarkers(t, task.ID) // none left
+}
+
+// contention watches every handler run across all workers of a test.
+type contention struct {
+	mu       sync.Mutex
+	running  map[string]int // task ID -> handlers running for it now
+	runs     map[string]int // "task/attempt" -> handler runs
+	complete map[string]int // task ID -> OnComplete calls, all workers
+	overlaps []string       // what was seen running twice at once
+	total    int            // completions so far
+	allDone  chan struct{}  // closed when total reaches want
+	want     int            // completions to wait for
+	byWorker map[string]int // worker ID -> tasks completed
+}
+
+func newContention(want int) *contention {
+	return &contention{
+		running: map[string]int{}, runs: map[string]int{}, complete: map[string]int{},
+		allDone: make(chan struct{}), want: want, byWorker: map[string]int{},
 	}
+}
+
+func (c *contention) enter(job *s3task.Job, worker string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := job.Task.ID
+	c.running[id]++
+	if c.running[id] > 1 {
+		c.overlaps = append(c.overlaps, fmt.Sprintf("%s: %d handlers at once (latest: attempt %d on %s)", id, c.running[id], job.Task.Attempt, worker))
+	}
+	c.runs[fmt.Sprintf("%s/%d", id, job.Task.Attempt)]++
+}
+
+func (c *contention) leave(job *s3task.Job) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running[job.Task.ID]--
+}
+
+func (c *contention) completed(t *s3task.Task) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.complete[t.ID]++
+	c.byWorker[t.WorkerID]++
+	c.total++
+	if c.total == c.want {
+		close(c.allDone)
+	}
+}
+
+// TestWorkerContention runs 200 tasks through 8 workers, each with its own
+// S3 client and 4 slots, all polling the same markers. No lease expires, so
+// every task must run exactly once, never twice at the same time, and end
+// completed with its marker gone.
+func TestWorkerContention(t *testing.T) {
+	t.Parallel()
+	const (
+		workers     = 8
+		concurrency = 4
+		tasks       = 200
+	)
+	producer, e := setup(t, nil) // e.count counts the producer's requests
+	c := newContention(tasks)
+
+	// Submit everything first, from several producers at once as web
+	// handlers would, so that all workers find all 200 markers together.
+	start := time.Now()
+	ids := make([]string, tasks)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	errs := make(chan error, tasks)
+	for i := range tasks {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			task, err := producer.Create(e.ctx, s3task.CreateParams{Name: fmt.Sprintf("task %d", i)})
+			if err == nil {
+				ids[i] = task.ID
+				err = producer.UploadInput(e.ctx, task.ID, strings.NewReader("row\n"))
+			}
+			if err == nil {
+				_, err = producer.Submit(e.ctx, task.ID)
+			}
+			if err != nil {
+				errs <- fmt.Errorf("task %d: %w", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	produced := e.count.Counts()
+	t.Logf("submitted %d tasks in %s", tasks, time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+
+	workerReqs := make([]*s3test.Counter, workers)
+	lost := putsAnswered("status.json", http.StatusPreconditionFailed)
+	for i := range workers {
+		id := fmt.Sprintf("worker-%d", i)
+		workerReqs[i] = &s3test.Counter{}
+		handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+			c.enter(job, id)
+			defer c.leave(job)
+			// One request inside the handler widens the window in which a
+			// second claim of the same task would show.
+			return job.WriteOutput(ctx, strings.NewReader(job.Task.ID))
+		})
+		startWorker(t, e.newStore(t, nil, workerReqs[i].Wrap, lost.wrap), id, handler, func(o *s3task.WorkerOptions) {
+			o.Concurrency = concurrency
+			o.Hooks = s3task.Hooks{
+				OnComplete: c.completed,
+				OnFail: func(task *s3task.Task, err error) {
+					t.Errorf("%s: task %s attempt %d failed: %v", id, task.ID, task.Attempt, err)
+				},
+				OnLeaseLost: func(taskID string, _ *s3task.Task, cause error) {
+					t.Errorf("%s: lost task %s: %v", id, taskID, cause)
+				},
+			}
+		})
+	}
+
+	await(t, c.allDone, fmt.Sprintf("all %d tasks to complete", tasks))
+	t.Logf("%d workers completed them in %s", workers, time.Since(start).Round(time.Millisecond))
+
+	// Request cost per task, measured at the moment the last task completed.
+	all := map[string]int{}
+	for _, r := range workerReqs {
+		for k, v := range r.Counts() {
+			all[k] += v
+		}
+	}
+	t.Logf("requests per task: producer %s; workers %s", requestsPerTask(produced, tasks), requestsPerTask(all, tasks))
+	// Nothing but a claim competes for a record here, so every 412 on one
+	// is a lost claim: each costs the loser a marker PUT and DELETE besides.
+	t.Logf("lost claims per task: %.2f", float64(lost.count())/tasks)
+
+	c.mu.Lock()
+	for _, o := range c.overlaps {
+		t.Errorf("overlap: %s", o)
+	}
+	for _, id := range ids {
+		if n := c.complete[id]; n != 1 {
+			t.Errorf("task %s: OnComplete called %d times across workers, want 1", id, n)
+		}
+	}
+	for key, n := range c.runs {
+		if n != 1 {
+			t.Errorf("task/attempt %s: handler ran %d times, want 1", key, n)
+		}
+	}
+	if len(c.runs) != tasks {
+		t.Errorf("%d handler runs (task, attempt), want %d: no task should need a second attempt", len(c.runs), tasks)
+	}
+	t.Logf("tasks completed per worker: %v", c.byWorker)
+	c.mu.Unlock()
+
+	for _, id := range ids {
+		got := e.get(t, id)
+		if got.Status != s3task.StatusCompleted || got.Attempt != 1 {
+			t.Errorf("task %s: status %s, attempt %d; want completed at attempt 1", id, got.Status, got.Attempt)
+		}
+	}
+	if left := e.srv.Keys(e.store.Prefix() + "active/"); len(left) != 0 {
+		t.Errorf("%d markers left after every task completed", len(left))
+	}
+}
+
+// requestsPerTask formats request counts divided by n, e.g. "GET=4.21 PUT=3.00".
+func requestsPerTask(counts map[string]int, n int) string {
+	var b strings.Builder
+	total := 0
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		total += counts[k]
+		fmt.Fprintf(&b, "%s=%.2f ", k, float64(counts[k])/float64(n))
+	}
+	fmt.Fprintf(&b, "(total %.2f)", float64(total)/float64(n))
+	return b.String()
 }
