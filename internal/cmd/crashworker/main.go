@@ -1,7 +1,7 @@
 // Command crashworker runs one s3task Worker against an S3 endpoint and
 // reports what it does as JSON lines on stdout, so that a test can start
 // several of them, kill one in the middle of a task and check what the
-// others make of it. It exists for the crash tests (chaos_test.go (the crash tests)); it is
+// others make of it. It exists for the crash tests (in chaos_test.go); it is
 // not an example of how to run a worker.
 //
 // Credentials come from S3TASK_TEST_ACCESS_KEY and S3TASK_TEST_SECRET_KEY.
