@@ -1,0 +1,312 @@
+package s3task
+
+import (
+	"context"
+	"errors"
+	mrand "math/rand/v2"
+	"time"
+)
+
+// poll reads the marker index from its head, where the markers due first
+// are, and visits those due while a slot is free: the first few (pickSpread
+// per free slot, more when it meets tasks others took) in random order, so
+// that workers polling at once spread over the oldest tasks. It reads one
+// page, and the next only if a page held nothing to visit (markers of
+// notices this worker holds, of tasks it knows not to be due, or of types
+// its handler does not serve). It reports whether it ran out of slots
+// with markers left to visit, and the earliest time, by the server's clock,
+// at which a task it saw will need a worker (zero if none). A poll that
+// started tasks from a page full of due markers reports itself saturated
+// too: more are due behind that page.
+func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time) {
+	s := w.store
+	start, started, seen := time.Now(), 0, 0
+	soonest := func(t time.Time) { due = sooner(due, t) }
+	now := s.serverNow()
+	for at, until := range w.skip {
+		if !now.Before(until) {
+			delete(w.skip, at)
+		}
+	}
+	// serve visits the markers of todo while a slot is free; it reports
+	// whether the slots ran out first.
+	serve := func(todo []marker) bool {
+		for _, m := range todo {
+			if ctx.Err() != nil {
+				return false
+			}
+			select {
+			case w.slots <- struct{}{}:
+			default:
+				return true
+			}
+			ok, when, taken := w.visit(ctx, base, m)
+			w.adapt(taken)
+			if ok {
+				started++
+				continue
+			}
+			<-w.slots
+			if !when.IsZero() {
+				w.skip[m.key] = when
+				soonest(when)
+			}
+		}
+		return false
+	}
+	after, listed := "", false
+	defer func() {
+		if listed {
+			w.hook("OnPoll", func(h *Hooks) {
+				if h.OnPoll != nil {
+					h.OnPoll(PollStats{Markers: seen, Started: started, Took: time.Since(start)})
+				}
+			})
+		}
+	}()
+	for {
+		ms, stray, more, err := s.listMarkers(ctx, after, w.pageSize())
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Warn("s3task: poll", "err", err)
+			}
+			return false, due
+		}
+		listed = true
+		for _, key := range stray {
+			w.log.Warn("s3task: ignoring an object in the marker folder that is not a marker", "key", key)
+		}
+		seen += len(ms)
+		var todo []marker
+		ahead := false // the page reached markers not yet due
+		for _, m := range ms {
+			if m.due.After(now) {
+				soonest(m.due)
+				ahead = true
+				break
+			}
+			if w.notices.holds(m.id, m.written) {
+				continue // a finished task whose notice is on its way
+			}
+			if until, ok := w.skip[m.key]; ok {
+				soonest(until)
+				continue
+			}
+			todo = append(todo, m)
+		}
+		// Only the head, at random: going on in order through a listing
+		// that others read too would have every worker reach for the same
+		// markers.
+		head := min(len(todo), w.spread*(cap(w.slots)-len(w.slots)))
+		mrand.Shuffle(head, func(i, j int) { todo[i], todo[j] = todo[j], todo[i] })
+		if serve(todo[:head]) {
+			return true, due
+		}
+		if (head < len(todo) || more && !ahead) && started > 0 {
+			// Due markers are left behind the head this poll worked
+			// through while slots freed: list again now.
+			return true, due
+		}
+		if ahead || !more || len(todo) > 0 {
+			break
+		}
+		after = max(lastKey(ms), lastString(stray))
+	}
+	if w.legacy && ctx.Err() == nil {
+		// Markers named active/<id> by earlier versions sort after every
+		// dated one (IDs start with a letter or a digit above 2), so the
+		// head of the folder never reaches them: look for them apart
+		// until none is left.
+		ms, _, _, err := s.listMarkers(ctx, s.markerDir()+"3", markerPageSize)
+		if err == nil {
+			seen += len(ms)
+			w.legacy = len(ms) > 0
+			var todo []marker
+			for _, m := range ms {
+				if _, skip := w.skip[m.key]; m.due.IsZero() && !skip && !w.notices.holds(m.id, m.written) {
+					todo = append(todo, m)
+				}
+			}
+			if serve(todo) {
+				return true, due
+			}
+		}
+	}
+	return false, due
+}
+
+// visit reads the task behind marker m and does what it needs: claim it,
+// recover it from an expired lease, or settle a finished one. It reports
+// whether it started running the task; otherwise when the task will next
+// need a worker (a retry falling due, a lease running out), if it knows;
+// and whether another worker had taken the task since the listing (or took
+// it first), which tells the poll loop that workers crowd the head of the
+// queue. A marker of a phase that is over goes once the record is read,
+// unless the change that ended it is so recent that its writer is still
+// removing it; so does one of a task that no longer exists.
+func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due time.Time, taken bool) {
+	s := w.store
+	log := w.log.With("task_id", m.id)
+	t, etag, err := s.read(ctx, m.id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		log.Warn("s3task: marker without a task record; removing it", "key", m.key)
+		s.dropMarker(ctx, m.key)
+		return false, due, false
+	case err != nil:
+		if ctx.Err() == nil {
+			log.Warn("s3task: cannot read task; skipping it", "err", err)
+		}
+		return false, due, false
+	}
+	var stale []string
+	now := s.serverNow()
+	if m.key != s.MarkerKey(t) {
+		switch {
+		case staleMarker(m, t, now) && now.Sub(t.UpdatedAt) < cleanupGrace:
+			// The change that ended this marker's phase was just made
+			// (another worker claimed the task, and may have finished it
+			// already); its writer deletes the marker itself.
+			return false, t.UpdatedAt.Add(cleanupGrace), true
+		case staleMarker(m, t, now):
+			stale = append(stale, m.key)
+		case !t.needsMarker() || t.Status == StatusCreated:
+			// Newer than the record: a change under way writes its
+			// marker first. Look again soon, and less often the longer it
+			// stays; Reconcile removes a leftover.
+			defer func() {
+				if !started {
+					due = now.Add(min(max(now.Sub(m.written), time.Second), time.Minute))
+				}
+			}()
+		}
+	}
+	drop := func() {
+		for _, key := range stale {
+			s.dropMarker(ctx, key)
+		}
+	}
+	switch {
+	case t.Terminal():
+		w.settle(t, etag, stale...)
+		return false, due, false
+	case t.Status == StatusFailed && now.Before(t.RetryAt):
+		drop()
+		return false, t.RetryAt, false
+	case t.Status == StatusQueued && now.Before(t.RunAt):
+		drop()
+		return false, t.DueAt, false
+	case !serves(w.h, t.Type):
+		// Left for a worker that serves the type; a task's type never
+		// changes, so this one looks again only now and then.
+		drop()
+		return false, now.Add(unservedRecheck), false
+	case t.Status == StatusRunning:
+		// The lease counts as expired only ClockMargin after its end by the
+		// server's clock, so a live holder is never overtaken.
+		expired, _, err := transition(t, event{kind: evLeaseExpired, notify: s.opts.OnTerminal != nil}, now.Add(-w.opts.ClockMargin))
+		if err != nil {
+			drop()
+			// Expired means past the end by more than the margin.
+			return false, t.LeaseExpiresAt.Add(w.opts.ClockMargin + time.Millisecond), len(stale) > 0
+		}
+		log.Info("s3task: recovering task from an expired lease", "attempt", t.Attempt, "holder", t.WorkerID)
+		if expired.Status == StatusFailed { // no attempts left
+			got, gotETag, err := s.commitMarked(ctx, t, etag, expired, stale...)
+			if err == nil {
+				w.notifyIfPending(got, gotETag)
+				w.hookFail(got, errors.New(got.LastError))
+			}
+			return false, due, false
+		}
+		next, _, err := transition(expired, w.claimEvent(), now)
+		if err != nil {
+			return false, due, false
+		}
+		ok, lost := w.claim(ctx, base, t, etag, next, stale)
+		return ok, due, lost
+	}
+	next, _, err := transition(t, w.claimEvent(), now)
+	if err != nil {
+		drop()
+		return false, due, false // created: Submit's wake will bring us back
+	}
+	ok, lost := w.claim(ctx, base, t, etag, next, stale)
+	return ok, due, lost
+}
+
+// unservedRecheck is how long a worker leaves the marker of a task whose
+// type its handler does not serve before it reads the record again.
+const unservedRecheck = 10 * time.Minute
+
+// cleanupGrace is how long after a change a worker leaves the marker of
+// the phase it ended to the change's writer, who deletes it a round trip
+// later.
+const cleanupGrace = 5 * time.Second
+
+// adapt widens the worker's pick among the markers due first after it met
+// a task another worker had taken (workers crowd the head of the queue),
+// and narrows it back, slowly, while it does not: so pickup stays close to
+// oldest first when there is no contention, and wasted visits stay rare
+// when there is.
+func (w *Worker) adapt(taken bool) {
+	if taken {
+		w.spread = min(w.spread*2, maxSpread)
+	} else if w.spread > pickSpread {
+		w.spread--
+	}
+}
+
+// maxSpread bounds how wide a worker's pick may grow.
+const maxSpread = 512
+
+// pageSize is how many markers a poll lists: enough for the pick, and the
+// first not yet due behind it, without decoding a thousand keys per claim.
+func (w *Worker) pageSize() int {
+	return min(max(4*w.spread*(cap(w.slots)-len(w.slots)), 100), markerPageSize)
+}
+
+func (w *Worker) claimEvent() event {
+	return event{kind: evClaim, worker: w.opts.ID, lease: w.opts.LeaseDuration, margin: w.opts.ClockMargin}
+}
+
+// claim writes the claim, which moves the task's marker to the end of the
+// lease, and, if it won, starts the handler. stale are markers of the task
+// to delete as well. It reports whether it started the task, and whether
+// it lost the task to another writer.
+func (w *Worker) claim(ctx, base context.Context, t *Task, etag string, next *Task, stale []string) (started, lost bool) {
+	if ctx.Err() != nil {
+		return false, false
+	}
+	// The write itself must not be cut short by shutdown: a claim that
+	// landed unseen would hold the task until its lease expired. A doubtful
+	// answer is settled by re-reading, with backoff, while the lease lasts.
+	cctx, cancel := context.WithTimeout(base, w.opts.LeaseDuration-w.opts.ClockMargin)
+	defer cancel()
+	got, gotETag, err := w.store.commitMarked(cctx, t, etag, next, stale...)
+	if err != nil {
+		lost := errors.Is(err, errLost) || errors.Is(err, errOvertaken)
+		if !lost {
+			w.log.Warn("s3task: claim", "task_id", t.ID, "err", err)
+		}
+		return false, lost
+	}
+	w.start(base, got, gotETag)
+	return true, false
+}
+
+// settle finishes the bookkeeping of a finished task found by a poll: its
+// marker goes, with the stale ones listed, unless an OnTerminal notice is
+// pending, which the notifier delivers first, off the poll loop.
+func (w *Worker) settle(t *Task, etag string, stale ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.opts.LeaseDuration)
+	defer cancel()
+	for _, key := range stale {
+		_ = w.store.dropMarker(ctx, key)
+	}
+	if t.NotifyPending {
+		w.notices.add(t, etag)
+		return
+	}
+	_ = w.store.dropMarker(ctx, w.store.MarkerKey(t))
+}
