@@ -530,7 +530,9 @@ func decodeTask(key, id string, data []byte, defaultMax int) (*Task, error) {
 // left out when unset.
 func encodeRecord(t *Task) ([]byte, error) {
 	type plain Task // Task's fields, without this function's overrides
-	str := func(s *string) *string { // t's own field, or nil for null
+
+	// str returns t's own field, or nil (null) for an empty one.
+	str := func(s *string) *string {
 		if *s == "" {
 			return nil
 		}
