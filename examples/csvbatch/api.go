@@ -69,17 +69,62 @@ func errorFor(err error) *apiError {
 		{s3task.ErrUnsupportedSchema, http.StatusInternalServerError, "unsupported_record"},
 		{s3task.ErrCorruptRecord, http.StatusInternalServerError, "corrupt_record"},
 	}
+	var idErr *s3task.IDError
+	if errors.As(err, &idErr) {
+		// Never repeat a long ID whole: the answer stays small whatever the
+		// path held.
+		return badRequest("invalid_id", "%q is not a task ID: %s", clip(idErr.ID, maxEcho), idErr.Reason)
+	}
 	for _, m := range mapping {
 		if errors.Is(err, m.target) {
 			return &apiError{status: m.status, code: m.code, message: err.Error()}
 		}
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.DeadlineExceeded) || s3Unreachable(err) {
+		return &apiError{status: http.StatusServiceUnavailable, code: codeS3Unavailable, message: "the storage (S3) is not answering; try again in a few seconds"}
+	}
+	if errors.Is(err, context.Canceled) {
 		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable", message: "the request was cut short; try again"}
 	}
 	// Anything else is most likely S3 trouble; the details go to the log,
 	// not to the client.
 	return &apiError{status: http.StatusInternalServerError, code: "internal", message: "internal error; the server log has the details"}
+}
+
+// codeS3Unavailable is the error code of a request whose S3 calls did not
+// finish within -s3-timeout, or could not reach S3 at all.
+const codeS3Unavailable = "s3_unavailable"
+
+// s3Unreachable reports whether err says S3 could not be reached (the
+// request never got an answer: refused, reset, timed out, DNS) or answered
+// with a server error (500, 503 SlowDown...), after the SDK's own retries.
+// Either is passing trouble: the client should come back later.
+func s3Unreachable(err error) bool {
+	var conn interface{ ConnectionError() bool }
+	if errors.As(err, &conn) && conn.ConnectionError() {
+		return true
+	}
+	var resp interface{ HTTPStatusCode() int }
+	return errors.As(err, &resp) && resp.HTTPStatusCode() >= 500
+}
+
+// maxEcho bounds what an error message repeats of the client's input (an
+// ID, a path, a type): its first maxEcho characters and "…".
+const maxEcho = 40
+
+// maxMessage bounds any error message, whatever it repeats.
+const maxMessage = 500
+
+// clip returns s, or its first n characters and "…" if it is longer.
+func clip(s string, n int) string {
+	i := 0
+	for pos := range s {
+		if i == n {
+			return s[:pos] + "…"
+		}
+		i++
+	}
+	return s
 }
 
 // api serves the control API.
@@ -89,6 +134,12 @@ type api struct {
 	log         *slog.Logger
 	uploadTTL   time.Duration
 	downloadTTL time.Duration
+	// s3Timeout is the deadline of the S3 calls one request makes
+	// (-s3-timeout): past it the request answers 503 s3_unavailable.
+	s3Timeout time.Duration
+	// mux is the mux the API is registered on; a request with a method
+	// the path does not take learns the ones it does from it (405, Allow).
+	mux *http.ServeMux
 }
 
 // handlerFunc is an API handler: it gets the authenticated caller and
@@ -96,6 +147,7 @@ type api struct {
 type handlerFunc func(w http.ResponseWriter, r *http.Request, caller string) error
 
 func (a *api) register(mux *http.ServeMux) {
+	a.mux = mux
 	mux.Handle("POST /tasks", a.handle(a.create))
 	mux.Handle("GET /tasks", a.handle(a.list))
 	mux.Handle("GET /tasks/{id}", a.handle(a.get))
@@ -105,12 +157,37 @@ func (a *api) register(mux *http.ServeMux) {
 	mux.Handle("GET /tasks/{id}/output", a.handle(a.output))
 	// Everything else under /tasks answers in JSON too, not with the mux's
 	// plain-text 404 and 405.
-	mux.Handle("/tasks", a.handle(noRoute))
-	mux.Handle("/tasks/", a.handle(noRoute))
+	mux.Handle("/tasks", a.handle(a.noRoute))
+	mux.Handle("/tasks/", a.handle(a.noRoute))
 }
 
-func noRoute(w http.ResponseWriter, r *http.Request, _ string) error {
-	return &apiError{status: http.StatusNotFound, code: "no_route", message: fmt.Sprintf("no %s %s in this API", r.Method, r.URL.Path)}
+// noRoute answers a request no API route takes: 405 with an Allow header
+// if the path takes other methods, 404 otherwise.
+func (a *api) noRoute(w http.ResponseWriter, r *http.Request, _ string) error {
+	if allow := a.allowed(r); len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		return &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
+			message: fmt.Sprintf("%s is not allowed here; this path takes %s", clip(r.Method, maxEcho), strings.Join(allow, ", "))}
+	}
+	return &apiError{status: http.StatusNotFound, code: "no_route", message: fmt.Sprintf("no %s %s in this API", clip(r.Method, maxEcho), clip(r.URL.Path, maxEcho))}
+}
+
+// allowed returns the methods the API takes for r's path, asking the mux
+// what each would reach, so that every route registered, now or later,
+// counts.
+func (a *api) allowed(r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method || a.mux == nil {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := a.mux.Handler(probe); pattern != "" && pattern != "/tasks" && pattern != "/tasks/" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 // handle authenticates, limits the body, runs h and writes its error.
@@ -126,14 +203,52 @@ func (a *api) handle(h handlerFunc) http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBodySize)
-		if err := h(w, r, caller); err != nil {
-			ae := errorFor(err)
-			if ae.status >= 500 {
-				a.log.ErrorContext(r.Context(), "api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-			}
-			writeError(w, ae)
+		// Every S3 call made for this request shares one deadline, the
+		// SDK's retries and backoff included: a stalled S3 costs a client
+		// -s3-timeout, never the client's own patience.
+		ctx, cancel := context.WithTimeout(r.Context(), a.s3Timeout)
+		defer cancel()
+		err := h(w, r.WithContext(ctx), caller)
+		if err == nil {
+			return
 		}
+		ae := errorFor(err)
+		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil
+		if ae.status >= 500 && timedOut {
+			// Whatever the library made of it, the deadline cut it short.
+			ae = &apiError{status: http.StatusServiceUnavailable, code: codeS3Unavailable}
+		}
+		switch {
+		case ae.code == codeS3Unavailable:
+			ae = a.unavailable(r, timedOut)
+			w.Header().Set("Retry-After", strconv.Itoa(a.retryAfter()))
+			a.log.WarnContext(r.Context(), "api request: S3 unavailable", "method", r.Method, "path", clip(r.URL.Path, 80), "err", err)
+		case ae.status >= 500:
+			a.log.ErrorContext(r.Context(), "api request failed", "method", r.Method, "path", clip(r.URL.Path, 80), "err", err)
+		}
+		writeError(w, ae)
 	})
+}
+
+// unavailable is the s3_unavailable answer to r, saying what the client
+// may assume: S3 did not answer within the deadline (timedOut), or could
+// not be reached or reported trouble of its own.
+func (a *api) unavailable(r *http.Request, timedOut bool) *apiError {
+	msg := "the storage (S3) cannot be reached or reports trouble; try again in a few seconds"
+	if timedOut {
+		msg = fmt.Sprintf("the storage (S3) did not answer within %s; try again in a few seconds", a.s3Timeout)
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		msg += ". The change this request asked for may or may not have been made: read the task before repeating it (a create is safe to repeat with the same Idempotency-Key)"
+	}
+	return &apiError{status: http.StatusServiceUnavailable, code: codeS3Unavailable, message: msg}
+}
+
+// retryAfter is the Retry-After of an s3_unavailable answer, in seconds:
+// about the deadline, so that clients of a stalled S3 do not come back
+// faster than each attempt takes.
+func (a *api) retryAfter() int {
+	return max(1, int((a.s3Timeout+time.Second-1)/time.Second))
 }
 
 // errorResponse is the body of every error answer.
@@ -146,7 +261,7 @@ type errorResponse struct {
 
 func writeError(w http.ResponseWriter, e *apiError) {
 	var resp errorResponse
-	resp.Error.Code, resp.Error.Message = e.code, e.message
+	resp.Error.Code, resp.Error.Message = e.code, clip(e.message, maxMessage)
 	writeJSON(w, e.status, resp)
 }
 
@@ -237,6 +352,10 @@ type presignedForm struct {
 	ExpiresAt time.Time         `json:"expires_at"`
 }
 
+// maxNameBytes is the longest task name; the library refuses a longer
+// one (CreateParams.Name).
+const maxNameBytes = 256
+
 type createRequest struct {
 	Name    string          `json:"name"`
 	Type    string          `json:"type"`
@@ -283,9 +402,12 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, caller string) erro
 	if err := readJSON(r, &req, false); err != nil {
 		return err
 	}
+	if strings.TrimSpace(req.Name) == "" {
+		return badRequest("invalid_argument", "name: give the task a name, 1 to %d bytes, not only spaces", maxNameBytes)
+	}
 	tt, ok := lookupType(req.Type)
 	if !ok {
-		return badRequest("invalid_body", "type %q: want one of %s", req.Type, strings.Join(typeNames(), ", "))
+		return badRequest("invalid_body", "type %q: want one of %s", clip(req.Type, maxEcho), strings.Join(typeNames(), ", "))
 	}
 	args, err := taskArgs(tt, req.Payload)
 	if err != nil {
@@ -348,11 +470,14 @@ func (a *api) list(w http.ResponseWriter, r *http.Request, _ string) error {
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > s3task.MaxListLimit {
-			return badRequest("invalid_argument", "limit %q: want a number from 1 to %d", s, s3task.MaxListLimit)
+			return badRequest("invalid_argument", "limit %q: want a number from 1 to %d", clip(s, maxEcho), s3task.MaxListLimit)
 		}
 		opts.Limit = n
 	}
 	page, err := a.store.List(r.Context(), opts)
+	if errors.Is(err, s3task.ErrInvalidCursor) {
+		return badRequest("invalid_cursor", "cursor %q is not a next_cursor of this API: pass one back as it is", clip(opts.Cursor, maxEcho))
+	}
 	if err != nil {
 		return err
 	}
@@ -426,7 +551,7 @@ func cleanPaths(next http.Handler) http.Handler {
 			if strings.HasPrefix(p, "/tasks/") {
 				code = "invalid_id"
 			}
-			writeError(w, badRequest(code, "the path %q is not in canonical form", p))
+			writeError(w, badRequest(code, "the path %q is not in canonical form", clip(p, maxEcho)))
 			return
 		}
 		next.ServeHTTP(w, r)

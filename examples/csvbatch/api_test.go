@@ -534,3 +534,148 @@ func FuzzAPI(f *testing.F) {
 		}
 	})
 }
+
+// TestMethodNotAllowed: a path the API has, asked with a method it does
+// not take, answers 405 with an Allow header and the JSON error; a path it
+// does not have answers 404 no_route.
+func TestMethodNotAllowed(t *testing.T) {
+	t.Parallel()
+	s := startService(t, svcOptions{mode: modeAPI})
+	id := s.create("x", typeStats, nil).Task.ID
+	for _, tc := range []struct{ method, path, allow string }{
+		{"DELETE", "/tasks/" + id, "GET, HEAD"},
+		{"PUT", "/tasks/" + id, "GET, HEAD"},
+		{"POST", "/tasks/" + id, "GET, HEAD"},
+		{"GET", "/tasks/" + id + "/submit", "POST"},
+		{"GET", "/tasks/" + id + "/cancel", "POST"},
+		{"DELETE", "/tasks", "GET, HEAD, POST"},
+		{"PATCH", "/tasks", "GET, HEAD, POST"},
+		{"POST", "/tasks/" + id + "/output", "GET, HEAD"},
+		{"DELETE", "/tasks/not-an-id", "GET, HEAD"}, // the method is wrong whatever the ID
+	} {
+		resp, data := s.send(tc.method, tc.path, "")
+		var e errorResponse
+		if err := json.Unmarshal(data, &e); err != nil || resp.StatusCode != http.StatusMethodNotAllowed || e.Error.Code != "method_not_allowed" {
+			t.Errorf("%s %s: %d %s, want 405 method_not_allowed", tc.method, tc.path, resp.StatusCode, data)
+			continue
+		}
+		// The routes another change adds to a path join its Allow header
+		// by themselves: ask only for the ones this test knows.
+		allow := resp.Header.Get("Allow")
+		for m := range strings.SplitSeq(tc.allow, ", ") {
+			if !slices.Contains(strings.Split(allow, ", "), m) {
+				t.Errorf("%s %s: Allow %q, want it to hold %s", tc.method, tc.path, allow, m)
+			}
+		}
+		if slices.Contains(strings.Split(allow, ", "), tc.method) {
+			t.Errorf("%s %s: Allow %q holds the method refused", tc.method, tc.path, allow)
+		}
+	}
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/tasks/" + id + "/nothing"},
+		{"POST", "/tasks/" + id + "/submit/more"},
+		{"GET", "/tasks/"},
+	} {
+		s.callError(tc.method, tc.path, nil, http.StatusNotFound, "no_route")
+	}
+	// A HEAD of a task answers like its GET, without the body.
+	if resp, _ := s.send("HEAD", "/tasks/"+id, ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("HEAD /tasks/%s: %d", id, resp.StatusCode)
+	}
+	// Without a token the answer is still 401: a 405 tells nothing before
+	// the caller is known.
+	if status, _ := s.as("", nil).request("DELETE", "/tasks/"+id, nil); status != http.StatusUnauthorized {
+		t.Errorf("DELETE without a token: %d, want 401", status)
+	}
+}
+
+// TestCreateNeedsName: a create without a name, or with only spaces, is
+// refused and creates nothing.
+func TestCreateNeedsName(t *testing.T) {
+	t.Parallel()
+	s := startService(t, svcOptions{mode: modeAPI})
+	for _, body := range []string{
+		`{"type":"csv_stats"}`,
+		`{"name":"","type":"csv_stats"}`,
+		`{"name":"   ","type":"csv_stats"}`,
+		`{"name":"\t\n","type":"csv_enrich","payload":{"required":["email"]}}`,
+		`{"name":null,"type":"csv_stats"}`,
+	} {
+		e := s.callError("POST", "/tasks", body, http.StatusBadRequest, "invalid_argument")
+		if !strings.Contains(e.Error.Message, "name") {
+			t.Errorf("%s: message %q does not name the field", body, e.Error.Message)
+		}
+	}
+	var page listResponse
+	s.call("GET", "/tasks", nil, http.StatusOK, &page)
+	if len(page.Tasks) != 0 {
+		t.Errorf("%d tasks created by refused creates", len(page.Tasks))
+	}
+	if c := s.create(" x ", typeStats, nil); c.Task.Name != " x " {
+		t.Errorf("name %q, want it kept as sent", c.Task.Name)
+	}
+	s.create(strings.Repeat("é", maxNameBytes/2), typeStats, nil)
+	s.callError("POST", "/tasks", `{"name":"`+strings.Repeat("n", maxNameBytes+1)+`","type":"csv_stats"}`, http.StatusBadRequest, "invalid_argument")
+}
+
+// TestLongIDNotEchoed: an invalid ID, a path or a type of any length is
+// repeated in the error at most maxEcho characters long, so the answer
+// stays small.
+func TestLongIDNotEchoed(t *testing.T) {
+	t.Parallel()
+	s := startService(t, svcOptions{mode: modeAPI})
+	long := strings.Repeat("A", 7000)
+	for _, tc := range []struct {
+		method, path, body string
+		status             int
+		code               string
+	}{
+		{"GET", "/tasks/" + long, "", http.StatusBadRequest, "invalid_id"},
+		{"GET", "/tasks/" + long + "/output", "", http.StatusBadRequest, "invalid_id"},
+		{"POST", "/tasks/" + long + "/submit", "", http.StatusBadRequest, "invalid_id"},
+		{"POST", "/tasks/" + long + "/cancel", "", http.StatusBadRequest, "invalid_id"},
+		{"POST", "/tasks/" + long + "/retry", "", http.StatusBadRequest, "invalid_id"},
+		{"GET", "/tasks/" + long + "/nothing", "", http.StatusNotFound, "no_route"},
+		{"GET", "/tasks/x/../" + long, "", http.StatusBadRequest, "invalid_id"},
+		{"POST", "/tasks", `{"name":"x","type":"` + long + `"}`, http.StatusBadRequest, "invalid_body"},
+		{"GET", "/tasks?limit=" + long, "", http.StatusBadRequest, "invalid_argument"},
+		{"GET", "/tasks?cursor=" + long, "", http.StatusBadRequest, "invalid_cursor"},
+	} {
+		resp, data := s.send(tc.method, tc.path, tc.body)
+		var e errorResponse
+		if err := json.Unmarshal(data, &e); err != nil || resp.StatusCode != tc.status || e.Error.Code != tc.code {
+			t.Errorf("%s %.60s: %d %.300s, want %d %s", tc.method, tc.path, resp.StatusCode, data, tc.status, tc.code)
+			continue
+		}
+		if len(data) > 400 || strings.Contains(e.Error.Message, strings.Repeat("A", maxEcho+1)) {
+			t.Errorf("%s %.60s: %d bytes, message %q: the input is echoed", tc.method, tc.path, len(data), e.Error.Message)
+		}
+		if !strings.Contains(e.Error.Message, strings.Repeat("A", 10)+"…") && tc.code != "invalid_cursor" {
+			t.Errorf("%s %.60s: message %q does not show the start of the input", tc.method, tc.path, e.Error.Message)
+		}
+	}
+	// A short invalid ID is still repeated whole, with the reason.
+	e := s.callError("GET", "/tasks/not-an-id", nil, http.StatusBadRequest, "invalid_id")
+	if !strings.Contains(e.Error.Message, `"not-an-id"`) || !strings.Contains(e.Error.Message, "length 9") {
+		t.Errorf("message %q", e.Error.Message)
+	}
+}
+
+func TestClip(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"", 3, ""},
+		{"abc", 3, "abc"},
+		{"abcd", 3, "abc…"},
+		{"ééééé", 2, "éé…"},
+		{"a\xffbc", 2, "a\xff…"},
+	} {
+		if got := clip(tc.in, tc.n); got != tc.want {
+			t.Errorf("clip(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}

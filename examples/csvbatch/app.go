@@ -250,6 +250,7 @@ func (a *app) startHTTP(creds []credential) error {
 		log:         a.log,
 		uploadTTL:   a.cfg.uploadTTL,
 		downloadTTL: a.cfg.downloadTTL,
+		s3Timeout:   a.cfg.s3Timeout,
 	}
 	mux := http.NewServeMux()
 	api.register(mux)

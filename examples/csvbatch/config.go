@@ -52,6 +52,7 @@ type config struct {
 	shutdownTimeout time.Duration
 	uploadTTL       time.Duration
 	downloadTTL     time.Duration
+	s3Timeout       time.Duration // deadline of the S3 calls of one API request
 	selftestRows    int
 	verbose         bool
 
@@ -96,6 +97,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), usageOut 
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running tasks may finish at shutdown before they are put back in the queue")
 	fs.DurationVar(&c.uploadTTL, "upload-ttl", 15*time.Minute, "lifetime of presigned upload URLs")
 	fs.DurationVar(&c.downloadTTL, "download-ttl", 5*time.Minute, "lifetime of presigned download URLs")
+	fs.DurationVar(&c.s3Timeout, "s3-timeout", 5*time.Second, "deadline of the S3 calls one API request makes; past it, or when S3 cannot be reached, the API answers 503 s3_unavailable")
 	fs.IntVar(&c.selftestRows, "selftest-rows", 0, "generate a CSV of `n` rows, run it as a csv_enrich task through the worker, print the figures (peak RSS included) and exit")
 	fs.BoolVar(&c.verbose, "v", false, "verbose logs (every API request)")
 	fs.BoolVar(&c.metricsPublic, "metrics-public", false, "serve /metrics to anyone who reaches the listener, without the API's token (or, with no token, loopback Host) check")
@@ -152,6 +154,9 @@ func (c *config) validate() error {
 		if ttl < time.Second || ttl > s3task.MaxPresignTTL {
 			return fmt.Errorf("%s %s: want 1s to %s", name, ttl, s3task.MaxPresignTTL)
 		}
+	}
+	if c.s3Timeout < 10*time.Millisecond || c.s3Timeout > 10*time.Minute {
+		return fmt.Errorf("-s3-timeout %s: want 10ms to 10m", c.s3Timeout)
 	}
 	if c.statsInterval < 0 || c.statsInterval > 0 && c.statsInterval < 10*time.Millisecond {
 		return fmt.Errorf("-stats-interval %s: want 0 (off) or at least 10ms", c.statsInterval)
