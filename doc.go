@@ -22,6 +22,7 @@
 //	batch-tasks/active/<due>_<id>             marker: "this task needs a worker from <due>"
 //	batch-tasks/_keys/<sha256 of key>         the task an idempotency key names (CreateParams.Key)
 //	batch-tasks/_wake, batch-tasks/_reconciler  the latest announcements for idle workers; the fleet's reconciler lease
+//	batch-tasks/_check/<id>                   the probe Store.CheckBackend writes, deleted when it ends
 //
 // Task IDs are ULIDs whose time field is inverted ((2^48-1) - unix_ms), so
 // S3's ascending listing shows the newest task first. See [NewID]. Marker

@@ -313,12 +313,7 @@ func (c *cli) finish(err error) int {
 		}
 	}
 	if c.set.json && !documented {
-		type body struct {
-			Code     string `json:"code"`
-			Message  string `json:"message"`
-			ExitCode int    `json:"exit_code"`
-		}
-		c.writeJSON(map[string]body{"error": {Code: name, Message: err.Error(), ExitCode: code}})
+		c.writeJSON(map[string]errorBody{"error": {Code: name, Message: err.Error(), ExitCode: code}})
 	}
 	return code
 }

@@ -35,11 +35,18 @@ while more matches lie further on. The output then says so and gives the
 cursor of the next page. Finding a rare status costs one GET per task
 scanned, like any listing; "s3taskctl stats" counts statuses instead.`},
 		{name: "show", synopsis: "ID", setup: showCmd, args: []string{"ID"},
-			summary: "a task's record, its attempts and the objects in its folder",
+			summary: "a task's record, its attempts and the objects in its folder (unreadable records too)",
 			help: `Shows a task's record, what its attempts left (the output of each attempt
 that wrote one), whether its active marker exists, and every object in its
 folder. Requests: a GET of the record, a LIST of the folder, a HEAD of the
-marker.`},
+marker.
+
+A record it cannot read (corrupt, a newer schema_version than this build
+knows, or missing from a folder that still holds objects) is shown as far
+as it goes: its key, the problem, its first 4096 bytes escaped, and the
+objects in the folder; then show exits 1, and -json prints that as one
+document whose error member says which (corrupt_record, unsupported_record,
+missing_record). Exit 3 only when the folder holds nothing at all.`},
 		{name: "watch", synopsis: "ID [-interval D]", setup: watchCmd, args: []string{"ID"},
 			summary: "follow a task with a progress bar until it finishes",
 			help: `Follows a task until it is finished, redrawing a progress bar from the
@@ -228,42 +235,31 @@ func showCmd(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		t, err := store.Get(ctx, id)
+		var t *s3task.Task
+		for try := 0; ; try++ {
+			t, err = store.Get(ctx, id)
+			if err == nil {
+				break
+			}
+			var re *s3task.RecordError
+			if !errors.Is(err, s3task.ErrNotFound) && !errors.As(err, &re) {
+				return err
+			}
+			// An unreadable record, or none: show what the folder holds.
+			retry, uerr := c.showUnreadable(ctx, store, id, err)
+			switch {
+			case !retry:
+				return uerr
+			case try > 0:
+				return err // listed twice, yet not there to GET
+			}
+		}
+		dir := store.Prefix() + id + "/"
+		objects, outputs, err := c.folderObjects(ctx, store, dir)
 		if err != nil {
 			return err
 		}
-		doc := showDoc{Task: taskview.Of(t), Attempts: []attemptDoc{}, Objects: []objectDoc{}}
-		dir := store.Prefix() + id + "/"
-		outputs := map[int]string{}
-		p := s3.NewListObjectsV2Paginator(c.client, &s3.ListObjectsV2Input{Bucket: aws.String(store.Bucket()), Prefix: aws.String(dir)})
-		for p.HasMorePages() {
-			out, err := p.NextPage(ctx)
-			if err != nil {
-				return fmt.Errorf("list %s: %w", dir, err)
-			}
-			for _, o := range out.Contents {
-				key := aws.ToString(o.Key)
-				od := objectDoc{Key: key, Size: aws.ToInt64(o.Size), LastModified: aws.ToTime(o.LastModified).UTC(), Kind: "other"}
-				name := strings.TrimPrefix(key, dir)
-				switch {
-				case name == "status.json":
-					od.Kind = "record"
-				case strings.HasPrefix(name, "input"):
-					od.Kind = "input"
-				case strings.HasPrefix(name, "output-attempt-"):
-					digits := strings.TrimPrefix(name, "output-attempt-")
-					end := strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' })
-					if end < 0 {
-						end = len(digits)
-					}
-					if n, err := strconv.Atoi(digits[:end]); err == nil && n > 0 {
-						od.Kind, od.Attempt = "output", n
-						outputs[n] = key
-					}
-				}
-				doc.Objects = append(doc.Objects, od)
-			}
-		}
+		doc := showDoc{Task: taskview.Of(t), Attempts: []attemptDoc{}, Objects: objects}
 		last := t.Attempt
 		for n := range outputs {
 			last = max(last, n)
@@ -716,11 +712,16 @@ func reconcileCmd(fs *flag.FlagSet) runFunc {
 
 // ---- purge ----
 
+// purgeDoc is what purge -json prints. Exactly one of WouldPurge (a dry
+// run) and Purged (-yes) is there, a list, empty or not: a script that
+// reads purged never mistakes a dry run's list for deleted tasks.
 type purgeDoc struct {
-	DryRun  bool              `json:"dry_run"`
-	Cutoff  time.Time         `json:"cutoff"`
-	Tasks   int               `json:"tasks"`
-	Purged  []string          `json:"purged"`
+	DryRun     bool      `json:"dry_run"`
+	Cutoff     time.Time `json:"cutoff"`
+	Tasks      int       `json:"tasks"`
+	WouldPurge *[]string `json:"would_purge,omitempty"`
+	Purged     *[]string `json:"purged,omitempty"`
+	// Objects is how many objects were deleted: 0 in a dry run.
 	Objects int               `json:"objects"`
 	Kept    int               `json:"kept"`
 	Broken  []taskview.Broken `json:"broken"`
@@ -752,7 +753,13 @@ func purgeCmd(fs *flag.FlagSet) runFunc {
 		if r == nil {
 			return err
 		}
-		doc := purgeDoc{DryRun: !*yes, Cutoff: cutoff, Tasks: r.Tasks, Purged: orEmpty(r.Purged), Objects: r.Objects, Kept: r.Kept, Broken: taskview.BrokenOf(r.Broken)}
+		ids := orEmpty(r.Purged)
+		doc := purgeDoc{DryRun: !*yes, Cutoff: cutoff, Tasks: r.Tasks, Objects: r.Objects, Kept: r.Kept, Broken: taskview.BrokenOf(r.Broken)}
+		if doc.DryRun {
+			doc.WouldPurge = &ids
+		} else {
+			doc.Purged = &ids
+		}
 		if err != nil {
 			doc.Error = err.Error()
 		}

@@ -14,7 +14,7 @@ import (
 // them, so they never change meaning.
 const (
 	exitOK          = 0 // done; for watch, the task completed
-	exitFailed      = 1 // the operation failed, or the watched task failed or was abandoned
+	exitFailed      = 1 // the operation failed, or the watched task failed or was abandoned, or show met an unreadable record
 	exitUsage       = 2 // bad command line: unknown command or flag, bad ID, duration or cursor
 	exitNotFound    = 3 // no such task
 	exitConflict    = 4 // the task's status does not allow it, or it kept changing
@@ -24,9 +24,10 @@ const (
 // exitCodes documents the codes in the help text.
 const exitCodes = `Exit codes:
   0  ok (watch: the task completed)
-  1  the operation failed (watch: the task failed, was abandoned, or did not finish within -timeout)
+  1  the operation failed (watch: the task failed, was abandoned, or did not finish within -timeout;
+     show: the task's record cannot be read, and show printed what it could)
   2  usage error: unknown command or flag, invalid task ID, duration or cursor
-  3  task not found
+  3  task not found (show: no record and nothing else in its folder)
   4  conflict: the task's status does not allow the change (retry a completed
      task, cancel a finished one), or it kept changing under the call
   5  store unreachable, refusing access, or not enforcing conditional writes

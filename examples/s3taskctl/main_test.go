@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.uber.org/goleak"
 
 	"github.com/s3task/s3task"
@@ -379,6 +380,7 @@ type taskJSON struct {
 	CreatedAt      time.Time       `json:"created_at"`
 	UpdatedAt      time.Time       `json:"updated_at"`
 	CreatedBy      string          `json:"created_by"`
+	IdempotencyKey string          `json:"idempotency_key"`
 	Revision       string          `json:"revision"`
 	Writes         int64           `json:"writes"`
 	PriorRevisions []string        `json:"prior_revisions"`
@@ -561,7 +563,8 @@ func TestCommands(t *testing.T) {
 			Attempts []attemptDoc `json:"attempts"`
 			Objects  []objectDoc  `json:"objects"`
 		}
-		f.want(exitOK, &doc, "show", done.ID, "-json")
+		r := f.want(exitOK, &doc, "show", done.ID, "-json")
+		checkShape(t, "`show`", r.stdout)
 		dir := f.store.Prefix() + done.ID + "/"
 		if doc.Task.ID != done.ID || doc.Task.Status != "completed" || doc.Task.OutputPath != dir+"output-attempt-1.csv" || doc.Marker {
 			t.Errorf("show: task %+v, marker %t", doc.Task, doc.Marker)
@@ -579,7 +582,7 @@ func TestCommands(t *testing.T) {
 		if diff := cmp.Diff([]string{"input.csv=input", "output-attempt-1.csv=output", "status.json=record"}, kinds); diff != "" {
 			t.Errorf("objects (-want +got):\n%s", diff)
 		}
-		r := f.want(exitOK, nil, "show", done.ID)
+		r = f.want(exitOK, nil, "show", done.ID)
 		for _, want := range []string{done.ID, "June import", "completed", "1 of 3", "Attempts:", "output " + dir + "output-attempt-1.csv", "(latest)", "status.json", "record"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("show lacks %q\n%s", want, r.stdout)
@@ -599,6 +602,174 @@ func TestCommands(t *testing.T) {
 		f.wantError(exitNotFound, "not_found", "show", s3task.NewID())
 		f.wantError(exitUsage, "invalid_id", "show", "../x")
 		f.wantError(exitUsage, "invalid_id", "show", strings.ToLower(done.ID))
+	})
+
+	sub("show unreadable", func(t *testing.T, f *fixture) {
+		// show must show what it can of a record it cannot read, as the
+		// README tells operators to, and exit 1 (not 2: not a usage error;
+		// not 3: the task's folder is there).
+		showBroken := func(id string) (unreadableDoc, result) {
+			t.Helper()
+			var doc unreadableDoc
+			r := f.want(exitFailed, &doc, "show", id, "-json")
+			checkShape(t, "`show` (unreadable)", r.stdout)
+			if !strings.Contains(r.stderr, "s3taskctl: ") {
+				t.Errorf("show -json of an unreadable record: nothing on stderr\n%s", r)
+			}
+			if strings.Contains(r.stdout, "\x1b") {
+				t.Errorf("an escape character reached stdout\n%s", r)
+			}
+			table := f.want(exitFailed, nil, "show", id)
+			for _, want := range []string{"UNREADABLE", f.store.Prefix() + id + "/status.json", "Objects in ", "input.csv"} {
+				if !strings.Contains(table.stdout, want) {
+					t.Errorf("show %s: table lacks %q\n%s", id, want, table)
+				}
+			}
+			if strings.Contains(table.stdout, "\x1b") || !strings.Contains(table.stderr, "s3taskctl: ") {
+				t.Errorf("show table of an unreadable record: an escape on stdout, or nothing on stderr\n%s", table)
+			}
+			return doc, table
+		}
+		kinds := func(doc unreadableDoc, id string) []string {
+			var out []string
+			for _, o := range doc.Objects {
+				out = append(out, strings.TrimPrefix(o.Key, f.store.Prefix()+id+"/")+"="+o.Kind)
+			}
+			return out
+		}
+
+		// Corrupt JSON, with a terminal escape and a byte that is not UTF-8.
+		corrupt := f.task(f.store, "completed", "corrupt")
+		key := f.store.Prefix() + corrupt.ID + "/status.json"
+		f.put(key, []byte("{\"status\": \"comp\x1b[31mleted\n\xff"))
+		doc, table := showBroken(corrupt.ID)
+		want := unreadableDoc{Key: key, Problem: "corrupt", Size: 28, Raw: `{"status": "comp\u001b[31mleted\n\xff`,
+			Error: errorBody{Code: "corrupt_record", ExitCode: exitFailed, Message: doc.Error.Message}}
+		if diff := cmp.Diff(want, doc, cmpopts.IgnoreFields(unreadableDoc{}, "Objects"), cmpopts.IgnoreUnexported(unreadableDoc{})); diff != "" || !strings.Contains(doc.Error.Message, "corrupt") {
+			t.Errorf("corrupt record (-want +got):\n%s\nmessage %q", diff, doc.Error.Message)
+		}
+		if diff := cmp.Diff([]string{"input.csv=input", "output-attempt-1.csv=output", "status.json=record"}, kinds(doc, corrupt.ID)); diff != "" {
+			t.Errorf("corrupt record's objects (-want +got):\n%s", diff)
+		}
+		for _, want := range []string{"corrupt", `{"status": "comp\u001b[31mleted`, `\xff`, "28 bytes"} {
+			if !strings.Contains(table.stdout, want) {
+				t.Errorf("corrupt record: table lacks %q\n%s", want, table.stdout)
+			}
+		}
+
+		// A newer schema, longer than show prints.
+		newer := f.task(f.store, "queued", "newer")
+		key = f.store.Prefix() + newer.ID + "/status.json"
+		body := `{"schema_version": 9, "task_id": "` + newer.ID + `", "pad": "` + strings.Repeat("x", 5000) + `"}`
+		f.put(key, []byte(body))
+		doc, table = showBroken(newer.ID)
+		if doc.Problem != "newer_schema" || doc.SchemaVersion != 9 || doc.Error.Code != "unsupported_record" || doc.Error.ExitCode != exitFailed ||
+			doc.Size != int64(len(body)) || !doc.RawTruncated || doc.Raw != body[:rawLimit] {
+			t.Errorf("newer schema: %+v", doc)
+		}
+		for _, want := range []string{"newer schema_version 9", "the first 4096 of " + fmt.Sprint(len(body)) + " bytes"} {
+			if !strings.Contains(table.stdout, want) {
+				t.Errorf("newer schema: table lacks %q\n%s", want, table.stdout)
+			}
+		}
+
+		// A folder without its record.
+		missing := f.task(f.store, "created", "missing")
+		key = f.store.Prefix() + missing.ID + "/status.json"
+		f.del(key)
+		doc, table = showBroken(missing.ID)
+		want = unreadableDoc{Key: key, Problem: "missing", Error: errorBody{Code: "missing_record", ExitCode: exitFailed, Message: doc.Error.Message}}
+		if diff := cmp.Diff(want, doc, cmpopts.IgnoreFields(unreadableDoc{}, "Objects"), cmpopts.IgnoreUnexported(unreadableDoc{})); diff != "" {
+			t.Errorf("missing record (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"input.csv=input"}, kinds(doc, missing.ID)); diff != "" {
+			t.Errorf("missing record's objects (-want +got):\n%s", diff)
+		}
+		if !strings.Contains(table.stdout, "no status.json") {
+			t.Errorf("missing record: table does not say so\n%s", table.stdout)
+		}
+
+		// Nothing at all: no such task, as before.
+		f.wantError(exitNotFound, "not_found", "show", s3task.NewID())
+	})
+
+	sub("reserved objects", func(t *testing.T, f *fixture) {
+		// A keyed task puts an object under _keys/, submitting one writes
+		// _wake, and a check cut short leaves one under _check/: none of
+		// them is a task folder.
+		keyed := func(st *s3task.Store, key, state string) *s3task.Task {
+			t.Helper()
+			tk, err := st.Create(f.ctx, s3task.CreateParams{Name: "keyed " + key, Type: "csv_enrich", Key: key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.store.UploadInput(f.ctx, tk.ID, strings.NewReader("a\n")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.store.Submit(f.ctx, tk.ID); err != nil {
+				t.Fatal(err)
+			}
+			if state == "completed" {
+				f.rewrite(tk.ID, func(x *s3task.Task) { x.Status, x.Attempt = s3task.StatusCompleted, 1 })
+				f.delMarker(tk.ID)
+			}
+			return f.get(tk.ID)
+		}
+		old := keyed(f.oldStore(2*time.Hour), "k", "completed")
+		live := keyed(f.store, "k2", "queued")
+		probe := f.store.Prefix() + "_check/" + s3task.NewID()
+		f.put(probe, []byte("first"))
+		f.put(f.store.Prefix()+"_reconciler", []byte("{}"))
+		if !f.exists(f.store.Prefix() + "_wake") {
+			t.Fatal("submitting wrote no _wake object")
+		}
+		keys := f.keys(f.store.Prefix() + "_keys/")
+		if len(keys) != 2 {
+			t.Fatalf("keyed tasks left %v under _keys/, want two objects", keys)
+		}
+
+		var page listJSON
+		f.want(exitOK, &page, "list", "-json")
+		if diff := cmp.Diff([]string{live.ID, old.ID}, ids(page.Tasks)); diff != "" || len(page.Broken) != 0 {
+			t.Errorf("list (-want +got):\n%s\nbroken %+v", diff, page.Broken)
+		}
+		var st statsDoc
+		f.want(exitOK, &st, "stats", "-json")
+		if st.Tasks != 2 || st.Broken != 0 || st.Unfinished != 1 {
+			t.Errorf("stats: %+v", st)
+		}
+		var rec reconcileDoc
+		f.want(exitOK, &rec, "reconcile", "-json")
+		if !rec.Clean || rec.Tasks != 2 || len(rec.Removed)+len(rec.Restored)+len(rec.Broken) != 0 {
+			t.Errorf("reconcile: %+v", rec)
+		}
+		var show showDoc
+		f.want(exitOK, &show, "show", live.ID, "-json")
+		if show.Task.ID != live.ID || !show.Marker {
+			t.Errorf("show of a keyed task: %+v", show)
+		}
+		var dry, done purgeDoc
+		f.want(exitOK, &dry, "purge", "-older-than", "1h", "-json")
+		if dry.WouldPurge == nil || !slices.Equal(*dry.WouldPurge, []string{old.ID}) || len(dry.Broken) != 0 || dry.Tasks != 1 {
+			t.Errorf("purge dry run: %+v", dry)
+		}
+		f.want(exitOK, &done, "purge", "-older-than", "1h", "-yes", "-json")
+		if done.Purged == nil || !slices.Equal(*done.Purged, []string{old.ID}) || len(done.Broken) != 0 {
+			t.Errorf("purge: %+v", done)
+		}
+		// The purged task's key is free again; the live task's key, the
+		// probe, the wake object and the lease are left alone.
+		if left := f.keys(f.store.Prefix() + "_keys/"); len(left) != 1 {
+			t.Errorf("after purge, _keys/ holds %v; want only the live task's key", left)
+		}
+		for _, k := range []string{probe, f.store.Prefix() + "_reconciler", f.store.Prefix() + "_wake"} {
+			if !f.exists(k) {
+				t.Errorf("purge deleted %s", k)
+			}
+		}
+		if again, err := f.store.Create(f.ctx, s3task.CreateParams{Key: "k2"}); err != nil || again.ID != live.ID {
+			t.Errorf("the live task's key names %v, %v; want %s", again, err, live.ID)
+		}
 	})
 
 	sub("watch", func(t *testing.T, f *fixture) {
@@ -869,9 +1040,10 @@ func TestCommands(t *testing.T) {
 
 		var dry purgeDoc
 		f.want(exitOK, &dry, "purge", "-older-than", "1h", "-json")
-		if !dry.DryRun || !slices.Equal(dry.Purged, []string{oldDone.ID}) || dry.Tasks != 2 || dry.Kept != 1 || dry.Objects != 0 {
+		if !dry.DryRun || dry.WouldPurge == nil || !slices.Equal(*dry.WouldPurge, []string{oldDone.ID}) || dry.Purged != nil || dry.Tasks != 2 || dry.Kept != 1 || dry.Objects != 0 {
 			t.Errorf("dry run: %+v", dry)
 		}
+		checkShape(t, "`purge`", f.run("purge", "-older-than", "1h", "-json").stdout)
 		if len(f.keys(f.store.Prefix()+oldDone.ID+"/")) != 3 {
 			t.Error("the dry run deleted something")
 		}
@@ -881,8 +1053,14 @@ func TestCommands(t *testing.T) {
 
 		var done purgeDoc
 		f.want(exitOK, &done, "purge", "-older-than", "1h", "-yes", "-json")
-		if done.DryRun || !slices.Equal(done.Purged, []string{oldDone.ID}) || done.Objects != 3 {
+		if done.DryRun || done.Purged == nil || !slices.Equal(*done.Purged, []string{oldDone.ID}) || done.WouldPurge != nil || done.Objects != 3 {
 			t.Errorf("purge -yes: %+v", done)
+		}
+		var none purgeDoc
+		r := f.want(exitOK, &none, "purge", "-older-than", "1h", "-yes", "-json")
+		checkShape(t, "`purge`", r.stdout)
+		if none.Purged == nil || len(*none.Purged) != 0 || !strings.Contains(r.stdout, `"purged": []`) {
+			t.Errorf("purge -yes with nothing to purge: want \"purged\": []\n%s", r.stdout)
 		}
 		if left := f.keys(f.store.Prefix() + oldDone.ID + "/"); len(left) != 0 {
 			t.Errorf("purged task left %v", left)
