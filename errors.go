@@ -201,6 +201,11 @@ const (
 	// CategoryUnknownType is a task a [Mux] had no handler for; the failure
 	// is permanent.
 	CategoryUnknownType = "unknown_type"
+	// CategoryInputChanged is an attempt that found its input replaced
+	// after Submit verified it ([ErrInputChanged]); the failure is
+	// permanent, but [Store.Retry] verifies the input again and runs the
+	// task on it as it is now.
+	CategoryInputChanged = "input_changed"
 )
 
 // WithCategory labels err with a failure category, such as "bad_input" or

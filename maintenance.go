@@ -35,20 +35,84 @@ type ReconcileReport struct {
 	// Broken lists the records that could not be read, with their keys. They
 	// are left as they are.
 	Broken []*RecordError
+	// Abandoned lists the created tasks abandoned (unless DryRun) because
+	// their input was not submitted within StoreOptions.AbandonCreatedAfter.
+	Abandoned []string
 }
 
-// Clean reports whether the run found nothing to repair.
+// Clean reports whether the run found nothing to repair or abandon.
 func (r *ReconcileReport) Clean() bool {
-	return len(r.Restored) == 0 && len(r.Removed) == 0 && len(r.Broken) == 0
+	return len(r.Restored) == 0 && len(r.Removed) == 0 && len(r.Broken) == 0 && len(r.Abandoned) == 0
+}
+
+// DefaultAbandonCreatedAfter is how long a created task waits for its input
+// before maintenance abandons it (StoreOptions.AbandonCreatedAfter).
+const DefaultAbandonCreatedAfter = 24 * time.Hour
+
+// abandonAfter returns StoreOptions.AbandonCreatedAfter with its default
+// filled in; zero means never.
+func (s *Store) abandonAfter() time.Duration {
+	switch d := s.opts.AbandonCreatedAfter; {
+	case d < 0:
+		return 0
+	case d == 0:
+		return DefaultAbandonCreatedAfter
+	default:
+		return d
+	}
+}
+
+// unsentCutoff returns the creation time before which a created task is
+// abandoned at now, and false if none ever is.
+func (s *Store) unsentCutoff(now time.Time) (time.Time, bool) {
+	d := s.abandonAfter()
+	return now.Add(-d), d > 0
+}
+
+// unsentReason is the cancel_reason of a task abandoned for want of input.
+func (s *Store) unsentReason() string {
+	return "no input submitted within " + fmtAge(s.abandonAfter())
+}
+
+// fmtAge formats d briefly: "24h", "90m", "45s".
+func fmtAge(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d >= time.Minute && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
+}
+
+// abandonUnsent abandons created task t if it was created before cutoff,
+// reading its record again (one GET, then a PUT),
+// through the state machine, which decides again against the stored record
+// (a task submitted meanwhile is left alone). It reports whether it did.
+func (s *Store) abandonUnsent(ctx context.Context, t *Task, cutoff time.Time) (bool, error) {
+	got, changed, err := s.change(ctx, t.ID, event{kind: evNoInput, at: cutoff, reason: s.unsentReason(), notify: s.opts.OnTerminal != nil})
+	if errors.Is(err, ErrInvalidTransition) {
+		return false, nil // submitted, cancelled or purged since it was read
+	}
+	if err != nil || !changed {
+		return false, err
+	}
+	if got.NotifyPending {
+		s.settle(ctx, got, "")
+	}
+	return true, nil
 }
 
 // Reconcile repairs the marker index against the records, the only truth:
 // it writes the missing marker of every task a worker should look at (queued,
 // running, failed with a retry scheduled) and removes stale markers. It
-// changes no record and no other object, so it is safe to run at any time
-// from any number of processes, next to running workers; a marker removed
-// while a Retry makes the task pending again is put back. Workers run it
-// on their own (WorkerOptions.ReconcileInterval).
+// changes no other object, so it is safe to run at any time from any number
+// of processes, next to running workers; a marker removed while a Retry
+// makes the task pending again is put back. The one record it changes is
+// that of a created task whose input was never submitted within
+// StoreOptions.AbandonCreatedAfter: it abandons it, with a cancel_reason
+// saying so, by a compare-and-set that leaves a task submitted meanwhile
+// alone. Workers run it on their own (WorkerOptions.ReconcileInterval).
 //
 // Requests: one LIST per 1,000 task folders walked and one GET per task,
 // the LISTs of the marker folder, one PUT per restored marker, and a DELETE
@@ -80,8 +144,21 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 			note(s.dropMarker(ctx, key))
 		}
 	}
+	cutoff, abandons := s.unsentCutoff(now)
 	_, err = s.walk(ctx, time.Time{}, opts.Since, 0, func(t *Task) bool {
 		r.Tasks++
+		if abandons && t.Status == StatusCreated && t.CreatedAt.Before(cutoff) {
+			if opts.DryRun {
+				r.Abandoned = append(r.Abandoned, t.ID)
+				return true
+			}
+			done, err := s.abandonUnsent(ctx, t, cutoff)
+			note(err)
+			if done {
+				r.Abandoned = append(r.Abandoned, t.ID)
+				return true // its marker, if a notice needs one, is in place
+			}
+		}
 		want, has := s.markerOf(t), false
 		for _, m := range byID[t.ID] {
 			switch {
@@ -132,6 +209,34 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 	return r, firstErr
 }
 
+// abandonUnsentSince abandons the created tasks created before the
+// abandonment cutoff and at or after oldest: the fleet's reconciler sweeps
+// with it the tasks that came of age since its last turns, which its walk
+// of recent tasks does not reach. Requests: one LIST per 1,000 task
+// folders walked and one GET per task; a GET and a PUT per task abandoned.
+func (s *Store) abandonUnsentSince(ctx context.Context, oldest time.Time) ([]string, error) {
+	cutoff, ok := s.unsentCutoff(s.serverNow())
+	if !ok {
+		return nil, nil
+	}
+	var done []string
+	var firstErr error
+	_, err := s.walk(ctx, cutoff, oldest, 0, func(t *Task) bool {
+		if t.Status != StatusCreated || !t.CreatedAt.Before(cutoff) {
+			return true
+		}
+		ok, err := s.abandonUnsent(ctx, t, cutoff)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		if ok {
+			done = append(done, t.ID)
+		}
+		return ctx.Err() == nil
+	}, func(*RecordError) {})
+	return done, errors.Join(err, firstErr)
+}
+
 func brokenID(broken []*RecordError, key string) bool {
 	for _, re := range broken {
 		if re.Key == key {
@@ -176,6 +281,12 @@ type Stats struct {
 	// that grows here and never shrinks is one no running worker serves
 	// (see [TypedHandler]).
 	UnfinishedByType map[string]int
+	// AwaitingInput counts the created tasks: waiting for their input to be
+	// uploaded and submitted. AwaitingInputExpired counts those of them
+	// created longer ago than StoreOptions.AbandonCreatedAfter, which the
+	// next reconcile abandons.
+	AwaitingInput        int
+	AwaitingInputExpired int
 	// OldestUnfinished is the oldest unfinished task, nil if none, and
 	// OldestUnfinishedAge its age by the S3 server's clock.
 	OldestUnfinished    *Task
@@ -205,9 +316,13 @@ func (s *Store) Stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
 	over := cmp(opts.AttemptsOver, 1)
 	limit := cmp(opts.MaxTasks, DefaultStatsMaxTasks)
 	st := &Stats{ByStatus: map[Status]int{}, Failures: map[string]int{}, UnfinishedByType: map[string]int{}}
+	var awaiting []time.Time // creation times of the created tasks
 	more, err := s.walk(ctx, time.Time{}, opts.Since, max(limit, 0), func(t *Task) bool {
 		st.Tasks++
 		st.ByStatus[t.Status]++
+		if t.Status == StatusCreated {
+			awaiting = append(awaiting, t.CreatedAt)
+		}
 		if t.Attempt > over {
 			st.OverAttempts++
 		}
@@ -228,6 +343,14 @@ func (s *Store) Stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
 		return nil, err
 	}
 	st.Truncated = more
+	st.AwaitingInput = len(awaiting)
+	if cutoff, ok := s.unsentCutoff(s.serverNow()); ok { // the clock as the walk's answers set it
+		for _, at := range awaiting {
+			if at.Before(cutoff) {
+				st.AwaitingInputExpired++
+			}
+		}
+	}
 	if st.OldestUnfinished != nil {
 		st.OldestUnfinishedAge = s.serverNow().Sub(st.OldestUnfinished.CreatedAt)
 	}

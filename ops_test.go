@@ -733,6 +733,7 @@ func TestStats(t *testing.T) {
 		},
 		Unfinished:       6, // 3 queued, 2 running, 1 waiting for its retry
 		UnfinishedByType: map[string]int{"": 6},
+		AwaitingInput:    1, // the created one, younger than AbandonCreatedAfter
 		WaitingRetry:     1,
 		OverAttempts:     2, // "second attempt" and "running, third attempt"
 		Failures:         map[string]int{"bad_input": 1, s3task.CategoryPermanent: 1, "upstream": 1},

@@ -59,6 +59,13 @@ type StoreOptions struct {
 	// it returns [ErrConflict]. Default [DefaultConflictRetries].
 	ConflictRetries int
 
+	// AbandonCreatedAfter is how long a created task may wait for its input
+	// to be submitted. Older ones are abandoned, with a cancel_reason that
+	// says so, by [Store.Reconcile] and so by the fleet's reconciler
+	// (WorkerOptions.ReconcileInterval); [Stats] counts them. Zero means
+	// [DefaultAbandonCreatedAfter]; negative means never.
+	AbandonCreatedAfter time.Duration
+
 	// Clock returns the local time. The library corrects it by the offset it
 	// observes from the S3 server's Date headers, so leases are judged by the
 	// server's clock. Default time.Now. Meant for tests.

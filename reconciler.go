@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -27,6 +28,13 @@ import (
 // last two intervals, where lost markers come from in practice, and every
 // fullReconcileEvery turns (and at a holder's first turn) the whole
 // ReconcileWindow.
+//
+// Each turn also sweeps the tasks created in the same span just before
+// the abandonment cutoff (now - StoreOptions.AbandonCreatedAfter), and
+// abandons those still waiting for their input: they came of age since the
+// previous turns. A task left behind while no worker ran is met by a later
+// full turn only if it lies within ReconcileWindow of the cutoff; a
+// Store.Reconcile without Since meets every one.
 
 // fullReconcileEvery is how many turns of the holder pass between walks of
 // the whole ReconcileWindow.
@@ -142,13 +150,23 @@ func (r *reconciler) turn(ctx context.Context) {
 	}
 	r.turns++
 	rep, err := s.Reconcile(ctx, ReconcileOptions{Since: since})
+	if rep != nil && ctx.Err() == nil {
+		// Created tasks come of age for abandonment (StoreOptions.
+		// AbandonCreatedAfter) long after the recent walk has passed them:
+		// sweep the band of the same span just before the cutoff.
+		if cutoff, ok := s.unsentCutoff(now); ok {
+			ab, aerr := s.abandonUnsentSince(ctx, cutoff.Add(-now.Sub(since)))
+			rep.Abandoned = append(rep.Abandoned, ab...)
+			err = errors.Join(err, aerr)
+		}
+	}
 	switch {
 	case ctx.Err() != nil:
 		return
 	case err != nil:
 		w.log.Warn("s3task: reconcile", "err", err)
 	case rep != nil && !rep.Clean():
-		w.log.Info("s3task: reconcile repaired markers", "tasks", rep.Tasks, "restored", len(rep.Restored), "removed", len(rep.Removed), "broken", len(rep.Broken))
+		w.log.Info("s3task: reconcile repaired markers", "tasks", rep.Tasks, "restored", len(rep.Restored), "removed", len(rep.Removed), "broken", len(rep.Broken), "abandoned", len(rep.Abandoned))
 	}
 	if rep != nil {
 		w.hook("OnReconcile", func(h *Hooks) {

@@ -155,6 +155,38 @@ func (t *Task) Terminal() bool {
 // retry button from it.
 func (t *Task) Retryable() bool { return t.Status == StatusFailed && !t.Purging }
 
+// Silent reports, for a running task, how long its worker has not written
+// the record by now (the server's clock), and whether that is overdue: a
+// live worker writes it at every claim and heartbeat, and each of those sets
+// the lease from that moment, so LeaseExpiresAt - UpdatedAt is the lease
+// length; heartbeats come at least every third of it (see
+// WorkerOptions.HeartbeatInterval), so a silence longer than half of it
+// means a renewal is late: the worker may have died, and the task will be
+// taken over at [Task.RecoversAt] if it stays silent. A slow heartbeat
+// write can make it overdue for a moment; a dead worker keeps it so. For
+// any other status it returns 0, false.
+func (t *Task) Silent(now time.Time) (silence time.Duration, overdue bool) {
+	if t.Status != StatusRunning || t.UpdatedAt.IsZero() {
+		return 0, false
+	}
+	silence = max(now.Sub(t.UpdatedAt), 0)
+	lease := t.LeaseExpiresAt.Sub(t.UpdatedAt)
+	if lease <= 0 {
+		return silence, silence > 0 // the lease was out at the last write: a record edited by hand
+	}
+	return silence, silence > lease/2
+}
+
+// RecoversAt returns when another worker may take a running task over if
+// its worker stays silent: the lease's end plus margin, the workers'
+// WorkerOptions.ClockMargin. It is zero for a task that is not running.
+func (t *Task) RecoversAt(margin time.Duration) time.Time {
+	if t.Status != StatusRunning || t.LeaseExpiresAt.IsZero() {
+		return time.Time{}
+	}
+	return t.LeaseExpiresAt.Add(margin)
+}
+
 // Cancelable reports whether [Store.Cancel] would change the task now.
 func (t *Task) Cancelable() bool {
 	return t.Status != StatusCompleted && t.Status != StatusAbandoned && !t.Purging
@@ -197,6 +229,7 @@ const (
 	evPurge                             // finished -> locked for deletion
 	evNotified                          // finished: its notice was delivered
 	evSchedule                          // created or queued: start no earlier than a time
+	evNoInput                           // created before a cutoff, input never submitted -> abandoned
 )
 
 var eventNames = map[eventKind]string{
@@ -205,6 +238,7 @@ var eventNames = map[eventKind]string{
 	evLeaseExpired: "expire lease", evRelease: "release",
 	evRetry: "retry", evCancel: "cancel", evPurge: "purge",
 	evNotified: "record the notice of", evSchedule: "schedule",
+	evNoInput: "abandon for want of input",
 }
 
 func (k eventKind) String() string { return eventNames[k] }
@@ -219,7 +253,7 @@ type event struct {
 	lease   time.Duration // claim, heartbeat: lease length from now
 	margin  time.Duration // claim, heartbeat: how long after the lease's end others may take the task
 	move    bool          // heartbeat: move the marker to the new lease's end
-	at      time.Time     // schedule: the earliest start (zero: now)
+	at      time.Time     // schedule: the earliest start (zero: now); abandon-unsent: created before this
 
 	progress   *Progress     // heartbeat, complete, fail: counters to record
 	output     string        // complete: the attempt's output key
@@ -228,10 +262,10 @@ type event struct {
 	permanent  bool          // fail: do not retry
 	retryDelay time.Duration // fail: wait this long before the next attempt
 
-	notify    bool   // complete, fail, lease-expired, cancel: a terminal result awaits OnTerminal
+	notify    bool   // complete, fail, lease-expired, cancel, abandon-unsent: a terminal result awaits OnTerminal
 	inputETag string // submit, retry: the verified input
 	inputSize int64
-	reason    string // cancel
+	reason    string // cancel, abandon-unsent
 	force     bool   // purge: even with a notice pending
 }
 
@@ -412,6 +446,22 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		n.CancelReason = e.reason
 		n.RetryAt, n.LeaseExpiresAt = time.Time{}, time.Time{}
 		if t.Status == StatusCreated && e.notify {
+			n.DueAt = now // its notice is due now, and needs a marker
+		}
+		return n, true, nil
+
+	case evNoInput:
+		// Unlike a cancel, this one is decided against the record as it is
+		// at the write: a task submitted meanwhile is left alone.
+		if t.Status != StatusCreated {
+			return deny("only a task still waiting for its input is abandoned for want of it")
+		}
+		if !t.CreatedAt.Before(e.at) {
+			return deny("it was created at %s, not before %s", t.CreatedAt.Format(time.RFC3339), e.at.Format(time.RFC3339))
+		}
+		n.Status = StatusAbandoned
+		n.CancelReason = e.reason
+		if e.notify {
 			n.DueAt = now // its notice is due now, and needs a marker
 		}
 		return n, true, nil

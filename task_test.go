@@ -131,7 +131,7 @@ func startStates() []startState {
 var allEventKinds = []eventKind{
 	evUpload, evSubmit, evClaim, evHeartbeat, evComplete,
 	evFail, evLeaseExpired, evRelease, evRetry, evCancel, evPurge, evNotified,
-	evSchedule,
+	evSchedule, evNoInput,
 }
 
 // statusConsts and eventConsts name every constant the table knows about.
@@ -149,6 +149,7 @@ var (
 		"evLeaseExpired": evLeaseExpired, "evRelease": evRelease,
 		"evRetry": evRetry, "evCancel": evCancel, "evPurge": evPurge,
 		"evNotified": evNotified, "evSchedule": evSchedule,
+		"evNoInput": evNoInput,
 	}
 )
 
@@ -348,12 +349,15 @@ func TestTransitionEveryPair(t *testing.T) {
 			evSubmit:   toQueued(transitionNow), // no start set: due at once
 			evCancel:   toAbandoned,             // no notice asked for: no marker, no DueAt
 			evSchedule: scheduledCreated,
+			// created an hour before the table's cutoff (evRunAt)
+			evNoInput: toAbandoned,
 		}),
 		createdScheduled: except(map[eventKind]outcome{
 			evUpload:   unchanged,
 			evSubmit:   toQueued(startRunAt), // due at its start, not now
 			evCancel:   toAbandoned,
 			evSchedule: scheduledCreated,
+			evNoInput:  toAbandoned,
 		}),
 		queued: except(map[eventKind]outcome{
 			evSubmit:   unchanged,
@@ -442,8 +446,8 @@ func TestTransitionEveryPair(t *testing.T) {
 			steps = append(steps, step{name: st.name + "/" + k.String(), start: st.build(), ev: tableEvent(k), want: row[k]})
 		}
 	}
-	if want := len(startStates()) * len(allEventKinds); len(steps) != want || want != 130 {
-		t.Errorf("checking %d pairs, want %d (10 start states x 13 events)", len(steps), want)
+	if want := len(startStates()) * len(allEventKinds); len(steps) != want || want != 140 {
+		t.Errorf("checking %d pairs, want %d (10 start states x 14 events)", len(steps), want)
 	}
 	for name, row := range expect {
 		if !slices.ContainsFunc(startStates(), func(s startState) bool { return s.name == name }) {

@@ -155,6 +155,7 @@ func (a *api) register(mux *http.ServeMux) {
 	mux.Handle("POST /tasks/{id}/retry", a.handle(a.retry))
 	mux.Handle("POST /tasks/{id}/cancel", a.handle(a.cancel))
 	mux.Handle("GET /tasks/{id}/output", a.handle(a.output))
+	mux.Handle("POST /tasks/{id}/upload", a.handle(a.reissueUpload))
 	// Everything else under /tasks answers in JSON too, not with the mux's
 	// plain-text 404 and 405.
 	mux.Handle("/tasks", a.handle(a.noRoute))
@@ -530,6 +531,34 @@ func (a *api) output(w http.ResponseWriter, r *http.Request, _ string) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, presignedOf(p))
+	return nil
+}
+
+// reissueUpload: POST /tasks/{id}/upload -> 200 {task, upload}: fresh
+// presigned upload URLs (PUT and POST form, as create returns) for a task
+// still waiting for its input, whose first ones may have expired. Once the
+// task is submitted or cancelled the library refuses: 409
+// invalid_transition.
+func (a *api) reissueUpload(w http.ResponseWriter, r *http.Request, caller string) error {
+	id := r.PathValue("id")
+	put, err := a.store.PresignUpload(r.Context(), id, a.uploadTTL)
+	if err != nil {
+		return err
+	}
+	form, err := a.store.PresignUploadForm(r.Context(), id, a.uploadTTL)
+	if err != nil {
+		return err
+	}
+	t, err := a.store.Get(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	var resp createResponse
+	resp.Task = taskview.Of(t)
+	resp.Upload.Put = presignedOf(put)
+	resp.Upload.Post = presignedForm{URL: form.URL, Fields: form.Fields, FileField: "file", MaxSize: form.MaxSize, ExpiresAt: form.Expires.UTC()}
+	a.log.InfoContext(r.Context(), "upload re-issued", "task_id", id, "by", caller)
+	writeJSON(w, http.StatusOK, resp)
 	return nil
 }
 

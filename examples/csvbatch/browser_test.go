@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/s3task/s3task"
 )
 
 // chromiumPath is where Debian's chromium package installs the browser.
@@ -21,7 +24,9 @@ const chromiumPath = "/usr/bin/chromium"
 // TestBrowser drives the operator page in headless Chromium: sign in with
 // the token, create a task and upload its CSV through the page (the
 // presigned POST form goes straight to S3), watch it complete, and find the
-// download link. It saves a screenshot under t.TempDir() and, if
+// download link. A running task whose worker went silent shows the overdue
+// report flag; a task created without its file gets it through the row's
+// "Upload file" button, which asks for a fresh upload link. It saves a screenshot under t.TempDir() and, if
 // CSVBATCH_SCREENSHOT names a file, a copy there.
 //
 // It is skipped when Chromium is missing, except under CI=true, where it
@@ -36,7 +41,21 @@ func TestBrowser(t *testing.T) {
 	}
 
 	s := startService(t, svcOptions{})
-	pending := s.create("waiting for its file", typeStats, nil) // shows a Cancel button, no Retry
+	pending := s.create("waiting for its file", typeStats, nil) // shows Upload file and Cancel, no Retry
+	stuck := s.create("worker went silent", typeStats, nil)
+	// Make it a task whose worker claimed it and has been silent for 3 of
+	// its 5 minutes of lease: more than half, so a heartbeat is late.
+	silentSince := time.Now().UTC().Add(-3 * time.Minute).Truncate(time.Millisecond)
+	rec := *stuck.Task.Task
+	rec.Status, rec.Attempt, rec.WorkerID = s3task.StatusRunning, 1, "worker-gone"
+	rec.UpdatedAt, rec.LeaseExpiresAt = silentSince, silentSince.Add(5*time.Minute)
+	body, err := json.Marshal(&rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.objects().Put(t.Context(), s.app.store.Prefix()+rec.ID+"/status.json", body); err != nil {
+		t.Fatal(err)
+	}
 
 	dir := t.TempDir()
 	input := filepath.Join(dir, "people.csv")
@@ -79,7 +98,7 @@ func TestBrowser(t *testing.T) {
 	defer cancel()
 
 	completedLink := `#rows tr[data-status="completed"] a.download`
-	err := chromedp.Do(ctx,
+	err = chromedp.Do(ctx,
 		chromedp.Navigate(s.base+"/"),
 		// The API answers 401 without a token, so the page asks for one.
 		chromedp.WaitVisible(chromedp.CSS("#token")),
@@ -99,24 +118,46 @@ func TestBrowser(t *testing.T) {
 
 	// What the page shows for each task.
 	type row struct {
-		Status, Progress, Buttons string
-		Download                  bool
+		Status, Progress, Buttons, Overdue string
+		Download                           bool
 	}
 	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]row](`[...document.querySelectorAll('#rows tr.task')].map(tr => ({
 		Status: tr.dataset.status,
 		Progress: tr.querySelector('.progress-cell').textContent,
 		Buttons: [...tr.querySelectorAll('button')].map(b => b.textContent).join(','),
+		Overdue: tr.querySelector('.overdue') ? tr.querySelector('.overdue').textContent : '',
 		Download: tr.querySelector('a.download') !== null,
 	}))`))
 	if err != nil {
 		t.Fatal(err)
 	}
+	recovers, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(
+		`new Date(%q).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })`,
+		rec.LeaseExpiresAt.Add(s3task.DefaultClockMargin).Format(time.RFC3339Nano))))
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := []row{
 		{Status: "completed", Progress: "4 / 4 rows, 2 ok, 2 bad", Download: true},
-		{Status: "created", Buttons: "Cancel"},
+		{Status: "running", Progress: "0 / ? rows, 0 ok, 0 bad", Buttons: "Cancel",
+			Overdue: "no report for 3 m; recovered at " + recovers + " if it stays silent"},
+		{Status: "created", Buttons: "Upload file,Cancel"},
 	}
 	if diff := cmp.Diff(want, rows); diff != "" {
 		t.Errorf("task rows on the page (-want +got):\n%s", diff)
+	}
+
+	// The created task gets its file late: its button asks the API for a
+	// fresh upload link, the page uploads the file and submits the task.
+	pendingRow := fmt.Sprintf(`#rows tr[data-id=%q]`, pending.Task.ID)
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(pendingRow+` button[data-action="upload"]`)),
+		chromedp.SetUploadFiles(chromedp.CSS("#reupload-file"), []string{input}, chromedp.NodeReady),
+		chromedp.WaitVisible(chromedp.CSS(pendingRow+`[data-status="completed"] a.download`)),
+	)
+	if err != nil {
+		status, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#row-status")))
+		t.Fatalf("uploading the created task's file from its row: %v (row status %q)", err, status)
 	}
 
 	// The download link's flow, as its click handler runs it: ask the API

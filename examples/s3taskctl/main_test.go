@@ -387,6 +387,13 @@ type taskJSON struct {
 	Terminal       bool            `json:"terminal"`
 	Retryable      bool            `json:"retryable"`
 	Cancelable     bool            `json:"cancelable"`
+	// taskview's report and upload fields (issue 13).
+	RetryNote        string     `json:"retry_note"`
+	UploadReissuable bool       `json:"upload_reissuable"`
+	LastReportAt     *time.Time `json:"last_report_at"`
+	SilentSeconds    int64      `json:"silent_seconds"`
+	ReportOverdue    bool       `json:"report_overdue"`
+	RecoversAt       *time.Time `json:"recovers_at"`
 }
 
 type listJSON struct {

@@ -64,8 +64,42 @@ func statusText(t *s3task.Task, now time.Time) string {
 		return "failed (retry due)"
 	case t.Scheduled(now):
 		return "queued (scheduled in " + t.RunAt.Sub(now).Round(time.Second).String() + ")"
+	case t.Status == s3task.StatusRunning:
+		return "running" + silenceText(t, now)
 	}
 	return string(t.Status)
+}
+
+// silenceText is, for a running task whose worker's heartbeat is late
+// (s3task.Task.Silent), how long it has been silent and when another
+// worker takes the task over if it stays so (at the default clock
+// margin); "" otherwise.
+func silenceText(t *s3task.Task, now time.Time) string {
+	silence, overdue := t.Silent(now)
+	if !overdue {
+		return ""
+	}
+	text := " (no report for " + shortDuration(silence)
+	if at := t.RecoversAt(s3task.DefaultClockMargin); !at.IsZero() {
+		if at.After(now) {
+			text += "; recovered at " + at.UTC().Format("15:04:05Z") + " if it stays silent"
+		} else {
+			text += "; lease ran out: the next poll recovers it"
+		}
+	}
+	return text + ")"
+}
+
+// shortDuration formats d in whole seconds, minutes or hours and minutes:
+// "45s", "3m", "2h5m".
+func shortDuration(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	}
+	return fmt.Sprintf("%dh%dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
 }
 
 func attemptText(t *s3task.Task) string { return fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts) }

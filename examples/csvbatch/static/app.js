@@ -15,6 +15,7 @@ const state = {
   next: '',      // next_cursor of the page shown
   loading: false,
   timer: null,
+  reuploadId: '', // the created task whose "Upload file" button was clicked
 };
 
 class APIError extends Error {
@@ -142,6 +143,12 @@ function taskRow(t) {
   if (t.status === 'failed' && t.retry_at) {
     status.append(el('span', { className: 'counts', textContent: 'retry at ' + new Date(t.retry_at).toLocaleTimeString() }));
   }
+  if (t.status === 'running' && t.report_overdue) {
+    status.append(el('span', { className: 'counts overdue', textContent: overdueText(t) }));
+  }
+  if (t.status === 'failed' && t.retry_note) {
+    status.append(el('span', { className: 'counts retry-note', textContent: t.retry_note }));
+  }
 
   return el('tr', { className: 'task', dataset: { id: t.task_id, status: t.status } },
     created, name, el('td', { textContent: t.task_type || '' }), status, progressCell(t),
@@ -149,6 +156,26 @@ function taskRow(t) {
       ? el('td', { className: 'hint', textContent: 'cancelled' + (t.cancel_reason ? ': ' + t.cancel_reason : '') })
       : el('td', { className: 'error-text', textContent: t.last_error || '' }),
     actionsCell(t));
+}
+
+// overdueText says how long a running task's worker has not reported
+// (counted by the server, whose clock the record's times follow) and when
+// another worker takes the task over if it stays silent.
+function overdueText(t) {
+  let text = 'no report for ' + duration(t.silent_seconds || 0);
+  if (t.recovers_at) {
+    const at = new Date(t.recovers_at).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+    text += '; recovered at ' + at + ' if it stays silent';
+  }
+  return text;
+}
+
+// duration formats a number of seconds briefly: "45 s", "3 m", "2 h 5 m".
+function duration(seconds) {
+  if (seconds < 60) return seconds + ' s';
+  const m = Math.floor(seconds / 60);
+  if (m < 60) return m + ' m';
+  return Math.floor(m / 60) + ' h ' + (m % 60) + ' m';
 }
 
 function progressCell(t) {
@@ -179,6 +206,13 @@ function progressCell(t) {
 
 function actionsCell(t) {
   const td = el('td', { className: 'actions' });
+  if (t.upload_reissuable) {
+    td.append(el('button', {
+      type: 'button', className: 'secondary', textContent: 'Upload file',
+      title: 'Upload this task\'s file with a fresh upload link, then submit it',
+      dataset: { action: 'upload', id: t.task_id },
+    }));
+  }
   if (t.retryable) {
     td.append(el('button', {
       type: 'button', className: 'secondary', textContent: 'Retry',
@@ -217,6 +251,11 @@ async function onRowsClick(ev) {
       await api('POST', '/tasks/' + id + '/cancel', { reason: 'cancelled from the operator page' });
     } else if (target.dataset.action === 'retry') {
       await api('POST', '/tasks/' + id + '/retry');
+    } else if (target.dataset.action === 'upload') {
+      state.reuploadId = target.dataset.id;
+      $('#reupload-file').value = '';
+      $('#reupload-file').click(); // its change event goes on in onReupload
+      return;
     }
     $('#list-error').hidden = true;
   } catch (e) {
@@ -230,6 +269,49 @@ function setStatus(text, isError) {
   const s = $('#create-status');
   s.textContent = text;
   s.className = isError ? 'error' : '';
+}
+
+// uploadAndSubmit uploads file to S3 with the presigned POST form post
+// (every field first, the file last), then submits the task.
+async function uploadAndSubmit(id, post, file, say) {
+  if (file.size > post.max_size) {
+    throw new Error('the file is ' + file.size + ' bytes; the limit is ' + post.max_size);
+  }
+  say('Uploading ' + file.name + ' to S3...');
+  const form = new FormData();
+  for (const [k, v] of Object.entries(post.fields)) form.append(k, v);
+  form.append(post.file_field, file);
+  const up = await fetch(post.url, { method: 'POST', body: form });
+  if (!up.ok) {
+    throw new Error('the upload to S3 failed with HTTP ' + up.status);
+  }
+  say('Submitting...');
+  return api('POST', '/tasks/' + encodeURIComponent(id) + '/submit');
+}
+
+// onReupload gets a fresh upload link for the created task whose button
+// was clicked (its first one may have expired), uploads the chosen file
+// and submits the task.
+async function onReupload() {
+  const file = $('#reupload-file').files[0];
+  const id = state.reuploadId;
+  if (!file || !id) return;
+  const say = (text, isError) => {
+    const s = $('#row-status');
+    s.textContent = text;
+    s.className = isError ? 'error' : 'hint';
+  };
+  try {
+    say('Asking for a fresh upload link...');
+    const issued = await api('POST', '/tasks/' + encodeURIComponent(id) + '/upload');
+    const t = await uploadAndSubmit(id, issued.upload.post, file, say);
+    say('Task ' + t.task_id + ' is ' + t.status + '.');
+  } catch (e) {
+    say('Upload failed: ' + e.message, true);
+  } finally {
+    state.reuploadId = '';
+  }
+  refresh();
 }
 
 // onCreate creates the task, uploads the file straight to S3 with the
@@ -255,16 +337,7 @@ async function onCreate(ev) {
       await api('POST', '/tasks/' + encodeURIComponent(id) + '/cancel', { reason: 'file too large' });
       throw new Error('the file is ' + file.size + ' bytes; the limit is ' + post.max_size);
     }
-    setStatus('Uploading ' + file.name + ' to S3...');
-    const form = new FormData();
-    for (const [k, v] of Object.entries(post.fields)) form.append(k, v);
-    form.append(post.file_field, file);
-    const up = await fetch(post.url, { method: 'POST', body: form });
-    if (!up.ok) {
-      throw new Error('the upload to S3 failed with HTTP ' + up.status);
-    }
-    setStatus('Submitting...');
-    const t = await api('POST', '/tasks/' + encodeURIComponent(id) + '/submit');
+    const t = await uploadAndSubmit(id, post, file, setStatus);
     setStatus('Task ' + t.task_id + ' is ' + t.status + '.');
     $('#create-form').reset();
     toggleRequired();
@@ -292,6 +365,7 @@ function init() {
   $('#create-form').addEventListener('submit', onCreate);
   $('#type').addEventListener('change', toggleRequired);
   $('#rows').addEventListener('click', onRowsClick);
+  $('#reupload-file').addEventListener('change', onReupload);
   $('#older').addEventListener('click', () => {
     if (!state.next) return;
     state.cursors.push(state.next);

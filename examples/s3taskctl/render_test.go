@@ -1,0 +1,36 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/s3task/s3task"
+)
+
+// TestStatusTextSilentWorker: list and show flag a running task whose
+// worker has not reported for more than half its lease, with when it is
+// taken over; a running task that reports is plain "running".
+func TestStatusTextSilentWorker(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	running := &s3task.Task{Status: s3task.StatusRunning, Attempt: 1, UpdatedAt: at, LeaseExpiresAt: at.Add(10 * time.Minute)}
+	tests := []struct {
+		now  time.Time
+		want string
+	}{
+		{at.Add(time.Minute), "running"},
+		{at.Add(5 * time.Minute), "running"},
+		{at.Add(6*time.Minute + 20*time.Second), "running (no report for 6m; recovered at 12:10:05Z if it stays silent)"},
+		{at.Add(11 * time.Minute), "running (no report for 11m; lease ran out: the next poll recovers it)"},
+		{at.Add(2*time.Hour + 5*time.Minute), "running (no report for 2h5m; lease ran out: the next poll recovers it)"},
+	}
+	for _, tt := range tests {
+		if got := statusText(running, tt.now); got != tt.want {
+			t.Errorf("at +%s: statusText = %q, want %q", tt.now.Sub(at), got, tt.want)
+		}
+	}
+	short := &s3task.Task{Status: s3task.StatusRunning, UpdatedAt: at, LeaseExpiresAt: at.Add(time.Minute)}
+	if got, want := statusText(short, at.Add(45*time.Second)), "running (no report for 45s; recovered at 12:01:05Z if it stays silent)"; got != want {
+		t.Errorf("statusText = %q, want %q", got, want)
+	}
+}
