@@ -364,11 +364,32 @@ type createRequest struct {
 }
 
 type createResponse struct {
-	Task   taskview.Task `json:"task"`
-	Upload struct {
-		Put  presigned     `json:"put"`
-		Post presignedForm `json:"post"`
-	} `json:"upload"`
+	Task taskview.Task `json:"task"`
+	// Upload is null when the task no longer takes an upload: a create
+	// that repeats the key of a task already submitted or finished.
+	Upload *uploadURLs `json:"upload"`
+}
+
+// uploadURLs are the presigned ways to upload a task's input.
+type uploadURLs struct {
+	Put  presigned     `json:"put"`
+	Post presignedForm `json:"post"`
+}
+
+// uploadURLs presigns the upload of task id's input, both ways.
+func (a *api) uploadURLs(ctx context.Context, id string) (*uploadURLs, error) {
+	put, err := a.store.PresignUpload(ctx, id, a.uploadTTL)
+	if err != nil {
+		return nil, err
+	}
+	form, err := a.store.PresignUploadForm(ctx, id, a.uploadTTL)
+	if err != nil {
+		return nil, err
+	}
+	return &uploadURLs{
+		Put:  presignedOf(put),
+		Post: presignedForm{URL: form.URL, Fields: form.Fields, FileField: "file", MaxSize: form.MaxSize, ExpiresAt: form.Expires.UTC()},
+	}, nil
 }
 
 // maxIdempotencyKey bounds an Idempotency-Key header. The library takes
@@ -393,7 +414,8 @@ func idempotencyKey(r *http.Request, caller string) (string, error) {
 
 // create: POST /tasks {name, type, payload} [Idempotency-Key] -> 201 {task,
 // upload}. A request that repeats the key of an earlier one gets the task
-// that one made, as it is now.
+// that one made, as it is now, with fresh upload URLs while it still waits
+// for its input and a null upload once it does not.
 func (a *api) create(w http.ResponseWriter, r *http.Request, caller string) error {
 	key, err := idempotencyKey(r, caller)
 	if err != nil {
@@ -420,18 +442,12 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, caller string) erro
 	if err != nil {
 		return err
 	}
-	put, err := a.store.PresignUpload(r.Context(), t.ID, a.uploadTTL)
-	if err != nil {
-		return err
+	resp := createResponse{Task: taskview.Of(t)}
+	if t.Status == s3task.StatusCreated {
+		if resp.Upload, err = a.uploadURLs(r.Context(), t.ID); err != nil {
+			return err
+		}
 	}
-	form, err := a.store.PresignUploadForm(r.Context(), t.ID, a.uploadTTL)
-	if err != nil {
-		return err
-	}
-	var resp createResponse
-	resp.Task = taskview.Of(t)
-	resp.Upload.Put = presignedOf(put)
-	resp.Upload.Post = presignedForm{URL: form.URL, Fields: form.Fields, FileField: "file", MaxSize: form.MaxSize, ExpiresAt: form.Expires.UTC()}
 	a.log.InfoContext(r.Context(), "task created", "task_id", t.ID, "type", t.Type, "created_by", caller, "idempotency_key", key)
 	w.Header().Set("Location", "/tasks/"+t.ID)
 	writeJSON(w, http.StatusCreated, resp)
@@ -541,11 +557,7 @@ func (a *api) output(w http.ResponseWriter, r *http.Request, _ string) error {
 // invalid_transition.
 func (a *api) reissueUpload(w http.ResponseWriter, r *http.Request, caller string) error {
 	id := r.PathValue("id")
-	put, err := a.store.PresignUpload(r.Context(), id, a.uploadTTL)
-	if err != nil {
-		return err
-	}
-	form, err := a.store.PresignUploadForm(r.Context(), id, a.uploadTTL)
+	upload, err := a.uploadURLs(r.Context(), id)
 	if err != nil {
 		return err
 	}
@@ -553,10 +565,7 @@ func (a *api) reissueUpload(w http.ResponseWriter, r *http.Request, caller strin
 	if err != nil {
 		return err
 	}
-	var resp createResponse
-	resp.Task = taskview.Of(t)
-	resp.Upload.Put = presignedOf(put)
-	resp.Upload.Post = presignedForm{URL: form.URL, Fields: form.Fields, FileField: "file", MaxSize: form.MaxSize, ExpiresAt: form.Expires.UTC()}
+	resp := createResponse{Task: taskview.Of(t), Upload: upload}
 	a.log.InfoContext(r.Context(), "upload re-issued", "task_id", id, "by", caller)
 	writeJSON(w, http.StatusOK, resp)
 	return nil

@@ -343,6 +343,15 @@ func TestIdempotencyKey(t *testing.T) {
 	if again := create(testToken, "june-import 7f3a"); again != first {
 		t.Errorf("two creates with one key made tasks %s and %s, want one", first, again)
 	}
+	// Once the task no longer waits for its input, a repeat still answers
+	// with it, without upload URLs.
+	var cancelled taskview.Task
+	s.call("POST", "/tasks/"+first+"/cancel", nil, http.StatusOK, &cancelled)
+	var repeat createResponse
+	s.as(testToken, http.Header{"Idempotency-Key": {"june-import 7f3a"}}).call("POST", "/tasks", body, http.StatusCreated, &repeat)
+	if repeat.Task.ID != first || repeat.Task.Status != s3task.StatusAbandoned || repeat.Upload != nil {
+		t.Errorf("repeat after cancel: task %s %s, upload %+v; want %s abandoned, no upload", repeat.Task.ID, repeat.Task.Status, repeat.Upload, first)
+	}
 	others := []string{create(testToken, "june-import 7f3b"), create(bobToken, "june-import 7f3a")}
 	if slices.Contains(others, first) || others[0] == others[1] {
 		t.Errorf("tasks %s, %v: another key, or another caller's same key, named an existing task", first, others)
