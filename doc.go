@@ -322,6 +322,28 @@
 // never uses up an attempt and never raises max_attempts. [Worker.Stop]
 // bounds the wait.
 //
+// A stalled S3, one that accepts connections but stops answering, never
+// wedges a worker: each of its requests has a deadline. A request of the
+// poll loop (the wake object's GET and HEAD, the LIST, a record's GET, a
+// marker's DELETE), a record read of the notifier and the wait for the
+// answer to [Job.OpenInput]'s GET are given up after a third of the lease
+// (HeartbeatInterval; at least PollInterval and one second), and the loop
+// tries again at its next poll. A renewal is given up at the lease's
+// deadline, where the handler's context ends with [ErrLeaseLost], so
+// another worker recovers the task once S3 answers again. A claim, an
+// attempt's final write and the notifier's record of a notice are given up
+// within a lease; an output's upload ends with the handler's context.
+// [Worker.Stop] returns by its ctx's end, cutting short a claim under way;
+// Run returns at most about a lease after that.
+//
+// Temporary files. What a handler writes through [Job.CreateOutput], and a
+// reader that cannot seek given to [Job.WriteOutput] or
+// [Store.UploadInput], is spooled to a file named s3task-* in
+// StoreOptions.SpoolDir (the system's temporary folder by default). On
+// Unix it is unlinked as soon as it is created, so even a killed process
+// leaves nothing behind; elsewhere it is removed when closed, and a worker
+// that starts running removes such files older than [SpoolStaleAfter].
+//
 // Inputs. The presigned PUT and [Store.UploadInput] create the input with
 // If-None-Match: *, so the bytes Submit verified are the bytes a worker
 // reads; a worker still compares the input's ETag and fails the attempt with

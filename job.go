@@ -2,11 +2,13 @@ package s3task
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -23,6 +25,7 @@ type Job struct {
 
 	store   *Store
 	attempt context.Context // the handler's context: done once the attempt may write nothing more
+	answer  time.Duration   // how long OpenInput waits for S3 to answer (0: as long as ctx allows)
 
 	mu       sync.Mutex
 	progress Progress
@@ -46,6 +49,12 @@ func (j *Job) discardOpen() {
 // or is gone, or is over the size limit, the error is permanent (wrapping
 // [ErrInputChanged], [ErrInputMissing] or [ErrInputTooLarge]) so returning it
 // from the handler ends the task at once. Requests: one GET.
+//
+// The read ends, whatever ctx it is given, once the handler's context has
+// ended (the lease lost, the task cancelled, the worker stopping). A worker
+// waits for S3's answer to the GET for as long as it waits for any request
+// of its poll (a third of the lease, at least a second); past it the error
+// is a plain one, so the attempt can be retried.
 func (j *Job) OpenInput(ctx context.Context) (io.ReadCloser, error) {
 	s := j.store
 	key := s.inputKey(j.Task.ID)
@@ -53,26 +62,66 @@ func (j *Job) OpenInput(ctx context.Context) (io.ReadCloser, error) {
 	if j.Task.InputETag != "" {
 		in.IfMatch = aws.String(j.Task.InputETag)
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	unlink := func() bool { return false }
+	if j.attempt != nil {
+		unlink = context.AfterFunc(j.attempt, func() { cancel(context.Cause(j.attempt)) })
+	}
+	release := func() { unlink(); cancel(nil) }
+	// Only the answer has a deadline: reading the body may take as long
+	// as the input is large.
+	var late *time.Timer
+	if j.answer > 0 {
+		late = time.AfterFunc(j.answer, func() { cancel(errNoAnswer) })
+	}
 	out, err := s.client.GetObject(ctx, in)
+	if late != nil && !late.Stop() {
+		if err == nil {
+			out.Body.Close()
+		}
+		release()
+		return nil, fmt.Errorf("s3task: open input %s: %w within %s", key, errNoAnswer, j.answer)
+	}
 	switch {
 	case err == nil:
 	case s3x.NotFound(err):
+		release()
 		return nil, Permanent(fmt.Errorf("%w: no object at %s", ErrInputMissing, key))
 	case s3x.Lost(err):
-		return nil, Permanent(fmt.Errorf("%w: %s", ErrInputChanged, key))
+		release()
+		return nil, Permanent(WithCategory(fmt.Errorf("%w: %s", ErrInputChanged, key), CategoryInputChanged))
 	default:
+		release()
 		return nil, fmt.Errorf("s3task: open input %s: %w", key, err)
 	}
 	if etag := aws.ToString(out.ETag); j.Task.InputETag != "" && etag != j.Task.InputETag {
 		// Some stores ignore If-Match on GET; the ETag still tells.
 		out.Body.Close()
-		return nil, Permanent(fmt.Errorf("%w: %s", ErrInputChanged, key))
+		release()
+		return nil, Permanent(WithCategory(fmt.Errorf("%w: %s", ErrInputChanged, key), CategoryInputChanged))
 	}
 	if n := aws.ToInt64(out.ContentLength); n > s.opts.MaxInputSize {
 		out.Body.Close()
+		release()
 		return nil, Permanent(&InputSizeError{Key: key, Size: n, Limit: s.opts.MaxInputSize})
 	}
-	return out.Body, nil
+	return &inputBody{ReadCloser: out.Body, release: release}, nil
+}
+
+// errNoAnswer says S3 did not answer a request in time.
+var errNoAnswer = errors.New("s3task: S3 did not answer")
+
+// inputBody is the input's body; closing it releases its context.
+type inputBody struct {
+	io.ReadCloser
+	release func()
+	once    sync.Once
+}
+
+func (b *inputBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.release)
+	return err
 }
 
 // OutputKey returns the key this attempt's output is written to:
@@ -104,12 +153,12 @@ func (j *Job) WriteOutput(ctx context.Context, r io.Reader) error {
 		defer cancel(nil)
 		defer context.AfterFunc(j.attempt, func() { cancel(context.Cause(j.attempt)) })()
 	}
-	body, size, cleanup, err := seekable(r, math.MaxInt64)
+	body, size, cleanup, err := s.seekable(r, math.MaxInt64)
 	if err != nil {
 		return fmt.Errorf("s3task: write output %s: %w", key, err)
 	}
 	defer cleanup()
-	created, err := s.createObject(ctx, key, body, size)
+	created, err := s.createObject(ctx, key, body, size, "")
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return fmt.Errorf("s3task: write output %s: %w: %w", key, context.Cause(ctx), err)
@@ -125,16 +174,17 @@ func (j *Job) WriteOutput(ctx context.Context, r io.Reader) error {
 }
 
 // CreateOutput returns a writer for this attempt's output. What is written
-// goes to a temporary file, so memory stays bounded however large the output;
+// goes to a temporary file in StoreOptions.SpoolDir (unlinked at once where
+// the system allows it), so memory stays bounded however large the output;
 // [Output.Close] uploads it as [Job.WriteOutput] does, using ctx, and
 // [Output.Discard] drops it. An output neither closed nor discarded when the
 // handler returns is discarded.
 func (j *Job) CreateOutput(ctx context.Context) (*Output, error) {
-	f, err := os.CreateTemp("", "s3task-output-*")
+	f, done, err := j.store.spool()
 	if err != nil {
 		return nil, fmt.Errorf("s3task: create output: %w", err)
 	}
-	o := &Output{f: f, job: j, ctx: ctx}
+	o := &Output{f: f, done: done, job: j, ctx: ctx}
 	j.mu.Lock()
 	j.open = append(j.open, o)
 	j.mu.Unlock()
@@ -144,15 +194,16 @@ func (j *Job) CreateOutput(ctx context.Context) (*Output, error) {
 // Output is an attempt's output being written; see [Job.CreateOutput]. Use it
 // from one goroutine.
 type Output struct {
-	f    *os.File
-	job  *Job
-	ctx  context.Context
-	done bool
+	f      *os.File
+	done   func() // closes f, removing it if it could not be unlinked
+	job    *Job
+	ctx    context.Context
+	closed bool
 }
 
 // Write appends p to the output.
 func (o *Output) Write(p []byte) (int, error) {
-	if o.done {
+	if o.closed {
 		return 0, os.ErrClosed
 	}
 	return o.f.Write(p)
@@ -161,7 +212,7 @@ func (o *Output) Write(p []byte) (int, error) {
 // Close uploads what was written as this attempt's output and removes the
 // temporary file. It reports the upload's error.
 func (o *Output) Close() error {
-	if o.done {
+	if o.closed {
 		return os.ErrClosed
 	}
 	defer o.Discard()
@@ -174,12 +225,11 @@ func (o *Output) Close() error {
 // Discard drops what was written without uploading it. It is safe to call
 // after Close, and more than once.
 func (o *Output) Discard() {
-	if o.done {
+	if o.closed {
 		return
 	}
-	o.done = true
-	o.f.Close()
-	os.Remove(o.f.Name())
+	o.closed = true
+	o.done()
 }
 
 // SetProgress records the attempt's counters. They reach the record with the

@@ -32,7 +32,7 @@ func (w *Worker) start(base context.Context, t *Task, etag string) (settled <-ch
 	ctx, cancel := context.WithCancelCause(base)
 	l := &lease{
 		w:      w,
-		job:    &Job{Task: *t.clone(), store: w.store, attempt: ctx},
+		job:    &Job{Task: *t.clone(), store: w.store, attempt: ctx, answer: w.requestTimeout()},
 		log:    w.log.With("task_id", t.ID, "attempt", t.Attempt),
 		cancel: cancel,
 	}

@@ -151,24 +151,44 @@ func (n *notifier) deliver(ctx context.Context, no *notice) error {
 	t, etag := no.t, no.etag
 	if time.Since(no.added) > freshFor {
 		seen := s.serverNow()
+		rctx, cancel := n.w.bounded(ctx)
 		var err error
-		if t, etag, err = s.read(ctx, t.ID); err != nil {
+		t, etag, err = s.read(rctx, t.ID)
+		cancel()
+		if err != nil {
 			return err
 		}
 		n.mu.Lock()
 		no.seen = seen
 		n.mu.Unlock()
 	}
-	return s.deliver(ctx, t, etag)
+	// The hook gets ctx; recording the notice gets a lease at most, so a
+	// stalled S3 delays the next notice, never stops them.
+	return s.deliverWithin(ctx, t, etag, n.w.opts.LeaseDuration)
 }
 
 // deliver runs OnTerminal for the finished task t (read first if etag is
 // ""), records that its notice went out, and so removes its marker. It returns
 // the hook's error, after which the notice stays pending.
 func (s *Store) deliver(ctx context.Context, t *Task, etag string) error {
+	return s.deliverWithin(ctx, t, etag, 0)
+}
+
+// deliverWithin is deliver whose requests (not the hook) end within d, if
+// d is not zero.
+func (s *Store) deliverWithin(ctx context.Context, t *Task, etag string, d time.Duration) error {
+	bound := func() (context.Context, context.CancelFunc) {
+		if d > 0 {
+			return context.WithTimeout(ctx, d)
+		}
+		return context.WithCancel(ctx)
+	}
 	if etag == "" && t.NotifyPending {
+		rctx, cancel := bound()
 		var err error
-		if t, etag, err = s.read(ctx, t.ID); err != nil {
+		t, etag, err = s.read(rctx, t.ID)
+		cancel()
+		if err != nil {
 			return err
 		}
 	}
@@ -179,7 +199,9 @@ func (s *Store) deliver(ctx context.Context, t *Task, etag string) error {
 		}
 		// The notice is for this result only: if the task was retried and
 		// finished again meanwhile, the new result still needs its own.
-		_, _, err := s.apply(ctx, t, etag, event{kind: evNotified, status: t.Status, attempt: t.Attempt})
+		wctx, cancel := bound()
+		defer cancel()
+		_, _, err := s.apply(wctx, t, etag, event{kind: evNotified, status: t.Status, attempt: t.Attempt})
 		if err != nil {
 			if errors.Is(err, ErrInvalidTransition) {
 				return nil // retried meanwhile: a later result has a notice of its own

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"mime"
 	"os"
 	"strings"
 	"time"
@@ -65,6 +66,30 @@ type StoreOptions struct {
 	// (WorkerOptions.ReconcileInterval); [Stats] counts them. Zero means
 	// [DefaultAbandonCreatedAfter]; negative means never.
 	AbandonCreatedAfter time.Duration
+
+	// SpoolDir is the folder of the temporary files the library makes: the
+	// output a handler writes through [Job.CreateOutput], and a copy of a
+	// reader that cannot seek given to [Job.WriteOutput] or
+	// [Store.UploadInput]. Their names start with "s3task-". Where the system
+	// allows it (Linux, macOS and other Unix systems), each is unlinked right
+	// after it is created and lives on only through its open descriptor, so
+	// nothing is left behind, even by a process that is killed; elsewhere it
+	// is removed when it is closed. A [Worker] that starts running removes
+	// the s3task-* files in it older than an hour ([SpoolStaleAfter]), left
+	// where unlinking is not possible or by earlier versions. NewStore checks
+	// that it exists and is a folder (one stat, no request). Default:
+	// os.TempDir(), as it is when a file is made.
+	SpoolDir string
+
+	// InputContentType, if set, pins the Content-Type of an input uploaded
+	// through a presigned URL: it is signed into the presigned PUT (the
+	// client must send the header as given in PresignedRequest.Header) and
+	// made a condition of the POST form's policy (PresignedForm.Fields holds
+	// the Content-Type field, which the client sends like every other), so
+	// a store that checks signatures and policies refuses an upload with
+	// another type. [Store.UploadInput] stores the input with it too. It
+	// must be a valid media type, e.g. "text/csv". Default: not pinned.
+	InputContentType string
 
 	// Clock returns the local time. The library corrects it by the offset it
 	// observes from the S3 server's Date headers, so leases are judged by the
@@ -144,6 +169,22 @@ func (o *StoreOptions) withDefaults() (StoreOptions, error) {
 		return bad("MaxInputSize", "is %d, must not be negative", c.MaxInputSize)
 	case c.MaxInputSize == 0:
 		c.MaxInputSize = DefaultMaxInputSize
+	}
+	if c.SpoolDir != "" {
+		fi, err := os.Stat(c.SpoolDir)
+		switch {
+		case err != nil:
+			return bad("SpoolDir", "%q: %v", c.SpoolDir, err)
+		case !fi.IsDir():
+			return bad("SpoolDir", "%q is not a folder", c.SpoolDir)
+		}
+	}
+	if c.InputContentType != "" {
+		mt, _, err := mime.ParseMediaType(c.InputContentType)
+		typ, sub, _ := strings.Cut(mt, "/")
+		if err != nil || typ == "" || sub == "" || strings.ContainsAny(c.InputContentType, "\r\n") || len(c.InputContentType) > 256 {
+			return bad("InputContentType", "%q is not a media type such as text/csv", c.InputContentType)
+		}
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now

@@ -40,7 +40,9 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 			default:
 				return true
 			}
-			ok, when, taken := w.visit(ctx, base, m)
+			vctx, cancel := w.bounded(ctx) // the reads and deletes; a claim has its own deadline
+			ok, when, taken := w.visit(vctx, base, m)
+			cancel()
 			w.adapt(taken)
 			if ok {
 				started++
@@ -65,7 +67,9 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 		}
 	}()
 	for {
-		ms, stray, more, err := s.listMarkers(ctx, after, w.pageSize())
+		lctx, cancel := w.bounded(ctx)
+		ms, stray, more, err := s.listMarkers(lctx, after, w.pageSize())
+		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log.Warn("s3task: poll", "err", err)
@@ -117,7 +121,9 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 		// dated one (IDs start with a letter or a digit above 2), so the
 		// head of the folder never reaches them: look for them apart
 		// until none is left.
-		ms, _, _, err := s.listMarkers(ctx, s.markerDir()+"3", markerPageSize)
+		lctx, cancel := w.bounded(ctx)
+		ms, _, _, err := s.listMarkers(lctx, s.markerDir()+"3", markerPageSize)
+		cancel()
 		if err == nil {
 			seen += len(ms)
 			w.legacy = len(ms) > 0
@@ -188,7 +194,7 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 	}
 	switch {
 	case t.Terminal():
-		w.settle(t, etag, stale...)
+		w.settle(ctx, t, etag, stale...)
 		return false, due, false
 	case t.Status == StatusFailed && now.Before(t.RetryAt):
 		drop()
@@ -280,8 +286,14 @@ func (w *Worker) claim(ctx, base context.Context, t *Task, etag string, next *Ta
 	}
 	// The write itself must not be cut short by shutdown: a claim that
 	// landed unseen would hold the task until its lease expired. A doubtful
-	// answer is settled by re-reading, with backoff, while the lease lasts.
-	cctx, cancel := context.WithTimeout(base, w.opts.LeaseDuration-w.opts.ClockMargin)
+	// answer is settled by re-reading, with backoff, while the lease lasts;
+	// an S3 that does not answer at all is given up at the lease's end less
+	// the margin, or when a Stop's ctx ends.
+	parent := base
+	if w.claims != nil {
+		parent = w.claims // as base, but cut when a Stop's ctx ends
+	}
+	cctx, cancel := context.WithTimeout(parent, w.opts.LeaseDuration-w.opts.ClockMargin)
 	defer cancel()
 	got, gotETag, err := w.store.commitMarked(cctx, t, etag, next, stale...)
 	if err != nil {
@@ -297,10 +309,10 @@ func (w *Worker) claim(ctx, base context.Context, t *Task, etag string, next *Ta
 
 // settle finishes the bookkeeping of a finished task found by a poll: its
 // marker goes, with the stale ones listed, unless an OnTerminal notice is
-// pending, which the notifier delivers first, off the poll loop.
-func (w *Worker) settle(t *Task, etag string, stale ...string) {
-	ctx, cancel := context.WithTimeout(context.Background(), w.opts.LeaseDuration)
-	defer cancel()
+// pending, which the notifier delivers first, off the poll loop. A delete
+// that does not happen (ctx ended) is only a stale marker, removed by the
+// next visit.
+func (w *Worker) settle(ctx context.Context, t *Task, etag string, stale ...string) {
 	for _, key := range stale {
 		_ = w.store.dropMarker(ctx, key)
 	}

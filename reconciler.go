@@ -129,11 +129,15 @@ func (r *reconciler) maybeRun(ctx context.Context) {
 func (r *reconciler) wait() { r.wg.Wait() }
 
 // turn takes or renews the lease and, if this worker holds it, reconciles.
-func (r *reconciler) turn(ctx context.Context) {
+// A turn takes at most one interval: on an S3 that stops answering it
+// gives up, and the next turn tries again. stop ends when the worker stops.
+func (r *reconciler) turn(stop context.Context) {
 	w, s := r.w, r.w.store
 	interval := w.opts.ReconcileInterval
+	ctx, cancel := context.WithTimeout(stop, interval)
+	defer cancel()
 	mine, err := s.takeReconcileLease(ctx, w.opts.ID, 2*interval)
-	if ctx.Err() != nil {
+	if stop.Err() != nil {
 		return // stopped: not worth a report
 	}
 	if err != nil {
@@ -161,7 +165,7 @@ func (r *reconciler) turn(ctx context.Context) {
 		}
 	}
 	switch {
-	case ctx.Err() != nil:
+	case stop.Err() != nil:
 		return
 	case err != nil:
 		w.log.Warn("s3task: reconcile", "err", err)

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -65,7 +66,8 @@ func (s *Store) checkUpload(ctx context.Context, id string, ttl time.Duration) e
 // PresignUpload returns a presigned PUT of the task's input, valid for ttl.
 // It is only issued while the task is created. Its signed headers include
 // If-None-Match: *, which the client must send as given (Header): S3 then
-// refuses a second upload, so the input Submit verifies cannot be replaced. A PUT cannot cap the size of
+// refuses a second upload, so the input Submit verifies cannot be replaced.
+// With StoreOptions.InputContentType they include Content-Type as well. A PUT cannot cap the size of
 // what is sent; Submit checks it afterwards, or use [Store.PresignUploadForm].
 // Requests: one GET (presigning itself is local).
 //
@@ -80,7 +82,8 @@ func (s *Store) PresignUpload(ctx context.Context, id string, ttl time.Duration)
 
 // PresignUploadForm returns a presigned POST form for the task's input, valid
 // for ttl, whose policy makes S3 refuse a file over
-// StoreOptions.MaxInputSize. It is only issued while the task is created.
+// StoreOptions.MaxInputSize and, with StoreOptions.InputContentType, a
+// Content-Type field other than the one in Fields. It is only issued while the task is created.
 // Requests: one GET.
 //
 // Errors: as [Store.PresignUpload].
@@ -127,7 +130,11 @@ func (s *Store) CreateForUpload(ctx context.Context, p CreateParams, ttl time.Du
 
 func (s *Store) presignPut(ctx context.Context, id string, ttl time.Duration) (*PresignedRequest, error) {
 	key := s.inputKey(id)
-	req, err := s.presign.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, IfNoneMatch: aws.String("*")}, s3.WithPresignExpires(ttl))
+	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, IfNoneMatch: aws.String("*")}
+	if ct := s.opts.InputContentType; ct != "" {
+		in.ContentType = aws.String(ct) // signed: another type breaks the signature
+	}
+	req, err := s.presign.PresignPutObject(ctx, in, s3.WithPresignExpires(ttl))
 	if err != nil {
 		return nil, fmt.Errorf("s3task: presign upload %s: %w", key, err)
 	}
@@ -139,9 +146,15 @@ func (s *Store) presignForm(ctx context.Context, id string, ttl time.Duration) (
 	req, err := s.presign.PresignPostObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key}, func(o *s3.PresignPostOptions) {
 		o.Expires = ttl
 		o.Conditions = []any{[]any{"content-length-range", 0, s.opts.MaxInputSize}}
+		if ct := s.opts.InputContentType; ct != "" {
+			o.Conditions = append(o.Conditions, []any{"eq", "$Content-Type", ct})
+		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("s3task: presign upload form %s: %w", key, err)
+	}
+	if ct := s.opts.InputContentType; ct != "" {
+		req.Values["Content-Type"] = ct
 	}
 	return &PresignedForm{URL: req.URL, Fields: req.Values, MaxSize: s.opts.MaxInputSize, Expires: s.opts.Clock().Add(ttl)}, nil
 }
@@ -162,7 +175,7 @@ func (s *Store) UploadInput(ctx context.Context, id string, r io.Reader) error {
 		return err
 	}
 	key := s.inputKey(id)
-	body, size, cleanup, err := seekable(r, s.opts.MaxInputSize)
+	body, size, cleanup, err := s.seekable(r, s.opts.MaxInputSize)
 	if err != nil {
 		var se *InputSizeError
 		if errors.As(err, &se) {
@@ -171,7 +184,7 @@ func (s *Store) UploadInput(ctx context.Context, id string, r io.Reader) error {
 		return err
 	}
 	defer cleanup()
-	switch created, err := s.createObject(ctx, key, body, size); {
+	switch created, err := s.createObject(ctx, key, body, size, s.opts.InputContentType); {
 	case err != nil:
 		return fmt.Errorf("s3task: upload %s: %w", key, err)
 	case !created:
@@ -184,13 +197,17 @@ func (s *Store) UploadInput(ctx context.Context, id string, r io.Reader) error {
 // that it never replaces one. It reports false if the key was taken. When a
 // refusal may answer the SDK's resend of our own write whose response was
 // lost, a token in the object's metadata tells whose it is.
-func (s *Store) createObject(ctx context.Context, key string, body io.ReadSeeker, size int64) (bool, error) {
+func (s *Store) createObject(ctx context.Context, key string, body io.ReadSeeker, size int64, contentType string) (bool, error) {
 	token := newRevision()
-	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+	in := &s3.PutObjectInput{
 		Bucket: &s.bucket, Key: &key, Body: body, ContentLength: aws.Int64(size),
 		IfNoneMatch: aws.String("*"),
 		Metadata:    map[string]string{"s3task-token": token},
-	})
+	}
+	if contentType != "" {
+		in.ContentType = aws.String(contentType)
+	}
+	_, err := s.client.PutObject(ctx, in)
 	if err == nil || !s3x.Lost(err) {
 		return err == nil, err
 	}
@@ -201,10 +218,66 @@ func (s *Store) createObject(ctx context.Context, key string, body io.ReadSeeker
 	return head.Metadata["s3task-token"] == token, nil
 }
 
+// spoolPattern names the library's temporary files in StoreOptions.SpoolDir.
+const spoolPattern = "s3task-*"
+
+// SpoolStaleAfter is the age past which a Worker that starts running removes
+// a temporary file named s3task-* from StoreOptions.SpoolDir. Only files that
+// could not be unlinked when they were made (on systems that do not allow
+// it), or made by earlier versions, are ever seen there; an hour is longer
+// than such a file is normally in use, and removing one still open does not
+// disturb its reader on Unix.
+const SpoolStaleAfter = time.Hour
+
+// spool creates a temporary file in the spool folder and unlinks it at once
+// where the system allows it; done closes it and removes it if it could not
+// be unlinked.
+func (s *Store) spool() (f *os.File, done func(), err error) {
+	f, err = os.CreateTemp(s.opts.SpoolDir, spoolPattern)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Unix keeps the data for the open descriptor; Windows refuses to
+	// remove an open file, which is then removed on close.
+	unlinked := os.Remove(f.Name()) == nil
+	return f, func() {
+		f.Close()
+		if !unlinked {
+			os.Remove(f.Name())
+		}
+	}, nil
+}
+
+// sweepSpool removes the files named s3task-* in the spool folder last
+// modified more than SpoolStaleAfter ago. Errors are logged at debug level:
+// a file another process still holds may not be removable.
+func (s *Store) sweepSpool() {
+	dir := s.opts.SpoolDir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	matches, err := filepath.Glob(filepath.Join(dir, spoolPattern))
+	if err != nil {
+		return
+	}
+	cutoff := time.Now().Add(-SpoolStaleAfter)
+	for _, name := range matches {
+		fi, err := os.Lstat(name)
+		if err != nil || !fi.Mode().IsRegular() || !fi.ModTime().Before(cutoff) {
+			continue
+		}
+		if err := os.Remove(name); err != nil {
+			s.log.Debug("s3task: remove stale spool file", "file", name, "err", err)
+		} else {
+			s.log.Info("s3task: removed a stale spool file", "file", name, "modified", fi.ModTime())
+		}
+	}
+}
+
 // seekable returns r as a ReadSeeker positioned at its start, with its size,
 // spooling it to a temporary file if r cannot seek. More than limit bytes is
 // an *InputSizeError.
-func seekable(r io.Reader, limit int64) (io.ReadSeeker, int64, func(), error) {
+func (s *Store) seekable(r io.Reader, limit int64) (io.ReadSeeker, int64, func(), error) {
 	if rs, ok := r.(io.ReadSeeker); ok {
 		start, err := rs.Seek(0, io.SeekCurrent)
 		if err != nil {
@@ -222,11 +295,10 @@ func seekable(r io.Reader, limit int64) (io.ReadSeeker, int64, func(), error) {
 		}
 		return io.NewSectionReader(readerAt{rs, start}, 0, end-start), end - start, func() {}, nil
 	}
-	f, err := os.CreateTemp("", "s3task-*")
+	f, cleanup, err := s.spool()
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	cleanup := func() { f.Close(); os.Remove(f.Name()) }
 	src := r
 	if limit < math.MaxInt64 {
 		src = io.LimitReader(r, limit+1) // one byte more tells "too large"

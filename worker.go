@@ -42,6 +42,8 @@ type Worker struct {
 
 	stopMu sync.Mutex
 	run    *runState // the current Run, nil when not running
+
+	claims context.Context // poll loop only: claims' parent; ends with Run, or when a Stop's ctx ends
 }
 
 // runState lets Stop reach a running Run.
@@ -155,8 +157,22 @@ func (w *Worker) Run(ctx context.Context) error {
 	base, stop := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stop(nil)
 
+	// A claim is not cut short by shutdown (see claim), but it is when a
+	// Stop's ctx ends: the host wants out now.
+	claims, cutClaims := context.WithCancel(base)
+	defer cutClaims()
+	go func() {
+		select {
+		case <-rs.hurry:
+			cutClaims()
+		case <-claims.Done():
+		}
+	}()
+	w.claims = claims
+
 	var notifying sync.WaitGroup
 	notifying.Go(func() { w.notices.run(ctx) })
+	notifying.Go(w.store.sweepSpool) // leftovers of killed processes; see StoreOptions.SpoolDir
 	w.loop(ctx, base)
 	notifying.Wait()
 
@@ -180,7 +196,8 @@ func (w *Worker) Run(ctx context.Context) error {
 // Stop shuts a running worker down as cancelling Run's context does, and
 // waits until Run has returned or ctx ends. If ctx ends first, Stop cancels
 // the running handlers' contexts at once with [ErrWorkerStopping] (without
-// waiting for the rest of ShutdownTimeout) and returns ctx's error; a
+// waiting for the rest of ShutdownTimeout), gives up a claim under way, and
+// returns ctx's error, even on an S3 that stopped answering; a
 // handler that ignores its context keeps its task's lease alive until it
 // returns, and its task then goes back to the queue. If the process exits
 // before that, the task is recovered once its lease expires, and that
@@ -224,10 +241,14 @@ func (w *Worker) loop(ctx, base context.Context) {
 	)
 	// Read the wake object before the first listing, so that the first
 	// check after it does not take the wake it already covers for news.
-	if etag, body, _, err := s.checkWake(ctx, ""); err == nil {
+	// Every request of the loop has a deadline (requestTimeout), so a
+	// stalled S3 costs a poll, never the loop.
+	bctx, cancel := w.bounded(ctx)
+	if etag, body, _, err := s.checkWake(bctx, ""); err == nil {
 		wakeETag = etag
-		w.wakeNews(ctx, body) // notes what was announced so far
+		w.wakeNews(bctx, body) // notes what was announced so far
 	}
+	cancel()
 	rec := w.newReconciler()
 	defer rec.wait()
 	kicked := func() {
@@ -256,16 +277,18 @@ func (w *Worker) loop(ctx, base context.Context) {
 			case !due.IsZero() && !s.serverNow().Before(due):
 				listNow = true
 			default:
-				etag, body, changed, err := s.checkWake(ctx, wakeETag)
+				bctx, cancel := w.bounded(ctx)
+				etag, body, changed, err := s.checkWake(bctx, wakeETag)
 				if err != nil && ctx.Err() == nil {
 					w.log.Warn("s3task: poll", "err", err)
 				}
 				wakeETag = etag
 				if changed {
 					var later time.Time
-					listNow, later = w.wakeNews(ctx, body)
+					listNow, later = w.wakeNews(bctx, body)
 					due = sooner(due, later)
 				}
+				cancel()
 			}
 		}
 		if listNow {
@@ -383,7 +406,24 @@ func (w *Worker) RunTask(ctx context.Context, id string) (*Task, error) {
 		return nil, err
 	}
 	<-w.start(ctx, got, gotETag)
-	return s.Get(context.WithoutCancel(ctx), id)
+	gctx, cancel := w.bounded(context.WithoutCancel(ctx))
+	defer cancel()
+	return s.Get(gctx, id)
+}
+
+// requestTimeout bounds each S3 request of the poll loop (wake object
+// checks, listings, record reads, marker deletes), of the notifier's
+// record reads, and the response headers of the input's GET: a third of a
+// lease (HeartbeatInterval), and at least PollInterval and one second. A
+// request not answered by then is given up, and tried again at the next
+// poll, so an S3 that stops answering never wedges the worker.
+func (w *Worker) requestTimeout() time.Duration {
+	return max(w.opts.HeartbeatInterval, w.opts.PollInterval, time.Second)
+}
+
+// bounded returns ctx with the deadline of one request; see requestTimeout.
+func (w *Worker) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, w.requestTimeout())
 }
 
 // notifyIfPending hands the task, just made terminal by this worker (its

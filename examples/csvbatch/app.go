@@ -110,11 +110,13 @@ func (a *app) init(ctx context.Context, creds []credential) error {
 		return err
 	}
 	a.store, err = s3task.NewStore(a.objs.client, a.objs.bucket, &s3task.StoreOptions{
-		Prefix:       cfg.prefix,
-		InputExt:     ".csv",
-		OutputExt:    ".csv",
-		MaxInputSize: int64(cfg.maxInput),
-		Logger:       a.log,
+		Prefix:           cfg.prefix,
+		InputExt:         ".csv",
+		OutputExt:        ".csv",
+		MaxInputSize:     int64(cfg.maxInput),
+		Logger:           a.log,
+		SpoolDir:         cfg.spoolDir,
+		InputContentType: "text/csv",
 	})
 	if err != nil {
 		return err

@@ -53,6 +53,7 @@ type config struct {
 	uploadTTL       time.Duration
 	downloadTTL     time.Duration
 	s3Timeout       time.Duration // deadline of the S3 calls of one API request
+	spoolDir        string        // StoreOptions.SpoolDir: temporary files of outputs being written
 	selftestRows    int
 	verbose         bool
 
@@ -98,6 +99,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), usageOut 
 	fs.DurationVar(&c.uploadTTL, "upload-ttl", 15*time.Minute, "lifetime of presigned upload URLs")
 	fs.DurationVar(&c.downloadTTL, "download-ttl", 5*time.Minute, "lifetime of presigned download URLs")
 	fs.DurationVar(&c.s3Timeout, "s3-timeout", 5*time.Second, "deadline of the S3 calls one API request makes; past it, or when S3 cannot be reached, the API answers 503 s3_unavailable")
+	fs.StringVar(&c.spoolDir, "spool-dir", "", "`folder` of the temporary files of outputs being written, named s3task-* and unlinked at once on Unix (default: the system's temporary folder); it must exist")
 	fs.IntVar(&c.selftestRows, "selftest-rows", 0, "generate a CSV of `n` rows, run it as a csv_enrich task through the worker, print the figures (peak RSS included) and exit")
 	fs.BoolVar(&c.verbose, "v", false, "verbose logs (every API request)")
 	fs.BoolVar(&c.metricsPublic, "metrics-public", false, "serve /metrics to anyone who reaches the listener, without the API's token (or, with no token, loopback Host) check")

@@ -318,6 +318,7 @@ func testPresignExpiry(t *testing.T, b Backend) {
 // is refused, and the untouched one still works, so the refusals are about
 // the changes.
 func testPresignTampered(t *testing.T, b Backend) {
+	t.Run("ContentType", func(t *testing.T) { testPresignContentType(t, b) })
 	h := open(t, b, &s3task.StoreOptions{MaxInputSize: 64})
 	needSignatures(t, h)
 	task, other := h.created("target"), h.created("other")
@@ -420,4 +421,46 @@ func withField(fields map[string]string, k, v string) map[string]string {
 	}
 	c[k] = v
 	return c
+}
+
+// testPresignContentType: with StoreOptions.InputContentType, an upload
+// that sends another Content-Type is refused, through the presigned PUT (the
+// header is signed) and through the POST form (its policy requires the
+// field); sent as given, each goes through.
+func testPresignContentType(t *testing.T, b Backend) {
+	h := open(t, b, &s3task.StoreOptions{InputContentType: "text/csv"})
+	needSignatures(t, h)
+	put, post := h.created("pinned put"), h.created("pinned post")
+	p, err := h.store.PresignUpload(h.ctx, put.ID, 15*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Header.Get("Content-Type"); got != "text/csv" {
+		t.Fatalf("presigned PUT header Content-Type %q, want text/csv", got)
+	}
+	if a := h.sendPresigned(p, []byte("<html>"), func(r *http.Request) { r.Header.Set("Content-Type", "text/html") }); ok(a) {
+		t.Errorf("PUT with Content-Type text/html accepted: %s", a)
+	}
+	f, err := h.store.PresignUploadForm(h.ctx, post.ID, 15*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := h.postForm(f, withField(f.Fields, "Content-Type", "text/html"), []byte("<html>")); ok(a) {
+		t.Errorf("POST with Content-Type text/html accepted: %s", a)
+	}
+	for _, id := range []string{put.ID, post.ID} {
+		if _, stored := h.object(h.inputKey(id)); stored {
+			t.Errorf("an upload of another type wrote %s", h.inputKey(id))
+		}
+	}
+	body := []byte("a,b\n1,2\n")
+	if a := h.sendPresigned(p, body, nil); !ok(a) {
+		t.Errorf("the presigned PUT as given was refused: %s", a)
+	}
+	if a := h.postForm(f, f.Fields, body); !ok(a) {
+		t.Errorf("the POST form as given was refused: %s", a)
+	}
+	for _, id := range []string{put.ID, post.ID} {
+		h.wantSubmitted(id, len(body))
+	}
 }

@@ -253,8 +253,8 @@ func testInputReplacedAfterSubmit(t *testing.T, b Backend) {
 		return job.WriteOutput(ctx, strings.NewReader("processed "+string(data)))
 	}), h.workerOptions("input-worker", ev.hooks()))
 	f := await(h, ev.failed, "the task to fail")
-	if !errors.Is(f.err, s3task.ErrInputChanged) || !f.task.Terminal() {
-		t.Errorf("failure %v (final %v), want a final ErrInputChanged", f.err, f.task.Terminal())
+	if !errors.Is(f.err, s3task.ErrInputChanged) || !f.task.Terminal() || f.task.ErrorCategory != s3task.CategoryInputChanged {
+		t.Errorf("failure %v (final %v, category %q), want a final ErrInputChanged, category %q", f.err, f.task.Terminal(), f.task.ErrorCategory, s3task.CategoryInputChanged)
 	}
 	select {
 	case data := <-ran:

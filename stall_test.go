@@ -1,0 +1,213 @@
+package s3task_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/s3tasktest"
+)
+
+// stall imitates an S3 that accepts connections but stops answering: while
+// it is on, every request that starts blocks until its context ends.
+type stall struct {
+	on      atomic.Bool
+	blocked atomic.Int64 // requests held so far
+}
+
+func (s *stall) wrap(next http.RoundTripper) http.RoundTripper {
+	return s3tasktest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if s.on.Load() {
+			s.blocked.Add(1)
+			<-r.Context().Done()
+			return nil, r.Context().Err()
+		}
+		return next.RoundTrip(r)
+	})
+}
+
+// stallWorker returns the options of a worker with short leases: a lease of
+// 3s renewed every second, trusted until half a second before its end,
+// taken over half a second after it. Its requests are given up after a
+// second (the larger of HeartbeatInterval, PollInterval and 1s).
+func stallWorker(id string, hooks s3task.Hooks) *s3task.WorkerOptions {
+	return &s3task.WorkerOptions{
+		ID:                id,
+		Concurrency:       1,
+		PollInterval:      20 * time.Millisecond,
+		MaxPollInterval:   200 * time.Millisecond,
+		LeaseDuration:     3 * time.Second,
+		HeartbeatInterval: time.Second,
+		ClockMargin:       500 * time.Millisecond,
+		Backoff:           func(int) time.Duration { return 0 },
+		ShutdownTimeout:   200 * time.Millisecond,
+		ReconcileInterval: -1,
+		Hooks:             hooks,
+	}
+}
+
+// attempts is a handler whose first attempt of every task holds on until
+// its context ends, noting the cause and when; later attempts complete.
+type attempts struct {
+	mu        sync.Mutex
+	started   chan int // attempt numbers, as they start
+	causes    []error
+	endedAt   []time.Time
+	completed int
+}
+
+func newAttempts() *attempts { return &attempts{started: make(chan int, 16)} }
+
+func (a *attempts) Work(ctx context.Context, job *s3task.Job) error {
+	offer(a.started, job.Task.Attempt)
+	if job.Task.Attempt == 1 {
+		<-ctx.Done()
+		a.mu.Lock()
+		a.causes = append(a.causes, context.Cause(ctx))
+		a.endedAt = append(a.endedAt, time.Now())
+		a.mu.Unlock()
+		return context.Cause(ctx)
+	}
+	a.mu.Lock()
+	a.completed++
+	a.mu.Unlock()
+	return nil
+}
+
+// TestStalledS3HeartbeatsLoseLease: a running task whose heartbeats meet a
+// stalled S3 has its handler cancelled with ErrLeaseLost before the lease
+// it last wrote ends; once S3 answers again, the task is recovered and
+// completes, once.
+func TestStalledS3HeartbeatsLoseLease(t *testing.T) {
+	e := newEnv(t, nil)
+	var st stall
+	var completions atomic.Int32
+	hooks := s3task.Hooks{OnComplete: func(*s3task.Task) { completions.Add(1) }}
+	h := newAttempts()
+	task := e.submit(t, "stalled heartbeats")
+	runWorker(t, e.newStore(t, nil, st.wrap), h, stallWorker("a", hooks))
+	if n := await(t, h.started, "attempt 1 to start"); n != 1 {
+		t.Fatalf("attempt %d started, want 1", n)
+	}
+	held := e.get(t, task.ID) // the lease as claimed; no renewal lands from here on
+	st.on.Store(true)
+	waitUntil(t, testWait, "attempt 1 to be cancelled", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.causes) > 0
+	})
+	h.mu.Lock()
+	cause, ended := h.causes[0], h.endedAt[0]
+	h.mu.Unlock()
+	if last := e.get(t, task.ID); last.Attempt == 1 {
+		held = last // renewals before the stall moved the lease on
+	}
+	if !errors.Is(cause, s3task.ErrLeaseLost) {
+		t.Errorf("attempt 1 ended with %v, want ErrLeaseLost", cause)
+	}
+	if !ended.Before(held.LeaseExpiresAt) {
+		t.Errorf("attempt 1 cancelled at %s, not before its lease's end %s", ended.Format(time.StampMilli), held.LeaseExpiresAt.Format(time.StampMilli))
+	}
+	st.on.Store(false)
+	waitUntil(t, testWait, "the task to complete", func() bool { return e.get(t, task.ID).Status == s3task.StatusCompleted })
+	got := e.get(t, task.ID)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if got.Attempt != 2 || h.completed != 1 || completions.Load() != 1 || len(h.causes) != 1 {
+		t.Errorf("attempt %d completed; %d handler completions, %d OnComplete, %d cancelled attempts; want attempt 2, 1, 1, 1",
+			got.Attempt, h.completed, completions.Load(), len(h.causes))
+	}
+	if st.blocked.Load() == 0 {
+		t.Errorf("no request met the stall")
+	}
+}
+
+// TestStalledS3Stop: Stop returns within its ctx while S3 is stalled and a
+// task runs, Run returns within the lease, and the task, recovered once S3
+// answers again, completes once.
+func TestStalledS3Stop(t *testing.T) {
+	e := newEnv(t, nil)
+	var st stall
+	var completions atomic.Int32
+	hooks := s3task.Hooks{OnComplete: func(*s3task.Task) { completions.Add(1) }}
+	h := newAttempts()
+	task := e.submit(t, "stalled stop")
+	opts := stallWorker("stopping", hooks)
+	w, err := s3task.NewWorker(e.newStore(t, nil, st.wrap), h, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDone := make(chan error, 1)
+	go func() { runDone <- w.Run(context.Background()) }()
+	await(t, h.started, "attempt 1 to start")
+	st.on.Store(true)
+	time.Sleep(100 * time.Millisecond) // let the poll loop meet the stall
+
+	const stopWithin = 500 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), stopWithin)
+	defer cancel()
+	start := time.Now()
+	err = w.Stop(ctx)
+	if took := time.Since(start); took > stopWithin+time.Second {
+		t.Errorf("Stop took %s with a %s ctx", took, stopWithin)
+	}
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Stop = %v", err)
+	}
+	// Run ends once the attempt's last write gives up: within the lease.
+	select {
+	case err := <-runDone:
+		if err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	case <-time.After(opts.LeaseDuration + 2*time.Second):
+		t.Fatalf("Run still running %s after Stop on a stalled S3", opts.LeaseDuration+2*time.Second)
+	}
+	st.on.Store(false)
+	runWorker(t, e.newStore(t, nil), h, quickWorker("after", hooks))
+	waitUntil(t, testWait, "the task to complete", func() bool { return e.get(t, task.ID).Status == s3task.StatusCompleted })
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if got := e.get(t, task.ID); got.Status != s3task.StatusCompleted || h.completed != 1 || completions.Load() != 1 {
+		t.Errorf("task %s attempt %d; %d handler completions, %d OnComplete; want completed once", got.Status, got.Attempt, h.completed, completions.Load())
+	}
+}
+
+// TestStalledS3IdleWorkerKeepsPolling: an idle worker's requests to a
+// stalled S3 are given up and tried again, and once S3 answers it picks up
+// new work as before.
+func TestStalledS3IdleWorkerKeepsPolling(t *testing.T) {
+	e := newEnv(t, nil)
+	var st stall
+	var polls atomic.Int32
+	completed := make(chan *s3task.Task, 4)
+	hooks := s3task.Hooks{
+		OnPoll:     func(s3task.PollStats) { polls.Add(1) },
+		OnComplete: func(t *s3task.Task) { offer(completed, t) },
+	}
+	opts := stallWorker("idle", hooks)
+	runWorker(t, e.newStore(t, nil, st.wrap), succeed, opts)
+	waitUntil(t, testWait, "a first poll", func() bool { return polls.Load() > 0 })
+	st.on.Store(true)
+	// Each request is given up after a second (see stallWorker), so a
+	// stall of 2.5s meets at least two of them if the loop goes on.
+	time.Sleep(2500 * time.Millisecond)
+	if n := st.blocked.Load(); n < 2 {
+		t.Errorf("%d requests met a 2.5s stall, want at least 2: the poll loop is wedged", n)
+	}
+	st.on.Store(false)
+	before := polls.Load()
+	task := e.submit(t, "after the stall")
+	done := await(t, completed, "the task submitted after the stall to complete")
+	if done.ID != task.ID {
+		t.Errorf("completed %s, want %s", done.ID, task.ID)
+	}
+	if polls.Load() <= before {
+		t.Errorf("no poll after the stall")
+	}
+}
