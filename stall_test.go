@@ -36,19 +36,12 @@ func (s *stall) wrap(next http.RoundTripper) http.RoundTripper {
 // taken over half a second after it. Its requests are given up after a
 // second (the larger of HeartbeatInterval, PollInterval and 1s).
 func stallWorker(id string, hooks s3task.Hooks) *s3task.WorkerOptions {
-	return &s3task.WorkerOptions{
-		ID:                id,
-		Concurrency:       1,
-		PollInterval:      20 * time.Millisecond,
-		MaxPollInterval:   200 * time.Millisecond,
-		LeaseDuration:     3 * time.Second,
-		HeartbeatInterval: time.Second,
-		ClockMargin:       500 * time.Millisecond,
-		Backoff:           func(int) time.Duration { return 0 },
-		ShutdownTimeout:   200 * time.Millisecond,
-		ReconcileInterval: -1,
-		Hooks:             hooks,
-	}
+	o := quickWorker(id, hooks)
+	o.Concurrency = 1
+	o.PollInterval, o.MaxPollInterval = 20*time.Millisecond, 200*time.Millisecond
+	o.LeaseDuration, o.ClockMargin = 3*time.Second, 500*time.Millisecond
+	o.ShutdownTimeout = 200 * time.Millisecond
+	return o
 }
 
 // attempts is a handler whose first attempt of every task holds on until
@@ -59,6 +52,12 @@ type attempts struct {
 	causes    []error
 	endedAt   []time.Time
 	completed int
+	notified  atomic.Int32 // OnComplete calls, through hooks
+}
+
+// hooks counts the OnComplete calls of the workers that run a.
+func (a *attempts) hooks() s3task.Hooks {
+	return s3task.Hooks{OnComplete: func(*s3task.Task) { a.notified.Add(1) }}
 }
 
 func newAttempts() *attempts { return &attempts{started: make(chan int, 16)} }
@@ -86,9 +85,8 @@ func (a *attempts) Work(ctx context.Context, job *s3task.Job) error {
 func TestStalledS3HeartbeatsLoseLease(t *testing.T) {
 	e := newEnv(t, nil)
 	var st stall
-	var completions atomic.Int32
-	hooks := s3task.Hooks{OnComplete: func(*s3task.Task) { completions.Add(1) }}
 	h := newAttempts()
+	hooks := h.hooks()
 	task := e.submit(t, "stalled heartbeats")
 	runWorker(t, e.newStore(t, nil, st.wrap), h, stallWorker("a", hooks))
 	if n := await(t, h.started, "attempt 1 to start"); n != 1 {
@@ -118,9 +116,9 @@ func TestStalledS3HeartbeatsLoseLease(t *testing.T) {
 	got := e.get(t, task.ID)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if got.Attempt != 2 || h.completed != 1 || completions.Load() != 1 || len(h.causes) != 1 {
+	if got.Attempt != 2 || h.completed != 1 || h.notified.Load() != 1 || len(h.causes) != 1 {
 		t.Errorf("attempt %d completed; %d handler completions, %d OnComplete, %d cancelled attempts; want attempt 2, 1, 1, 1",
-			got.Attempt, h.completed, completions.Load(), len(h.causes))
+			got.Attempt, h.completed, h.notified.Load(), len(h.causes))
 	}
 	if st.blocked.Load() == 0 {
 		t.Errorf("no request met the stall")
@@ -133,9 +131,8 @@ func TestStalledS3HeartbeatsLoseLease(t *testing.T) {
 func TestStalledS3Stop(t *testing.T) {
 	e := newEnv(t, nil)
 	var st stall
-	var completions atomic.Int32
-	hooks := s3task.Hooks{OnComplete: func(*s3task.Task) { completions.Add(1) }}
 	h := newAttempts()
+	hooks := h.hooks()
 	task := e.submit(t, "stalled stop")
 	opts := stallWorker("stopping", hooks)
 	w, err := s3task.NewWorker(e.newStore(t, nil, st.wrap), h, opts)
@@ -173,8 +170,8 @@ func TestStalledS3Stop(t *testing.T) {
 	waitUntil(t, testWait, "the task to complete", func() bool { return e.get(t, task.ID).Status == s3task.StatusCompleted })
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if got := e.get(t, task.ID); got.Status != s3task.StatusCompleted || h.completed != 1 || completions.Load() != 1 {
-		t.Errorf("task %s attempt %d; %d handler completions, %d OnComplete; want completed once", got.Status, got.Attempt, h.completed, completions.Load())
+	if got := e.get(t, task.ID); got.Status != s3task.StatusCompleted || h.completed != 1 || h.notified.Load() != 1 {
+		t.Errorf("task %s attempt %d; %d handler completions, %d OnComplete; want completed once", got.Status, got.Attempt, h.completed, h.notified.Load())
 	}
 }
 

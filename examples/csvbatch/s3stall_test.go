@@ -47,14 +47,18 @@ func (f *s3Fault) wrap(next http.RoundTripper) http.RoundTripper {
 }
 
 // startFaultyService starts an API-only service whose S3 client goes
-// through f, with an S3 deadline of timeout.
-func startFaultyService(t *testing.T, f *s3Fault, timeout time.Duration) *service {
+// through a fault switch, with an S3 deadline of timeout, and creates one
+// task while S3 still answers.
+func startFaultyService(t *testing.T, timeout time.Duration) (*service, *s3Fault, string) {
 	t.Helper()
+	t.Parallel()
+	f := new(s3Fault)
 	cfg := testConfig(t, svcOptions{mode: modeAPI})
 	cfg.s3Timeout = timeout
 	cfg.statsInterval = 0 // no background S3 calls: only the API's
 	cfg.s3Wrap = f.wrap
-	return startConfig(t, cfg)
+	s := startConfig(t, cfg)
+	return s, f, s.create("before the stall", typeStats, nil).Task.ID
 }
 
 // send sends a request with the service's token and returns the response
@@ -105,22 +109,19 @@ func checkUnavailable(t *testing.T, s *service, method, path, body string, bound
 // within -s3-timeout plus a margin, instead of waiting for the client to
 // give up; once S3 answers again, so does the API.
 func TestS3StallAnswers503(t *testing.T) {
-	t.Parallel()
 	const timeout = 500 * time.Millisecond
 	const bound = timeout + 2*time.Second
-	var f s3Fault
-	s := startFaultyService(t, &f, timeout)
-	c := s.create("before the stall", typeStats, nil)
+	s, f, id := startFaultyService(t, timeout)
 
 	f.stalled.Store(true)
 	calls := []struct{ method, path, body string }{
-		{"GET", "/tasks/" + c.Task.ID, ""},
+		{"GET", "/tasks/" + id, ""},
 		{"GET", "/tasks", ""},
 		{"GET", "/tasks?limit=5", ""},
 		{"POST", "/tasks", `{"name":"during the stall","type":"csv_stats"}`},
-		{"POST", "/tasks/" + c.Task.ID + "/submit", ""},
-		{"POST", "/tasks/" + c.Task.ID + "/cancel", ""},
-		{"GET", "/tasks/" + c.Task.ID + "/output", ""},
+		{"POST", "/tasks/" + id + "/submit", ""},
+		{"POST", "/tasks/" + id + "/cancel", ""},
+		{"GET", "/tasks/" + id + "/output", ""},
 	}
 	for _, call := range calls {
 		e := checkUnavailable(t, s, call.method, call.path, call.body, bound)
@@ -138,7 +139,7 @@ func TestS3StallAnswers503(t *testing.T) {
 	}
 
 	f.stalled.Store(false)
-	if got := s.get(c.Task.ID); got.Status != "created" {
+	if got := s.get(id); got.Status != "created" {
 		t.Errorf("task after the stall: %+v", got)
 	}
 	var page listResponse
@@ -152,11 +153,8 @@ func TestS3StallAnswers503(t *testing.T) {
 // TestS3StallConcurrent: requests that arrive together during a stall do
 // not queue behind one another; each is answered within the bound.
 func TestS3StallConcurrent(t *testing.T) {
-	t.Parallel()
 	const timeout = 500 * time.Millisecond
-	var f s3Fault
-	s := startFaultyService(t, &f, timeout)
-	id := s.create("x", typeStats, nil).Task.ID
+	s, f, id := startFaultyService(t, timeout)
 	f.stalled.Store(true)
 	const n = 8
 	type result struct {
@@ -197,11 +195,8 @@ func TestS3StallConcurrent(t *testing.T) {
 // deadline ends it: it answers within the bound too. Then the API
 // recovers.
 func TestS3RefusedAnswers503(t *testing.T) {
-	t.Parallel()
 	const timeout = 3 * time.Second
-	var f s3Fault
-	s := startFaultyService(t, &f, timeout)
-	id := s.create("x", typeStats, nil).Task.ID
+	s, f, id := startFaultyService(t, timeout)
 
 	f.refused.Store(true)
 	for _, path := range []string{"/tasks/" + id, "/tasks"} {
