@@ -112,7 +112,10 @@ func TestStalledS3HeartbeatsLoseLease(t *testing.T) {
 		t.Errorf("attempt 1 cancelled at %s, not before its lease's end %s", ended.Format(time.StampMilli), held.LeaseExpiresAt.Format(time.StampMilli))
 	}
 	st.on.Store(false)
-	waitUntil(t, testWait, "the task to complete", func() bool { return e.get(t, task.ID).Status == s3task.StatusCompleted })
+	// OnComplete runs after the record is written: wait for both.
+	waitUntil(t, testWait, "the task to complete", func() bool {
+		return e.get(t, task.ID).Status == s3task.StatusCompleted && h.notified.Load() > 0
+	})
 	got := e.get(t, task.ID)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -167,7 +170,10 @@ func TestStalledS3Stop(t *testing.T) {
 	}
 	st.on.Store(false)
 	runWorker(t, e.newStore(t, nil), h, quickWorker("after", hooks))
-	waitUntil(t, testWait, "the task to complete", func() bool { return e.get(t, task.ID).Status == s3task.StatusCompleted })
+	// OnComplete runs after the record is written: wait for both.
+	waitUntil(t, testWait, "the task to complete", func() bool {
+		return e.get(t, task.ID).Status == s3task.StatusCompleted && h.notified.Load() > 0
+	})
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if got := e.get(t, task.ID); got.Status != s3task.StatusCompleted || h.completed != 1 || h.notified.Load() != 1 {
