@@ -98,10 +98,33 @@ func TestBrowser(t *testing.T) {
 	defer cancel()
 
 	completedLink := `#rows tr[data-status="completed"] a.download`
+	// The API answers 401 without a token, so the page asks for one, in
+	// words for people; a wrong token gets words of its own.
+	loginMessage := func() (string, error) {
+		return chromedp.Run(ctx, chromedp.Poll[string](`(() => {
+			const m = document.querySelector('#login-error');
+			return !document.querySelector('#login').hidden && m.textContent !== '' && m.textContent;
+		})()`))
+	}
+	first, err := func() (string, error) {
+		if err := chromedp.Do(ctx, chromedp.Navigate(s.base+"/"), chromedp.WaitVisible(chromedp.CSS("#token"))); err != nil {
+			return "", err
+		}
+		return loginMessage()
+	}()
+	if err != nil || first != "Enter the access token to sign in." {
+		t.Errorf("sign-in message without a token: %q, %v", first, err)
+	}
 	err = chromedp.Do(ctx,
-		chromedp.Navigate(s.base+"/"),
-		// The API answers 401 without a token, so the page asks for one.
-		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), "not-the-token-0123456789"),
+		chromedp.Click(chromedp.CSS(`#login-form button[type="submit"]`)),
+		chromedp.Poll[chromedp.Void](`document.querySelector('#login-error').textContent.includes('not accepted')`),
+	)
+	if wrong, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#login-error"))); err != nil || wrong != "That token was not accepted. Check it and try again." {
+		t.Errorf("sign-in message for a wrong token: %q, %v", wrong, err)
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Evaluate[chromedp.Void](`document.querySelector("#token").value = ""`),
 		chromedp.SendKeys(chromedp.CSS("#token"), testToken),
 		chromedp.Click(chromedp.CSS(`#login-form button[type="submit"]`)),
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#rows tr[data-id=%q]`, pending.Task.ID))),

@@ -49,7 +49,10 @@ async function api(method, path, body) {
   }
   if (!resp.ok) {
     const e = (data && data.error) || {};
-    if (resp.status === 401) showLogin(e.message || 'Please sign in.');
+    if (resp.status === 401) {
+      // The API's own words name headers; say what to do instead.
+      showLogin(token() ? 'That token was not accepted. Check it and try again.' : 'Enter the access token to sign in.');
+    }
     throw new APIError(resp.status, e.code || 'http_' + resp.status, e.message || resp.statusText);
   }
   return data;
@@ -281,12 +284,29 @@ async function uploadAndSubmit(id, post, file, say) {
   const form = new FormData();
   for (const [k, v] of Object.entries(post.fields)) form.append(k, v);
   form.append(post.file_field, file);
-  const up = await fetch(post.url, { method: 'POST', body: form });
+  const submit = () => api('POST', '/tasks/' + encodeURIComponent(id) + '/submit');
+  let up;
+  try {
+    up = await fetch(post.url, { method: 'POST', body: form });
+  } catch (err) {
+    // The browser could not read S3's answer: the network failed, or the
+    // bucket has no CORS rule for this page, in which case S3 may have
+    // taken the file all the same. Submitting tells which.
+    say('Could not read the answer of S3; checking whether the file arrived...');
+    try {
+      return await submit();
+    } catch (e) {
+      if (e.code !== 'input_missing') throw e;
+      throw new Error('the file did not reach S3 (' + err.message + '; the bucket may need a CORS rule for this page). ' +
+        'The task waits for its file: use "Upload file" on its row to try again, or cancel it.');
+    }
+  }
   if (!up.ok) {
-    throw new Error('the upload to S3 failed with HTTP ' + up.status);
+    throw new Error('the upload to S3 failed with HTTP ' + up.status +
+      '. The task waits for its file: use "Upload file" on its row to try again, or cancel it.');
   }
   say('Submitting...');
-  return api('POST', '/tasks/' + encodeURIComponent(id) + '/submit');
+  return submit();
 }
 
 // onReupload gets a fresh upload link for the created task whose button
