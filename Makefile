@@ -17,16 +17,16 @@ run: ## run the example service against an embedded S3
 
 .PHONY: test
 test: ## run the tests of both modules
-	go test -count=1 $(PKGS)
+	go test -count=1 -timeout 30m $(PKGS)
 
 .PHONY: test/race
 test/race: ## run the tests with the race detector (the README's command)
-	go test -race -count=1 $(PKGS)
+	go test -race -count=1 -timeout 30m $(PKGS)
 
 .PHONY: test/integration
 test/integration: ## run the tests, also against a versitygw server on 127.0.0.1 (what CI runs)
 	@test -x $(GOBIN)/versitygw || go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
-	go run ./internal/cmd/s3gw -- go test -race -count=1 $(PKGS)
+	go run ./internal/cmd/s3gw -- go test -race -count=1 -timeout 30m $(PKGS)
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck

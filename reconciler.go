@@ -124,17 +124,23 @@ func (r *reconciler) maybeRun(ctx context.Context) {
 	}
 }
 
+// turnFloor is the shortest time a reconciler turn is given, whatever the
+// interval: short intervals are for tests and small fleets, and a turn
+// reads a record per task.
+const turnFloor = 30 * time.Second
+
 // wait waits for a turn under way; a cancelled turn ends at its next
 // request.
 func (r *reconciler) wait() { r.wg.Wait() }
 
 // turn takes or renews the lease and, if this worker holds it, reconciles.
-// A turn takes at most one interval: on an S3 that stops answering it
-// gives up, and the next turn tries again. stop ends when the worker stops.
+// A turn takes at most as long as the lease it holds (two intervals, and
+// never less than turnFloor): on an S3 that stops answering it gives up,
+// and the next turn tries again. stop ends when the worker stops.
 func (r *reconciler) turn(stop context.Context) {
 	w, s := r.w, r.w.store
 	interval := w.opts.ReconcileInterval
-	ctx, cancel := context.WithTimeout(stop, interval)
+	ctx, cancel := context.WithTimeout(stop, max(2*interval, turnFloor))
 	defer cancel()
 	mine, err := s.takeReconcileLease(ctx, w.opts.ID, 2*interval)
 	if stop.Err() != nil {
