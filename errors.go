@@ -252,6 +252,18 @@ func wrapHandlerError(err error, set func(*handlerError)) error {
 	return he
 }
 
+// ErrorCategory returns the category a worker records in a task's
+// error_category when an attempt ends with err: its [WithCategory] label;
+// otherwise [CategoryPermanent] for an error made by [Permanent] and
+// [CategoryTransient] for any other. It returns "" for nil. A [Middleware]
+// can label a span or a metric with it before the record is written.
+func ErrorCategory(err error) string {
+	if err == nil {
+		return ""
+	}
+	return failureCategory(err)
+}
+
 // failureCategory returns the category to record for a handler's error.
 func failureCategory(err error) string {
 	var he *handlerError

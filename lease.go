@@ -84,7 +84,8 @@ func (l *lease) run(ctx context.Context) {
 	l.finish(ctx, err)
 }
 
-// callHandler runs the handler, turning a panic into an error.
+// callHandler runs the handler inside its middleware, turning a panic
+// into an error.
 func (l *lease) callHandler(ctx context.Context) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -92,7 +93,7 @@ func (l *lease) callHandler(ctx context.Context) (err error) {
 			err = &panicError{value: r}
 		}
 	}()
-	return l.w.h.Work(ctx, l.job)
+	return l.w.work.Work(ctx, l.job)
 }
 
 // heartbeats renews the lease until stop is closed (the handler returned)

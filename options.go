@@ -99,6 +99,11 @@ type StoreOptions struct {
 	// Logger receives the library's logs. Default: slog.Default().
 	Logger *slog.Logger
 
+	// Middleware wraps the calls that create or change a task (Create,
+	// Submit, Cancel, Retry, Schedule), outermost first. See
+	// [StoreMiddleware].
+	Middleware []StoreMiddleware
+
 	// OnTerminal, if set, is called once a task is finished (completed,
 	// abandoned, or failed with no retry left), so the host can call a
 	// webhook or send a message instead of making clients poll. Delivery is
@@ -276,6 +281,10 @@ type WorkerOptions struct {
 
 	// Hooks observe what the worker does.
 	Hooks Hooks
+
+	// Middleware wraps the handler of every attempt, outermost first. See
+	// [Middleware].
+	Middleware []Middleware
 }
 
 // Hooks are optional callbacks that observe a worker, e.g. to feed metrics.

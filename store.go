@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -32,6 +33,7 @@ type Store struct {
 	bucket  string
 	opts    StoreOptions
 	log     *slog.Logger
+	do      CallFunc // the create and change calls, through StoreOptions.Middleware
 
 	// skew is the S3 server's clock minus the local clock, in nanoseconds,
 	// as last seen in a response's Date header.
@@ -60,7 +62,11 @@ func NewStore(client *s3.Client, bucket string, opts *StoreOptions) (*Store, err
 	if err != nil {
 		return nil, err
 	}
-	return &Store{client: client, presign: s3.NewPresignClient(client), bucket: bucket, opts: o, log: o.Logger}, nil
+	s := &Store{client: client, presign: s3.NewPresignClient(client), bucket: bucket, opts: o, log: o.Logger}
+	if s.do, err = chainCalls(s.perform, o.Middleware); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Bucket returns the bucket the store works in.
@@ -132,6 +138,17 @@ type CreateParams struct {
 	Key string
 	// CreatedBy names who asked for the task, at most 256 bytes. Optional.
 	CreatedBy string
+	// Metadata is the host's own context for the task, such as a tenant,
+	// the ID of the request that made it, or a trace context (package
+	// s3taskotel keeps the W3C keys "traceparent" and "tracestate" here).
+	// It is stored in the record as it is given and never changed after:
+	// handlers read it in Job.Task.Metadata, operators in the record, and
+	// it stays the same through every attempt and Retry. Optional. At most
+	// [MaxMetadataEntries] entries; each key 1 to [MaxMetadataKeyLen]
+	// ASCII letters, digits, '.', '-' or '_'; each value at most
+	// [MaxMetadataValueLen] bytes of UTF-8; [MaxMetadataSize] bytes in all.
+	// Keep secrets out: anyone who may read the record reads it.
+	Metadata map[string]string
 	// MaxAttempts caps the attempts, from 1 to 1000; zero means
 	// StoreOptions.MaxAttempts.
 	MaxAttempts int
@@ -169,6 +186,9 @@ func (p *CreateParams) validate(maxPayload int) error {
 			return err
 		}
 	}
+	if err := checkMetadata(p.Metadata); err != nil {
+		return err
+	}
 	if len(p.Payload) > maxPayload {
 		return invalidArg("CreateParams.Payload is %d bytes, over the limit of %d", len(p.Payload), maxPayload)
 	}
@@ -188,6 +208,10 @@ func (p *CreateParams) validate(maxPayload int) error {
 // Errors: [ErrInvalidArgument] for bad params, an Args that does not encode
 // or does not validate; S3 errors otherwise.
 func (s *Store) Create(ctx context.Context, p CreateParams) (*Task, error) {
+	return s.do(ctx, &Call{Op: OpCreate, Params: &p})
+}
+
+func (s *Store) create(ctx context.Context, p CreateParams) (*Task, error) {
 	if err := p.validate(s.opts.MaxPayloadSize); err != nil {
 		return nil, err
 	}
@@ -205,6 +229,9 @@ func (s *Store) Create(ctx context.Context, p CreateParams) (*Task, error) {
 		CreatedBy:      p.CreatedBy,
 		RunAt:          runAt(p.RunAt),
 		IdempotencyKey: p.Key,
+	}
+	if len(p.Metadata) > 0 {
+		t.Metadata = maps.Clone(p.Metadata)
 	}
 	if len(p.Payload) > 0 {
 		var buf bytes.Buffer
@@ -267,6 +294,10 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 // unchanged; a write whose answer was lost but which landed is a success,
 // even when a worker claimed the task right after it.
 func (s *Store) Submit(ctx context.Context, id string) (*Task, error) {
+	return s.do(ctx, &Call{Op: OpSubmit, TaskID: id})
+}
+
+func (s *Store) submit(ctx context.Context, id string) (*Task, error) {
 	if err := ParseID(id); err != nil {
 		return nil, err
 	}
@@ -333,6 +364,10 @@ func (s *Store) submittedInput(t *Task) string {
 // or now too large; [ErrConflict]; [ErrOutcomeUnknown]; S3 errors otherwise.
 // On every error but ErrOutcomeUnknown the record is unchanged.
 func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
+	return s.do(ctx, &Call{Op: OpRetry, TaskID: id})
+}
+
+func (s *Store) retry(ctx context.Context, id string) (*Task, error) {
 	if err := ParseID(id); err != nil {
 		return nil, err
 	}
@@ -380,6 +415,10 @@ func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
 // [ErrOutcomeUnknown]; S3 errors otherwise. On every error but
 // ErrOutcomeUnknown the record is unchanged.
 func (s *Store) Cancel(ctx context.Context, id, reason string) (*Task, error) {
+	return s.do(ctx, &Call{Op: OpCancel, TaskID: id, Reason: reason})
+}
+
+func (s *Store) cancel(ctx context.Context, id, reason string) (*Task, error) {
 	if len(reason) > 1024 || !utf8.ValidString(reason) {
 		return nil, invalidArg("cancel reason must be at most 1024 bytes of UTF-8")
 	}
@@ -413,6 +452,10 @@ func (s *Store) Cancel(ctx context.Context, id, reason string) (*Task, error) {
 // task is created or queued; [ErrConflict]; [ErrOutcomeUnknown]; S3 errors
 // otherwise. On every error but ErrOutcomeUnknown the record is unchanged.
 func (s *Store) Schedule(ctx context.Context, id string, at time.Time) (*Task, error) {
+	return s.do(ctx, &Call{Op: OpSchedule, TaskID: id, At: at})
+}
+
+func (s *Store) schedule(ctx context.Context, id string, at time.Time) (*Task, error) {
 	got, changed, err := s.change(ctx, id, event{kind: evSchedule, at: runAt(at)})
 	if err != nil {
 		return nil, err

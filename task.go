@@ -3,6 +3,7 @@ package s3task
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 )
 
@@ -111,11 +112,22 @@ type Task struct {
 	// Audit.
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
-	CreatedBy string    `json:"created_by,omitempty"`
+	// SubmittedAt is when Submit queued the task; StartedAt is when its
+	// latest attempt was claimed. Both are by the S3 server's clock, and
+	// zero until then (and in records written before they existed). The
+	// first attempt waited in the queue from the later of SubmittedAt and
+	// RunAt until StartedAt.
+	SubmittedAt time.Time `json:"submitted_at,omitzero"`
+	StartedAt   time.Time `json:"started_at,omitzero"`
+	CreatedBy   string    `json:"created_by,omitempty"`
 	// IdempotencyKey is the caller's key the task was created with, if any
 	// (see [CreateParams.Key]).
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	Revision       string `json:"revision"` // random, new on every write; tells identical bodies apart
+	// Metadata is the host's context for the task, as given at create time
+	// ([CreateParams.Metadata]); nil if none. No change of the task alters
+	// it.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Revision string            `json:"revision"` // random, new on every write; tells identical bodies apart
 	// Writes counts the writes of this record, and PriorRevisions holds the
 	// revisions of the latest ones before it, newest first (at most
 	// [priorRevisions]). A writer whose answer was lost reads them to prove
@@ -209,6 +221,7 @@ func (t *Task) clone() *Task {
 		c.Payload = append(json.RawMessage(nil), t.Payload...)
 	}
 	c.PriorRevisions = append([]string(nil), t.PriorRevisions...)
+	c.Metadata = maps.Clone(t.Metadata)
 	return &c
 }
 
@@ -319,6 +332,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		case StatusCreated:
 			n.Status = StatusQueued
 			n.InputETag, n.InputSize = e.inputETag, e.inputSize
+			n.SubmittedAt = now
 			n.DueAt = ceilMS(later(now, t.RunAt))
 			return n, true, nil
 		}
@@ -342,6 +356,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		}
 		n.Status = StatusRunning
 		n.Attempt++
+		n.StartedAt = now
 		n.WorkerID = e.worker
 		n.LeaseExpiresAt = now.Add(e.lease)
 		n.DueAt = ceilMS(n.LeaseExpiresAt.Add(e.margin))

@@ -46,6 +46,8 @@ func baseRecord() *Task {
 		UpdatedAt:     transitionNow.Add(-time.Minute),
 		CreatedBy:     "john.doe",
 		Revision:      "rev-1",
+		// No event may change it: every expected record below keeps it.
+		Metadata: map[string]string{"tenant": "acme", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 	}
 }
 
@@ -339,6 +341,7 @@ func TestTransitionEveryPair(t *testing.T) {
 		return becomes(func(t *Task) {
 			t.Status = StatusQueued
 			t.InputETag, t.InputSize = evETag, evSize
+			t.SubmittedAt = transitionNow
 			t.DueAt = due
 		})
 	}
@@ -562,6 +565,7 @@ func claimedBy(worker string, now time.Time, lease, margin time.Duration) func(t
 	return func(t *Task) {
 		t.Status = StatusRunning
 		t.Attempt++
+		t.StartedAt = now
 		t.WorkerID = worker
 		t.LeaseExpiresAt = now.Add(lease)
 		t.DueAt = t.LeaseExpiresAt.Add(margin) // the marker moves past the lease
@@ -1196,6 +1200,9 @@ func goldenTask() *Task {
 		CreatedAt:        time.Date(2026, 6, 21, 10, 0, 0, 0, time.UTC),
 		UpdatedAt:        time.Date(2026, 6, 21, 10, 5, 0, 0, time.UTC),
 		CreatedBy:        "john.doe",
+		SubmittedAt:      time.Date(2026, 6, 21, 10, 0, 30, 0, time.UTC),
+		StartedAt:        time.Date(2026, 6, 21, 10, 4, 0, 0, time.UTC),
+		Metadata:         map[string]string{"tenant": "acme", "request_id": "req-7"},
 		IdempotencyKey:   "june-import-2026",
 		Revision:         "6b1f0c2e9a7d4e58",
 		ReleasedAttempts: 1,

@@ -18,6 +18,7 @@ import (
 type Worker struct {
 	store   *Store
 	h       Handler
+	work    Handler // h inside WorkerOptions.Middleware: what an attempt runs
 	opts    WorkerOptions
 	log     *slog.Logger
 	notices *notifier
@@ -68,9 +69,14 @@ func NewWorker(store *Store, h Handler, opts *WorkerOptions) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	work, err := wrap(h, o.Middleware)
+	if err != nil {
+		return nil, err
+	}
 	w := &Worker{
 		store:  store,
 		h:      h,
+		work:   work,
 		opts:   o,
 		log:    o.Logger.With("worker_id", o.ID),
 		slots:  make(chan struct{}, o.Concurrency),
