@@ -2,10 +2,11 @@
 GOBIN ?= $(CURDIR)/.cache/bin
 export GOBIN
 
-# The library is the root module; examples/ is a module of its own (so the
-# library's go.mod names none of its dependencies), tied in by go.work. In
-# workspace mode ./... stops at examples/go.mod, so the commands name both.
-PKGS := ./... ./examples/...
+# The library is the root module; examples/ and s3taskotel/ are modules of
+# their own (so the library's go.mod names none of their dependencies), tied
+# in by go.work. In workspace mode ./... stops at a nested go.mod, so the
+# commands name all three trees.
+PKGS := ./... ./examples/... ./s3taskotel/...
 
 .PHONY: help
 help: ## list the targets
@@ -16,7 +17,7 @@ run: ## run the example service against an embedded S3
 	go run ./examples/csvbatch
 
 .PHONY: test
-test: ## run the tests of both modules
+test: ## run the tests of every module
 	go test -count=1 -timeout 30m $(PKGS)
 
 .PHONY: test/race
@@ -47,6 +48,7 @@ test/outside: ## test a host module outside the repository that uses s3task and 
 tidy: ## go mod tidy in each module
 	GOWORK=off go mod tidy
 	cd examples && GOWORK=off go mod tidy
+	cd s3taskotel && GOWORK=off go mod tidy
 
 .PHONY: bench/micro
 bench/micro: ## run the micro-benchmarks with allocation counts

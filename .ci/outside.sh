@@ -3,9 +3,9 @@
 # module example.com/host with one typed handler and a test of it written
 # with s3tasktest) to a temporary directory, points its replace at this
 # checkout, tidies it and runs its tests outside the workspace. Then it
-# fails if the host's go.sum names a module that only the examples need
-# (chromedp, prometheus, bbolt), so that depending on s3task never drags
-# them in again.
+# fails if the host's go.sum names a module that only the examples or
+# s3taskotel need (chromedp, prometheus, bbolt, OpenTelemetry), so that
+# depending on s3task never drags them in.
 #
 # One exception, computed rather than listed: the test kit's in-memory S3 is
 # gofakes3, whose own go.mod requires bbolt for a backend s3task does not
@@ -14,8 +14,8 @@
 # it is built into the host or its tests (checked below).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-forbidden='^(github\.com/chromedp/|github\.com/prometheus/|go\.etcd\.io/bbolt[ /])'
-forbidden_pkgs='^(github\.com/chromedp/|github\.com/prometheus/|go\.etcd\.io/bbolt(/|$))'
+forbidden='^(github\.com/chromedp/|github\.com/prometheus/|go\.etcd\.io/bbolt[ /]|go\.opentelemetry\.io/)'
+forbidden_pkgs='^(github\.com/chromedp/|github\.com/prometheus/|go\.etcd\.io/bbolt(/|$)|go\.opentelemetry\.io/)'
 tolerated_requirer='github.com/johannesboyne/gofakes3@'
 
 tmp="$(mktemp -d)"
@@ -32,7 +32,7 @@ go test -count=1 ./...
 fail=0
 found=$(grep -E "$forbidden" go.sum || true)
 if [ -n "$found" ]; then
-  echo "go.sum of the host names chromedp, prometheus or bbolt:"
+  echo "go.sum of the host names chromedp, prometheus, bbolt or OpenTelemetry:"
   echo "$found"
   graph=$(go mod graph)
   for mv in $(echo "$found" | awk '{v=$2; sub("/go.mod$", "", v); print $1 "@" v}' | sort -u); do
