@@ -65,7 +65,7 @@
 //	if err != nil {
 //		log.Fatal(err)
 //	}
-//	if err := store.CheckBackend(ctx); err != nil {
+//	if _, err := store.CheckBackend(ctx); err != nil {
 //		log.Fatal(err) // the bucket does not enforce conditional writes
 //	}
 //
@@ -199,9 +199,10 @@
 //	fmt.Println(st.UnfinishedByType) // map[watermark:1]
 //
 // A handler that is not a TypedHandler, such as a [HandlerFunc], is offered
-// every task. A Mux wrapped in such a handler (a middleware that does not
-// pass Types on) fails a task of a type it lacks permanently, with
-// [ErrUnknownTaskType] and the category [CategoryUnknownType].
+// every task. A Mux wrapped by hand in such a handler fails a task of a
+// type it lacks permanently, with [ErrUnknownTaskType] and the category
+// [CategoryUnknownType]; wrap it through WorkerOptions.Middleware instead,
+// which leaves the choice of tasks to the Mux.
 //
 // # Failures
 //
@@ -224,6 +225,31 @@
 // the lease) and [CategoryShutdown] (its worker shut down). A task whose
 // attempts ran out, or that failed permanently, stays failed until an
 // operator calls [Store.Retry].
+//
+// # Metadata and middleware
+//
+// A task can carry the host's own context, set at create time and kept
+// unchanged through every attempt and Retry: [CreateParams.Metadata], a
+// small map of strings (a tenant, the ID of the request that made it, a
+// trace context), which handlers read in Job.Task.Metadata and operators
+// in the record. [Middleware] wraps every attempt's handler, as net/http
+// middleware wraps a handler, and [StoreMiddleware] wraps the Store calls
+// that create or change a task; both are listed outermost first:
+//
+//	report := func(next s3task.Handler) s3task.Handler {
+//		return s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+//			err := next.Work(ctx, job)
+//			log.Printf("tenant %s, task %s, attempt %d: %v", job.Task.Metadata["tenant"], job.Task.ID, job.Task.Attempt, err)
+//			return err // what the outermost returns is what the worker records
+//		})
+//	}
+//	worker, err := s3task.NewWorker(store, &mux, &s3task.WorkerOptions{Middleware: []s3task.Middleware{report}})
+//
+// Package [github.com/s3task/s3task/s3taskotel], a module of its own, is
+// such a pair of middleware for OpenTelemetry: it keeps the creating
+// request's trace context in the task's metadata, so each attempt's span
+// joins the trace of the request that made the task, and it meters
+// attempts, queue wait, lease losses and polls.
 //
 // # Running one task now
 //
