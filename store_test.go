@@ -676,9 +676,13 @@ func TestSubmit(t *testing.T) {
 		e.wantCounts(t, map[string]int{"GET": 2, "HEAD": 1, "PUT": 3}) // record and wake object read; marker, record, wake written
 		want := task
 		want.Status, want.InputETag, want.InputSize = s3task.StatusQueued, etag, int64(len(input))
-		want.DueAt = got.DueAt // checked below
+		want.DueAt = got.DueAt             // checked below
+		want.SubmittedAt = got.SubmittedAt // likewise
 		if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {
 			t.Errorf("submitted task (-want +got):\n%s", diff)
+		}
+		if got.SubmittedAt.IsZero() || got.SubmittedAt.After(got.UpdatedAt) || got.SubmittedAt.Before(task.UpdatedAt) {
+			t.Errorf("submitted_at %s, want the submit's time, between the record's previous write %s and this one %s", got.SubmittedAt, task.UpdatedAt, got.UpdatedAt)
 		}
 		wantDueNow(t, got) // no RunAt: due at once
 		if got.Scheduled(got.UpdatedAt) {

@@ -423,6 +423,10 @@ func TestWorkerEndToEndCSV(t *testing.T) {
 	want.Attempt = 1
 	want.WorkerID = "csv-worker"
 	want.DueAt = claimed.DueAt
+	want.StartedAt = claimed.StartedAt // the claim's time, kept
+	if claimed.StartedAt.IsZero() || claimed.StartedAt.Before(submitted.SubmittedAt) {
+		t.Errorf("claimed: started_at %s, want the claim's time, after submitted_at %s", claimed.StartedAt, submitted.SubmittedAt)
+	}
 	want.Progress = s3task.Progress{RowCount: dataRows, ProcessedCount: dataRows, SuccessCount: dataRows}
 	want.OutputPath = e.outputKey(t, submitted.ID, 1)
 	if diff := cmp.Diff(&want, got, ignoreWriteStamp()); diff != "" {
