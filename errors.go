@@ -40,10 +40,13 @@ var (
 	// ErrOutcomeUnknown means a call's write may or may not have taken
 	// effect: S3's answer was lost (or the call's context ended while it
 	// waited), and the record, read back, cannot tell, because it cannot be
-	// read in time or because more writes followed than it remembers. The
-	// record is intact and consistent either way; read it (Store.Get) to see
-	// where the task stands before repeating the call. Every other error
-	// from a Store call that changes a task means the record is as it was.
+	// read in time, because more writes followed than it remembers, or
+	// because it is gone: [Store.Purge] deleted the task since, which it
+	// does only to a finished task, so the write either landed and finished
+	// it, or found it finished. The record is intact and consistent either
+	// way; read it (Store.Get) to see where the task stands before
+	// repeating the call. Every other error from a Store call that changes
+	// a task means the record is as it was.
 	ErrOutcomeUnknown = errors.New("s3task: outcome of the write unknown")
 
 	// ErrInputMissing means Submit found no input object for the task.

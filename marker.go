@@ -204,7 +204,7 @@ func (s *Store) commitMarked(ctx context.Context, cur *Task, etag string, next *
 			}
 		}
 	case errors.Is(err, errLost) && wrote && s.markerOf(got) != want,
-		errors.Is(err, ErrNotFound) && wrote: // deleted under us (a Purge)
+		errors.Is(err, errGone) && wrote: // deleted under us (a Purge)
 		_ = s.dropMarker(ctx, want)
 	}
 	return got, gotETag, err

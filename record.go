@@ -56,6 +56,11 @@ var errLost = errors.New("s3task: lost compare-and-set")
 // errOvertaken says our write took effect, but others have written since.
 var errOvertaken = errors.New("s3task: write overtaken")
 
+// errGone is wrapped, beside ErrOutcomeUnknown, when a write's outcome is
+// unknown because the record was deleted (purged) since: a worker's lease
+// is over either way.
+var errGone = errors.New("s3task: record deleted")
+
 // settleWithin bounds how long a write whose answer was unclear keeps
 // re-reading the record to learn whether it landed.
 const settleWithin = 30 * time.Second
@@ -101,12 +106,13 @@ func (s *Store) commit(ctx context.Context, cur *Task, etag string, next *Task) 
 	s.observeErr(err)
 	now, nowETag, rerr := s.reread(ctx, n.ID)
 	switch {
-	case errors.Is(rerr, ErrNotFound) && (cur == nil || s3x.Lost(err)):
-		// Never created, or deleted under us (a 404 on If-Match).
-		if cur == nil {
-			return nil, "", fmt.Errorf("s3task: write %s: %w", key, err)
-		}
-		return nil, "", rerr
+	case errors.Is(rerr, ErrNotFound) && cur == nil:
+		return nil, "", fmt.Errorf("s3task: write %s: %w", key, err) // never created
+	case errors.Is(rerr, ErrNotFound):
+		// Purge deleted the task, the only way a record goes. Before our
+		// write or after it landed? A refusal may answer the SDK's resend
+		// of a write that landed, so it cannot tell.
+		return nil, "", fmt.Errorf("%w: write %s: %w, and the record is gone since: %w", ErrOutcomeUnknown, key, err, errGone)
 	case rerr != nil:
 		return nil, "", fmt.Errorf("%w: write %s: %w (and reading it back: %w)", ErrOutcomeUnknown, key, err, rerr)
 	}
