@@ -30,6 +30,9 @@ type app struct {
 	serveErr chan error
 	open     bool // no token: the API answers anyone on this machine
 
+	// OpenTelemetry (nil without -otel).
+	otel *telemetry
+
 	// Worker (nil in api mode).
 	worker     *s3task.Worker
 	stopWorker context.CancelFunc
@@ -79,6 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	cfg.otelOut = stdout
 	return runConfig(ctx, cfg, stdout, stderr)
 }
 
@@ -106,10 +110,19 @@ func (a *app) init(ctx context.Context, creds []credential) error {
 	cfg := a.cfg
 	a.metrics = newMetrics()
 	var err error
+	if cfg.otel {
+		out := cfg.otelOut
+		if out == nil {
+			out = os.Stdout
+		}
+		if a.otel, err = newTelemetry(ctx, cfg, out); err != nil {
+			return err
+		}
+	}
 	if a.objs, err = openObjectStore(ctx, cfg); err != nil {
 		return err
 	}
-	a.store, err = s3task.NewStore(a.objs.client, a.objs.bucket, &s3task.StoreOptions{
+	storeOpts := &s3task.StoreOptions{
 		Prefix:           cfg.prefix,
 		InputExt:         ".csv",
 		OutputExt:        ".csv",
@@ -117,7 +130,13 @@ func (a *app) init(ctx context.Context, creds []credential) error {
 		Logger:           a.log,
 		SpoolDir:         cfg.spoolDir,
 		InputContentType: "text/csv",
-	})
+	}
+	if a.otel != nil {
+		// Spans for create, submit, retry, cancel; the create span's
+		// trace context goes into the task's metadata.
+		a.otel.s3task.InstrumentStore(storeOpts)
+	}
+	a.store, err = s3task.NewStore(a.objs.client, a.objs.bucket, storeOpts)
 	if err != nil {
 		return err
 	}
@@ -211,7 +230,7 @@ func (a *app) startWorker(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w, err := s3task.NewWorker(a.store, mux, &s3task.WorkerOptions{
+	opts := &s3task.WorkerOptions{
 		Concurrency:     a.cfg.concurrency,
 		PollInterval:    a.cfg.pollInterval,
 		MaxPollInterval: a.cfg.maxPollInterval,
@@ -222,7 +241,14 @@ func (a *app) startWorker(ctx context.Context) error {
 		ShutdownTimeout:   a.cfg.shutdownTimeout,
 		Logger:            a.log,
 		Hooks:             a.metrics.hooks(),
-	})
+	}
+	if a.otel != nil {
+		// A span per attempt, a child of the task's create span, and
+		// s3taskotel's metrics; its hooks call the Prometheus ones after
+		// their own.
+		a.otel.s3task.InstrumentWorker(opts)
+	}
+	w, err := s3task.NewWorker(a.store, mux, opts)
 	if err != nil {
 		return err
 	}
@@ -266,6 +292,9 @@ func (a *app) startHTTP(creds []credential) error {
 	if a.cfg.verbose {
 		h = logRequests(a.log, h)
 	}
+	if a.otel != nil {
+		h = a.otel.handler(h) // outermost: the request's span covers all the rest
+	}
 	a.srv, a.serveErr = a.serve(ln, h)
 	return nil
 }
@@ -280,6 +309,9 @@ func (a *app) banner(w io.Writer) {
 	}
 	if a.metricsSrv != nil {
 		fmt.Fprintf(w, "csvbatch: metrics %s\n", a.metricsURL)
+	}
+	if a.otel != nil {
+		fmt.Fprintf(w, "csvbatch: otel    %s\n", a.otel.about)
 	}
 	if a.worker != nil {
 		fmt.Fprintf(w, "csvbatch: worker  %s running (concurrency %d; types %v)\n", a.worker.ID(), a.cfg.concurrency, typeNames())
@@ -353,6 +385,14 @@ func (a *app) close() error {
 			if err := a.objs.close(); err != nil {
 				note(err)
 			}
+		}
+		if a.otel != nil {
+			// Last, so that the spans of the shutdown are exported too.
+			ctx, cancel := context.WithTimeout(context.Background(), telemetryShutdownTimeout)
+			if err := a.otel.shutdown(ctx); err != nil {
+				note(fmt.Errorf("OpenTelemetry shutdown: %w", err))
+			}
+			cancel()
 		}
 		a.closeErr = errors.Join(errs...)
 	})

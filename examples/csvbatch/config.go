@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/s3task/s3task"
 	"github.com/s3task/s3task/examples/internal/s3client"
 )
@@ -63,6 +66,15 @@ type config struct {
 	statsInterval time.Duration // Store.Stats refresh; 0 turns it off
 	statsMaxTasks int           // records one refresh reads
 
+	// OpenTelemetry (see otel.go).
+	otel         bool
+	otlpEndpoint string    // OTEL_EXPORTER_OTLP_ENDPOINT: export over OTLP/HTTP, not to stdout
+	otelOut      io.Writer // where the stdout exporters write; nil is os.Stdout
+	// otelSpans and otelMetrics, if set, take the place of the exporters
+	// when otel is on: tests record spans and read metrics with them.
+	otelSpans   sdktrace.SpanProcessor
+	otelMetrics sdkmetric.Reader
+
 	// s3Wrap, if set, wraps the S3 client's HTTP transport. Tests use it to
 	// imitate a store that ignores conditional writes.
 	s3Wrap func(http.RoundTripper) http.RoundTripper
@@ -104,6 +116,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), usageOut 
 	fs.BoolVar(&c.verbose, "v", false, "verbose logs (every API request)")
 	fs.BoolVar(&c.metricsPublic, "metrics-public", false, "serve /metrics to anyone who reaches the listener, without the API's token (or, with no token, loopback Host) check")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "also serve /metrics, and nothing else, on this `address`: the way to scrape a -mode worker process")
+	fs.BoolVar(&c.otel, "otel", false, "trace each task with OpenTelemetry, from the API request that creates it to the worker's attempts (one trace per task), and export s3taskotel's metrics: as JSON lines on stdout, or over OTLP/HTTP when the environment variable "+otlpEndpointEnv+" is set (the exporters also read the other OTEL_EXPORTER_OTLP_* variables; OTEL_SERVICE_NAME overrides the service name csvbatch)")
 	fs.DurationVar(&c.statsInterval, "stats-interval", 5*time.Minute, "how often to refresh the bucket gauges of /metrics with Store.Stats; 0 turns them off")
 	fs.IntVar(&c.statsMaxTasks, "stats-max-tasks", 100, "records one Store.Stats refresh reads, newest first (one GET each)")
 	fs.Usage = func() {
@@ -130,6 +143,9 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), usageOut 
 			return nil, err
 		}
 		return nil, usageError{err}
+	}
+	if v, ok := lookupEnv(otlpEndpointEnv); ok {
+		c.otlpEndpoint = strings.TrimSpace(v)
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q (flags only; see -h)", fs.Args())
