@@ -57,6 +57,7 @@ const (
 // call on, e.g. add entries to a copy of Params.Metadata; the Store
 // validates them after every middleware has run.
 type Call struct {
+	// Op is the Store method called.
 	Op Op
 	// TaskID is the task the call is for; empty for OpCreate, whose task's
 	// ID is that of the Task returned.
