@@ -18,9 +18,9 @@ import (
 
 // Job is one claimed attempt of a task, handed to a [Handler].
 type Job struct {
-	// Task is the record as claimed: ID, Type, Name, Payload, Attempt (this
-	// attempt's number), MaxAttempts and so on. Changing it changes nothing
-	// in S3.
+	// Task is the record as claimed: ID, Type, Name, Payload, Metadata,
+	// Attempt (this attempt's number), MaxAttempts and so on. Changing it
+	// changes nothing in S3.
 	Task Task
 
 	store   *Store
