@@ -192,7 +192,8 @@ type Result struct {
 	// handler gave its attempt back on shutdown.
 	Task *s3task.Task
 	// Err is the error the handler returned (a panic as an error), nil if
-	// it succeeded.
+	// it succeeded: the handler's own, inside any WorkerOptions.Middleware;
+	// Task shows what the worker recorded from the middleware's.
 	Err error
 	// Output is the output of a completed task, nil if the attempt did not
 	// complete it.
