@@ -81,6 +81,9 @@ func TestWorkerMiddlewareOrderAndResult(t *testing.T) {
 	if diff := gocmp.Diff(want, tr.get()); diff != "" {
 		t.Errorf("steps (-want +got):\n%s", diff)
 	}
+	if res.Err == nil || res.Err.Error() != "boom" {
+		t.Errorf("Result.Err = %v, want the handler's own error", res.Err)
+	}
 	// The outer middleware made the error permanent: no retry, with its
 	// message, although attempts were left.
 	if got := res.Task; got.Status != s3task.StatusFailed || !got.Terminal() ||
