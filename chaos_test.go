@@ -1348,10 +1348,47 @@ func TestChaosCheckerCatchesViolations(t *testing.T) {
 }
 
 // The crash tests run workers as real processes (internal/cmd/crashworker)
-// against versitygw, kill one with SIGKILL in the middle of a task, and
-// restart the S3 server itself under running workers. They need a real
-// server, so they skip without S3TASK_TEST_ENDPOINT. What they check at the
-// end is what the chaos test checks of completed tasks.
+// against real S3 servers, versitygw and SeaweedFS, kill one with SIGKILL
+// in the middle of a task, and restart the S3 server itself under running
+// workers. They need real servers, so each server's half skips without its
+// variables (S3TASK_TEST_ENDPOINT, S3TASK_TEST_SEAWEEDFS_ENDPOINT). What
+// they check at the end is what the chaos test checks of completed tasks.
+
+// crashServer is a real S3 server kind the crash tests run on.
+type crashServer struct {
+	name string
+	// remote returns the shared server, or skips the test.
+	remote func(t testing.TB) s3test.RemoteConfig
+	// start starts a server of the test's own, which the test may restart.
+	start func(t *testing.T, rc s3test.RemoteConfig) restartable
+}
+
+// restartable is a server a test started and can kill and start again.
+type restartable struct {
+	endpoint, access, secret string
+	restart                  func(ctx context.Context) error
+}
+
+var crashServers = []crashServer{
+	{"versitygw", s3test.RemoteT, func(t *testing.T, rc s3test.RemoteConfig) restartable {
+		gw := s3test.StartGatewayT(t, rc.GatewayBin)
+		return restartable{gw.Endpoint, gw.AccessKey, gw.SecretKey, gw.Restart}
+	}},
+	{"seaweedfs", s3test.SeaweedRemoteT, func(t *testing.T, rc s3test.RemoteConfig) restartable {
+		sw := s3test.StartSeaweedT(t, rc.SeaweedBin)
+		return restartable{sw.Endpoint, sw.AccessKey, sw.SecretKey, sw.Restart}
+	}},
+}
+
+// onCrashServers runs test once per server, in parallel.
+func onCrashServers(t *testing.T, test func(t *testing.T, srv crashServer, rc s3test.RemoteConfig)) {
+	for _, srv := range crashServers {
+		t.Run(srv.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, srv, srv.remote(t))
+		})
+	}
+}
 
 // Lease settings of the worker processes: real time passes on a real
 // server, so leases are short.
@@ -1646,7 +1683,10 @@ func (r *crashRun) check(t *testing.T, done map[string]*s3task.Task) {
 // expired, with every task completed exactly once.
 func TestCrashKilledWorker(t *testing.T) {
 	t.Parallel()
-	rc := s3test.RemoteT(t)
+	onCrashServers(t, testCrashKilledWorker)
+}
+
+func testCrashKilledWorker(t *testing.T, _ crashServer, rc s3test.RemoteConfig) {
 	r := newCrashRun(t, rc.Endpoint, rc.AccessKey, rc.SecretKey)
 	procs := map[string]*crashProc{}
 	for i := range 3 {
@@ -1694,15 +1734,18 @@ func TestCrashKilledWorker(t *testing.T) {
 	}
 }
 
-// TestCrashGatewayRestart runs three worker processes against a versitygw
-// server of its own, kills the server with SIGKILL while tasks run and
-// starts it again on the same port and folder; the workers ride through it
-// and every task completes exactly once.
+// TestCrashGatewayRestart runs three worker processes against an S3
+// server of its own (one versitygw, one SeaweedFS), kills the server with
+// SIGKILL while tasks run and starts it again on the same ports and folder;
+// the workers ride through it and every task completes exactly once.
 func TestCrashGatewayRestart(t *testing.T) {
 	t.Parallel()
-	rc := s3test.RemoteT(t)
-	gw := s3test.StartGatewayT(t, rc.GatewayBin)
-	r := newCrashRun(t, gw.Endpoint, gw.AccessKey, gw.SecretKey)
+	onCrashServers(t, testCrashGatewayRestart)
+}
+
+func testCrashGatewayRestart(t *testing.T, srv crashServer, rc s3test.RemoteConfig) {
+	gw := srv.start(t, rc)
+	r := newCrashRun(t, gw.endpoint, gw.access, gw.secret)
 	var procs []*crashProc
 	for i := range 3 {
 		procs = append(procs, r.start(t, fmt.Sprintf("proc-%d", i), time.Second, 2))
@@ -1723,11 +1766,11 @@ func TestCrashGatewayRestart(t *testing.T) {
 		return true
 	})
 	start := time.Now()
-	if err := gw.Restart(t.Context()); err != nil {
-		t.Fatalf("restart versitygw: %v", err)
+	if err := gw.restart(t.Context()); err != nil {
+		t.Fatalf("restart %s: %v", srv.name, err)
 	}
-	t.Logf("versitygw was down for %s (restarted while attempt %d of %s ran on %s)",
-		time.Since(start).Round(time.Millisecond), running.Attempt, running.Task, running.Worker)
+	t.Logf("%s was down for %s (restarted while attempt %d of %s ran on %s)",
+		srv.name, time.Since(start).Round(time.Millisecond), running.Attempt, running.Task, running.Worker)
 
 	done := r.awaitCompleted(t, ids)
 	r.check(t, done)

@@ -8,9 +8,10 @@ import (
 )
 
 // TestConformance runs the conformance suite against the in-process
-// gofakes3 server, always, and against the real S3 server named by
-// S3TASK_TEST_ENDPOINT (versitygw under internal/cmd/s3gw) when it is set.
-// Without it the versitygw half is skipped, not passed.
+// gofakes3 server, always, and against the real S3 servers internal/cmd/s3gw
+// starts: versitygw (S3TASK_TEST_ENDPOINT) and SeaweedFS
+// (S3TASK_TEST_SEAWEEDFS_ENDPOINT). A real server that is not configured is
+// skipped, not passed.
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	t.Run("gofakes3", func(t *testing.T) {
@@ -20,5 +21,9 @@ func TestConformance(t *testing.T) {
 	t.Run("versitygw", func(t *testing.T) {
 		t.Parallel()
 		conformance.Run(t, conformance.Remote("versitygw", s3test.RemoteT(t)))
+	})
+	t.Run("seaweedfs", func(t *testing.T) {
+		t.Parallel()
+		conformance.Run(t, conformance.Remote("seaweedfs", s3test.SeaweedRemoteT(t)))
 	})
 }

@@ -28,7 +28,7 @@ func ExampleNewStore() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := store.CheckBackend(ctx); err != nil {
+	if _, err := store.CheckBackend(ctx); err != nil {
 		log.Fatal(err) // the bucket does not enforce conditional writes
 	}
 	fmt.Println("tasks live under", store.Prefix())
@@ -52,10 +52,14 @@ func ExampleStore_CheckBackend() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = lax.CheckBackend(ctx)
+	report, err := lax.CheckBackend(ctx)
 	fmt.Println("refused:", errors.Is(err, s3task.ErrConditionalWritesUnsupported))
+	fmt.Println("If-None-Match: * create:", report.ConditionalCreate)
+	fmt.Println("If-Match update:", report.ConditionalUpdate)
 	// Output:
 	// refused: true
+	// If-None-Match: * create: not enforced
+	// If-Match update: not enforced
 }
 
 // The control side: a task is created with presigned uploads, the client

@@ -22,6 +22,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/s3task/s3task"
@@ -1423,9 +1424,21 @@ func TestCheckBackend(t *testing.T) {
 		name    string
 		wrap    []func(http.RoundTripper) http.RoundTripper
 		wantErr error
+		want    s3task.BackendReport
 	}{
-		{"honest store", nil, nil},
-		{"store ignoring conditional headers", []func(http.RoundTripper) http.RoundTripper{s3test.StripConditionalHeaders}, s3task.ErrConditionalWritesUnsupported},
+		{"honest store", nil, nil, s3task.BackendReport{
+			ConditionalCreate: s3task.Enforced, ConditionalUpdate: s3task.Enforced,
+			AtomicUpdate: s3task.Enforced, RaceWinners: 1,
+			IfMatchMissingKey: s3task.Enforced, IfMatchMissingKeyAnswer: "412 PreconditionFailed",
+			// gofakes3 checks no signatures.
+			PresignSignature: s3task.NotEnforced, PresignExpiry: s3task.NotEnforced,
+		}},
+		{"store ignoring conditional headers", []func(http.RoundTripper) http.RoundTripper{s3test.StripConditionalHeaders}, s3task.ErrConditionalWritesUnsupported, s3task.BackendReport{
+			ConditionalCreate: s3task.NotEnforced, ConditionalUpdate: s3task.NotEnforced,
+			AtomicUpdate: s3task.NotEnforced, RaceWinners: 4,
+			IfMatchMissingKey: s3task.NotEnforced, IfMatchMissingKeyAnswer: "200 (the write succeeded)",
+			PresignSignature: s3task.NotEnforced, PresignExpiry: s3task.NotEnforced,
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1433,12 +1446,21 @@ func TestCheckBackend(t *testing.T) {
 			e := newEnv(t, nil)
 			var count s3test.Counter
 			st := e.newStore(t, nil, append(tc.wrap, count.Wrap)...)
-			err := st.CheckBackend(e.ctx)
+			report, err := st.CheckBackend(e.ctx)
 			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
 				t.Fatalf("CheckBackend = %v, want %v", err, tc.wantErr)
 			}
+			if report == nil {
+				t.Fatal("CheckBackend returned no report")
+			}
+			if diff := cmp.Diff(tc.want, *report, cmpopts.IgnoreFields(s3task.BackendReport{}, "ServerClockOffset", "Notes")); diff != "" {
+				t.Errorf("report (-want +got):\n%s", diff)
+			}
 			if tc.wantErr == nil {
-				if diff := cmp.Diff(map[string]int{"PUT": 3, "DELETE": 1}, count.Counts()); diff != "" {
+				if len(report.Notes) != 0 {
+					t.Errorf("notes on an honest store: %q", report.Notes)
+				}
+				if diff := cmp.Diff(map[string]int{"PUT": 8, "GET": 3, "DELETE": 1}, count.Counts()); diff != "" {
 					t.Errorf("requests (-want +got):\n%s", diff)
 				}
 			}

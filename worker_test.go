@@ -1406,7 +1406,7 @@ func TestWorkerFastClockAfterCheckBackend(t *testing.T) {
 
 	var reqsF s3test.Counter
 	fast := e.newStore(t, &s3task.StoreOptions{Clock: func() time.Time { return time.Now().Add(10 * time.Minute) }}, reqsF.Wrap)
-	if err := fast.CheckBackend(e.ctx); err != nil {
+	if _, err := fast.CheckBackend(e.ctx); err != nil {
 		t.Fatalf("CheckBackend: %v", err)
 	}
 	evF := startWorker(t, fast, "fast-worker", succeed, nil)

@@ -141,7 +141,7 @@ func (a *app) init(ctx context.Context, creds []credential) error {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = a.store.CheckBackend(cctx)
+	_, err = a.store.CheckBackend(cctx)
 	cancel()
 	if errors.Is(err, s3task.ErrConditionalWritesUnsupported) {
 		return fmt.Errorf("%s does not enforce conditional writes (If-None-Match / If-Match), so two workers could both claim one task; csvbatch will not run on it. "+

@@ -77,7 +77,7 @@ func run(rows, workers int, verbose bool) error {
 	if err != nil {
 		return err
 	}
-	if err := store.CheckBackend(ctx); err != nil {
+	if _, err := store.CheckBackend(ctx); err != nil {
 		return err
 	}
 

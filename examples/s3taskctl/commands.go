@@ -796,6 +796,9 @@ type checkDoc struct {
 	ConditionalWrites bool   `json:"conditional_writes"`
 	Listing           bool   `json:"listing"`
 	Detail            string `json:"detail,omitempty"`
+	// Report is what Store.CheckBackend measured; absent when the store
+	// could not be reached.
+	Report *s3task.BackendReport `json:"report,omitempty"`
 }
 
 func checkCmd(fs *flag.FlagSet) runFunc {
@@ -806,13 +809,15 @@ func checkCmd(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		doc := checkDoc{Bucket: store.Bucket(), Prefix: store.Prefix(), Endpoint: c.endpoint}
-		checkErr := store.CheckBackend(ctx)
+		report, checkErr := store.CheckBackend(ctx)
 		switch {
 		case checkErr == nil:
 			doc.Reachable, doc.ConditionalWrites = true, true
+			doc.Report = report
 		case errors.Is(checkErr, s3task.ErrConditionalWritesUnsupported):
 			doc.Reachable = true
 			doc.Detail = checkErr.Error()
+			doc.Report = report
 		default:
 			doc.Detail = checkErr.Error()
 		}
@@ -838,12 +843,26 @@ func checkCmd(fs *flag.FlagSet) runFunc {
 			tw.row("bucket", doc.Bucket)
 			tw.row("prefix", doc.Prefix)
 			tw.row("reachable", yesNo(doc.Reachable))
+			if r := doc.Report; r != nil {
+				const unsafe = "two workers could both claim one task"
+				tw.row("If-None-Match: * create", verdict(r.ConditionalCreate, "refused as it must be", unsafe))
+				tw.row("If-Match with a stale ETag", verdict(r.ConditionalUpdate, "refused as it must be", unsafe))
+				tw.row("If-Match on a missing key", verdict(r.IfMatchMissingKey, "refused ("+r.IfMatchMissingKeyAnswer+")", "it created the key"))
+				tw.row(fmt.Sprintf("%d If-Match writes racing", checkRacers), verdict(r.AtomicUpdate,
+					fmt.Sprintf("%d won, as it must", r.RaceWinners), fmt.Sprintf("%d won: %s", r.RaceWinners, unsafe)))
+				tw.row("presigned URL, altered signature", verdict(r.PresignSignature, "refused", "served: anybody can forge a URL"))
+				tw.row("presigned URL, expired", verdict(r.PresignExpiry, "refused", "served: URLs never expire"))
+				tw.row("server clock offset", r.ServerClockOffset.Round(time.Second).String())
+			}
 			if doc.Reachable {
-				tw.row("If-None-Match: * create", enforced(doc.ConditionalWrites))
-				tw.row("If-Match with a stale ETag", enforced(doc.ConditionalWrites))
 				tw.row("listing tasks", yesNo(doc.Listing))
 			}
 			tw.flush()
+			if doc.Report != nil {
+				for _, n := range doc.Report.Notes {
+					fmt.Fprintln(c.stdout, "note: "+n)
+				}
+			}
 			if checkErr == nil {
 				fmt.Fprintln(c.stdout, "OK: s3task can run on this store")
 			}
@@ -869,11 +888,19 @@ func plural(n int, noun string) string {
 
 func yesNo(b bool) string { return map[bool]string{true: "yes", false: "NO"}[b] }
 
-func enforced(b bool) string {
-	if b {
-		return "refused as it must be"
+// checkRacers is how many writes race in Store.CheckBackend.
+const checkRacers = 4
+
+// verdict words what CheckBackend found about one rule: yes when the store
+// enforces it, no (after NOT ENFORCED) when it does not.
+func verdict(e s3task.Enforcement, yes, no string) string {
+	switch e {
+	case s3task.Enforced:
+		return yes
+	case s3task.NotEnforced:
+		return "NOT ENFORCED: " + no
 	}
-	return "NOT ENFORCED: two workers could both claim one task"
+	return "not checked (see the notes)"
 }
 
 func orEmpty(s []string) []string {

@@ -1094,12 +1094,29 @@ func TestCommands(t *testing.T) {
 
 	sub("check", func(t *testing.T, f *fixture) {
 		var ok checkDoc
-		f.want(exitOK, &ok, "check", "-json")
-		if diff := cmp.Diff(checkDoc{Bucket: f.srv.Bucket, Prefix: s3task.DefaultPrefix, Endpoint: f.srv.URL, Reachable: true, ConditionalWrites: true, Listing: true}, ok); diff != "" {
+		r := f.want(exitOK, &ok, "check", "-json")
+		checkShape(t, "`check`", r.stdout)
+		// gofakes3 enforces conditional writes and checks no signatures.
+		report := &s3task.BackendReport{
+			ConditionalCreate: s3task.Enforced, ConditionalUpdate: s3task.Enforced,
+			AtomicUpdate: s3task.Enforced, RaceWinners: 1,
+			IfMatchMissingKey: s3task.Enforced, IfMatchMissingKeyAnswer: "412 PreconditionFailed",
+			PresignSignature: s3task.NotEnforced, PresignExpiry: s3task.NotEnforced,
+		}
+		if diff := cmp.Diff(checkDoc{Bucket: f.srv.Bucket, Prefix: s3task.DefaultPrefix, Endpoint: f.srv.URL, Reachable: true, ConditionalWrites: true, Listing: true, Report: report}, ok,
+			cmpopts.IgnoreFields(s3task.BackendReport{}, "ServerClockOffset")); diff != "" {
 			t.Errorf("check (-want +got):\n%s", diff)
 		}
-		if r := f.want(exitOK, nil, "check"); !strings.Contains(r.stdout, "OK: s3task can run on this store") {
-			t.Errorf("check table: %s", r.stdout)
+		r = f.want(exitOK, nil, "check")
+		for _, want := range []string{
+			"OK: s3task can run on this store",
+			"If-Match on a missing key         refused (412 PreconditionFailed)",
+			"4 If-Match writes racing          1 won, as it must",
+			"presigned URL, expired            NOT ENFORCED: served: URLs never expire",
+		} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("check table lacks %q:\n%s", want, r.stdout)
+			}
 		}
 
 		// A store that ignores conditional headers: a proxy strips them.
@@ -1119,9 +1136,10 @@ func TestCommands(t *testing.T) {
 		})
 		t.Cleanup(func() { proxy.Close(); tr.CloseIdleConnections() })
 		lax := append(slices.Clone(f.env), "S3TASKCTL_S3_ENDPOINT="+proxy.URL)
-		r := f.runWith(append(lax, "S3TASKCTL_JSON=true"), "check")
+		r = f.runWith(append(lax, "S3TASKCTL_JSON=true"), "check")
 		var bad checkDoc
-		if r.code != exitUnavailable || json.Unmarshal([]byte(r.stdout), &bad) != nil || bad.ConditionalWrites || !bad.Reachable || !strings.Contains(bad.Detail, "does not enforce conditional writes") {
+		if r.code != exitUnavailable || json.Unmarshal([]byte(r.stdout), &bad) != nil || bad.ConditionalWrites || !bad.Reachable || !strings.Contains(bad.Detail, "does not enforce conditional writes") ||
+			bad.Report == nil || bad.Report.ConditionalCreate != s3task.NotEnforced || bad.Report.ConditionalUpdate != s3task.NotEnforced {
 			t.Errorf("check of a store that ignores conditional writes:\n%s", r)
 		}
 		if r := f.runWith(lax, "check"); r.code != exitUnavailable || !strings.Contains(r.stdout, "NOT ENFORCED") {

@@ -1,6 +1,6 @@
 // Package conformance is one test suite for s3task that runs against every
-// S3 the project supports: the in-process gofakes3 server and a real
-// versitygw server. Differences between servers must be absorbed by the
+// S3 the project supports: the in-process gofakes3 server and real
+// versitygw and SeaweedFS servers. Differences between servers must be absorbed by the
 // library, so the suite holds every backend to the same assertions; only
 // what a server cannot do at all (move its clock, check signatures) is a
 // capability the tests ask about.
@@ -9,6 +9,7 @@
 //
 //	conformance.Run(t, conformance.Fake())
 //	conformance.Run(t, conformance.Remote("versitygw", s3test.RemoteT(t)))
+//	conformance.Run(t, conformance.Remote("seaweedfs", s3test.SeaweedRemoteT(t)))
 package conformance
 
 import (
@@ -157,9 +158,9 @@ func Fake() Backend {
 	}}
 }
 
-// Remote returns a backend on the S3-compatible server rc (versitygw
-// under internal/cmd/s3gw). Each target is a new bucket on it. Its clock
-// is real, so leases are a few seconds long.
+// Remote returns a backend on the S3-compatible server rc (versitygw or
+// SeaweedFS under internal/cmd/s3gw). Each target is a new bucket on it.
+// Its clock is real, so leases are a few seconds long.
 func Remote(name string, rc s3test.RemoteConfig) Backend {
 	return Backend{Name: name, open: func(t *testing.T) *Target {
 		t.Helper()

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/s3task/s3task"
 )
@@ -30,6 +31,7 @@ func Run(t *testing.T, b Backend) {
 		{"CompareAndSetRace", testCompareAndSetRace},
 		{"StaleWriter", testStaleWriter},
 		{"IfMatchOnMissingKey", testIfMatchOnMissingKey},
+		{"Behaviours", testBehaviours},
 		{"ConditionalReads", testConditionalReads},
 		{"ClaimRace", testClaimRace},
 		{"IdempotentCreateRace", testIdempotentCreateRace},
@@ -56,12 +58,38 @@ func Run(t *testing.T, b Backend) {
 }
 
 // testCheckBackend: the server enforces conditional writes, and the check
-// would say so if it did not.
+// says so in its report, as it says whether presigned URLs are checked; the
+// check would refuse the server if it ignored the headers. The report is
+// logged: docs/compatibility.md quotes it.
 func testCheckBackend(t *testing.T, b Backend) {
 	h := open(t, b, nil)
-	if err := h.store.CheckBackend(h.ctx); err != nil {
+	report, err := h.store.CheckBackend(h.ctx)
+	if err != nil {
 		t.Fatalf("CheckBackend: %v", err)
 	}
+	t.Logf("%s: CheckBackend report: %+v", h.tg.Backend, *report)
+	presign := s3task.NotEnforced
+	if h.tg.Caps.VerifiesSignatures {
+		presign = s3task.Enforced
+	}
+	want := s3task.BackendReport{
+		ConditionalCreate: s3task.Enforced, ConditionalUpdate: s3task.Enforced,
+		AtomicUpdate: s3task.Enforced, RaceWinners: 1,
+		IfMatchMissingKey: s3task.Enforced, IfMatchMissingKeyAnswer: report.IfMatchMissingKeyAnswer,
+		PresignSignature: presign, PresignExpiry: presign,
+	}
+	if diff := cmp.Diff(want, *report, cmpopts.IgnoreFields(s3task.BackendReport{}, "ServerClockOffset", "Notes")); diff != "" {
+		t.Errorf("report (-want +got):\n%s", diff)
+	}
+	switch report.IfMatchMissingKeyAnswer {
+	case "404 NoSuchKey", "412 PreconditionFailed":
+	default:
+		t.Errorf("If-Match on a missing key answered %q, want 404 NoSuchKey or 412 PreconditionFailed", report.IfMatchMissingKeyAnswer)
+	}
+	if len(report.Notes) > 0 {
+		t.Errorf("notes: %q", report.Notes)
+	}
+
 	// The same server through a client that drops the conditional headers
 	// before signing is a store that ignores them: the check must refuse it.
 	// (Stripping them from the signed request instead would break the
@@ -72,10 +100,17 @@ func testCheckBackend(t *testing.T, b Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := blind.CheckBackend(h.ctx); !errors.Is(err, s3task.ErrConditionalWritesUnsupported) {
+	report, err = blind.CheckBackend(h.ctx)
+	if !errors.Is(err, s3task.ErrConditionalWritesUnsupported) {
 		t.Errorf("CheckBackend without conditional headers = %v, want ErrConditionalWritesUnsupported", err)
 	}
+	if report.ConditionalCreate != s3task.NotEnforced || report.ConditionalUpdate != s3task.NotEnforced || report.RaceWinners != racersInCheck {
+		t.Errorf("report without conditional headers: %+v; want creates and updates not enforced, every racer winning", *report)
+	}
 }
+
+// racersInCheck is how many writers race in CheckBackend.
+const racersInCheck = 4
 
 // dropConditions is an SDK stack option that removes If-Match and
 // If-None-Match from every PutObject before it is signed.

@@ -203,7 +203,7 @@ func testCancelWhileRunning(t *testing.T, b Backend) {
 
 // testRecordVanishesWhileRunning: the record of a running task is deleted
 // behind the worker's back. Its next heartbeat is an If-Match on a missing
-// key (404 on AWS and versitygw, 412 elsewhere); either way the worker must
+// key (404 on AWS, versitygw and SeaweedFS, 412 on gofakes3); either way the worker must
 // take the lease as lost, stop the handler and never write the record back.
 func testRecordVanishesWhileRunning(t *testing.T, b Backend) {
 	h := open(t, b, nil)

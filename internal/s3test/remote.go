@@ -26,6 +26,16 @@ const (
 	// EnvGatewayBin is the path of the versitygw binary, so that a test can
 	// start (and restart) a server of its own.
 	EnvGatewayBin = "S3TASK_VERSITYGW_BIN"
+
+	// EnvSeaweedEndpoint, EnvSeaweedAccessKey and EnvSeaweedSecretKey name
+	// a second server, SeaweedFS's S3 gateway under internal/cmd/s3gw, on
+	// which the conformance suite and the crash tests run as well.
+	EnvSeaweedEndpoint  = "S3TASK_TEST_SEAWEEDFS_ENDPOINT"
+	EnvSeaweedAccessKey = "S3TASK_TEST_SEAWEEDFS_ACCESS_KEY"
+	EnvSeaweedSecretKey = "S3TASK_TEST_SEAWEEDFS_SECRET_KEY"
+	// EnvSeaweedBin is the path of the weed binary, so that a test can start
+	// (and restart) a SeaweedFS server of its own.
+	EnvSeaweedBin = "S3TASK_SEAWEEDFS_BIN"
 )
 
 // RemoteConfig is an S3 server the integration tests were pointed at with
@@ -36,6 +46,8 @@ type RemoteConfig struct {
 	SecretKey string
 	// GatewayBin is $S3TASK_VERSITYGW_BIN, empty if unset.
 	GatewayBin string
+	// SeaweedBin is $S3TASK_SEAWEEDFS_BIN, empty if unset.
+	SeaweedBin string
 }
 
 // Remote returns the server configured in the environment, and ok=false if
@@ -46,6 +58,7 @@ func Remote() (RemoteConfig, bool) {
 		AccessKey:  os.Getenv(EnvAccessKey),
 		SecretKey:  os.Getenv(EnvSecretKey),
 		GatewayBin: os.Getenv(EnvGatewayBin),
+		SeaweedBin: os.Getenv(EnvSeaweedBin),
 	}
 	return c, c.Endpoint != ""
 }
@@ -57,6 +70,31 @@ func RemoteT(t testing.TB) RemoteConfig {
 	c, ok := Remote()
 	if !ok {
 		t.Skipf("%s is not set: no real S3 server; run `go run ./internal/cmd/s3gw -- go test ./...` (or `make test/integration`) to include this test", EnvEndpoint)
+	}
+	return c
+}
+
+// SeaweedRemote returns the SeaweedFS server configured in the environment
+// ([EnvSeaweedEndpoint] and its credentials), and ok=false if there is
+// none.
+func SeaweedRemote() (RemoteConfig, bool) {
+	c := RemoteConfig{
+		Endpoint:   os.Getenv(EnvSeaweedEndpoint),
+		AccessKey:  os.Getenv(EnvSeaweedAccessKey),
+		SecretKey:  os.Getenv(EnvSeaweedSecretKey),
+		GatewayBin: os.Getenv(EnvGatewayBin),
+		SeaweedBin: os.Getenv(EnvSeaweedBin),
+	}
+	return c, c.Endpoint != ""
+}
+
+// SeaweedRemoteT returns the configured SeaweedFS server, or skips the test
+// with a message saying how to configure one.
+func SeaweedRemoteT(t testing.TB) RemoteConfig {
+	t.Helper()
+	c, ok := SeaweedRemote()
+	if !ok {
+		t.Skipf("%s is not set: no SeaweedFS server; build it with `bash .ci/seaweedfs.sh` and run `go run ./internal/cmd/s3gw -- go test ./...` to include this test", EnvSeaweedEndpoint)
 	}
 	return c
 }
@@ -82,6 +120,23 @@ func StartGatewayT(t testing.TB, bin string) *Gateway {
 		}
 	})
 	return g
+}
+
+// StartSeaweedT starts a SeaweedFS server for a test in a folder of its
+// own (t.TempDir) and stops it when the test ends. It fails the test if the
+// server cannot start.
+func StartSeaweedT(t testing.TB, bin string) *Seaweed {
+	t.Helper()
+	w, err := StartSeaweed(t.Context(), SeaweedConfig{Bin: bin, Dir: filepath.Join(t.TempDir(), "root")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := w.Stop(); err != nil {
+			t.Errorf("stop seaweedfs: %v", err)
+		}
+	})
+	return w
 }
 
 // NewBucket creates a bucket with a unique lowercase name through client

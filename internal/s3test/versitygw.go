@@ -90,6 +90,10 @@ type GatewayConfig struct {
 	Log io.Writer
 	// StartTimeout bounds the wait until the server answers. Default 30s.
 	StartTimeout time.Duration
+	// IAMDir, if set, runs versitygw's internal IAM service in that folder,
+	// so that [Gateway.CreateUser] can add accounts besides the root one
+	// (whose access bucket policies then decide).
+	IAMDir string
 }
 
 // Gateway is a running versitygw process serving the posix backend on
@@ -181,7 +185,14 @@ func (g *Gateway) start(ctx context.Context, addr string) error {
 	if err != nil || host != "127.0.0.1" {
 		return fmt.Errorf("s3test: gateway address %q: it must be 127.0.0.1:port", addr)
 	}
-	cmd := exec.Command(g.cfg.Bin, "--port", addr, "--quiet", "--keep-alive", "posix", g.cfg.Dir)
+	args := []string{"--port", addr, "--quiet", "--keep-alive"}
+	if g.cfg.IAMDir != "" {
+		if err := os.MkdirAll(g.cfg.IAMDir, 0o755); err != nil {
+			return fmt.Errorf("s3test: gateway IAM folder: %w", err)
+		}
+		args = append(args, "--iam-dir", g.cfg.IAMDir)
+	}
+	cmd := exec.Command(g.cfg.Bin, append(args, "posix", g.cfg.Dir)...)
 	cmd.Env = gatewayEnv(g.cfg.AccessKey, g.cfg.SecretKey)
 	cmd.Stdout, cmd.Stderr = g.cfg.Log, g.cfg.Log
 	if err := cmd.Start(); err != nil {
@@ -269,6 +280,25 @@ func (g *Gateway) Client(wrap ...func(http.RoundTripper) http.RoundTripper) *s3.
 
 // Dir returns the posix root folder.
 func (g *Gateway) Dir() string { return g.cfg.Dir }
+
+// CreateUser adds an account with role "user" (it owns no bucket; a
+// bucket policy grants it access) through versitygw's admin command. The
+// gateway must run with GatewayConfig.IAMDir.
+func (g *Gateway) CreateUser(ctx context.Context, access, secret string) error {
+	if g.cfg.IAMDir == "" {
+		return errors.New("s3test: CreateUser needs a gateway started with IAMDir")
+	}
+	g.mu.Lock()
+	endpoint := g.Endpoint
+	g.mu.Unlock()
+	cmd := exec.CommandContext(ctx, g.cfg.Bin, "admin", "--access", g.AccessKey, "--secret", g.SecretKey,
+		"--endpoint-url", endpoint, "create-user", "--access", access, "--secret", secret, "--role", "user")
+	cmd.Env = gatewayEnv(g.AccessKey, g.SecretKey)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("s3test: versitygw admin create-user %s: %w\n%s", access, err, out)
+	}
+	return nil
+}
 
 // Stop kills the server (SIGKILL, as a crash would) and waits for the
 // process to end. It is safe to call more than once.
