@@ -25,8 +25,9 @@ test/race: ## run the tests with the race detector (the README's command)
 	go test -race -count=1 -timeout 30m $(PKGS)
 
 .PHONY: test/integration
-test/integration: ## run the tests, also against a versitygw server on 127.0.0.1 (what CI runs)
+test/integration: ## run the tests, also against versitygw and SeaweedFS servers on 127.0.0.1 (what CI runs)
 	@test -x $(GOBIN)/versitygw || go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+	bash .ci/seaweedfs.sh
 	go run ./internal/cmd/s3gw -- go test -race -count=1 -timeout 30m $(PKGS)
 
 .PHONY: lint

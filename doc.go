@@ -497,9 +497,11 @@
 //
 // # S3-compatible stores
 //
-// Conditional PUT is what makes this safe. AWS S3, Cloudflare R2, Ceph RGW,
-// Tigris, recent MinIO and versitygw (1.8.0 and later) enforce it; some
-// stores silently ignore the headers and some refuse them. [Store.CheckBackend]
-// proves the bucket enforces them and returns
-// [ErrConditionalWritesUnsupported] where it does not: run it at start-up.
+// Conditional PUT is what makes this safe. The tests measure it on
+// gofakes3, versitygw (1.8.0 and later) and SeaweedFS; AWS S3, Cloudflare
+// R2, Ceph RGW, Tigris and recent MinIO document it; some stores silently
+// ignore the headers and some refuse them. [Store.CheckBackend] proves the
+// bucket enforces them, returns [ErrConditionalWritesUnsupported] where it
+// does not, and reports what it measured ([BackendReport]): run it at
+// start-up. docs/compatibility.md in the repository has the table.
 package s3task
