@@ -306,9 +306,18 @@ func showCmd(fs *flag.FlagSet) runFunc {
 		field("Input", fmt.Sprintf("%s (%d bytes)", t.InputPath, t.InputSize))
 		field("Output", t.OutputPath)
 		field("Created", stamp(t.CreatedAt, now)+byWhom(t.CreatedBy))
+		if !t.SubmittedAt.IsZero() {
+			field("Submitted", stamp(t.SubmittedAt, now))
+		}
+		if !t.StartedAt.IsZero() {
+			field("Started", stamp(t.StartedAt, now)+fmt.Sprintf(" (attempt %d)", t.Attempt))
+		}
 		field("Updated", stamp(t.UpdatedAt, now))
 		field("Marker", markerText(t, doc.Marker))
 		field("Payload", clean(string(t.Payload), 200))
+		for _, k := range slices.Sorted(maps.Keys(t.Metadata)) {
+			field("Metadata "+clean(k, 64), clean(t.Metadata[k], 200))
+		}
 		tw.flush()
 
 		fmt.Fprintln(c.stdout, "\nAttempts:")

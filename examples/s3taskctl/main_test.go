@@ -190,7 +190,7 @@ func (f *fixture) wantError(code int, errCode string, args ...string) {
 // finished tasks keep none.
 func (f *fixture) task(st *s3task.Store, state, name string) *s3task.Task {
 	f.t.Helper()
-	t, err := st.Create(f.ctx, s3task.CreateParams{Name: name, Type: "csv_enrich"})
+	t, err := st.Create(f.ctx, s3task.CreateParams{Name: name, Type: "csv_enrich", Metadata: map[string]string{"tenant": "acme"}})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -576,7 +576,8 @@ func TestCommands(t *testing.T) {
 		r := f.want(exitOK, &doc, "show", done.ID, "-json")
 		checkShape(t, "`show`", r.stdout)
 		dir := f.store.Prefix() + done.ID + "/"
-		if doc.Task.ID != done.ID || doc.Task.Status != "completed" || doc.Task.OutputPath != dir+"output-attempt-1.csv" || doc.Marker {
+		if doc.Task.ID != done.ID || doc.Task.Status != "completed" || doc.Task.OutputPath != dir+"output-attempt-1.csv" || doc.Marker ||
+			doc.Task.Metadata["tenant"] != "acme" || doc.Task.SubmittedAt == nil {
 			t.Errorf("show: task %+v, marker %t", doc.Task, doc.Marker)
 		}
 		if diff := cmp.Diff([]attemptDoc{{Attempt: 1, Output: dir + "output-attempt-1.csv", Latest: true}}, doc.Attempts); diff != "" {
@@ -593,7 +594,8 @@ func TestCommands(t *testing.T) {
 			t.Errorf("objects (-want +got):\n%s", diff)
 		}
 		r = f.want(exitOK, nil, "show", done.ID)
-		for _, want := range []string{done.ID, "June import", "completed", "1 of 3", "Attempts:", "output " + dir + "output-attempt-1.csv", "(latest)", "status.json", "record"} {
+		for _, want := range []string{done.ID, "June import", "completed", "1 of 3", "Attempts:", "output " + dir + "output-attempt-1.csv", "(latest)", "status.json", "record",
+			"Metadata tenant", "acme", "Submitted"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("show lacks %q\n%s", want, r.stdout)
 			}
