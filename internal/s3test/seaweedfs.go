@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -30,29 +29,9 @@ const SeaweedVersion = "v0.0.0-20261109003541-7506e5f91cd6"
 // weed on PATH, else .cache/bin/weed under the module root (where
 // .ci/seaweedfs.sh builds it). The result is an absolute path.
 func SeaweedBinary() (string, error) {
-	if p := os.Getenv(EnvSeaweedBin); p != "" {
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			return "", err
-		}
-		if _, err := os.Stat(abs); err != nil {
-			return "", fmt.Errorf("s3test: %s=%s: %w", EnvSeaweedBin, p, err)
-		}
-		return abs, nil
-	}
-	if p, err := exec.LookPath("weed"); err == nil {
-		return filepath.Abs(p)
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		return "", fmt.Errorf("s3test: weed is not on PATH and %w", err)
-	}
-	p := filepath.Join(root, ".cache", "bin", "weed")
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("s3test: weed (SeaweedFS) not found (set %s, put it on PATH, or run bash .ci/seaweedfs.sh, "+
-			"which builds it into %s in several minutes): %w", EnvSeaweedBin, filepath.Join(root, ".cache", "bin"), err)
-	}
-	return p, nil
+	return findBinary(EnvSeaweedBin, "weed", func(string) string {
+		return "bash .ci/seaweedfs.sh, which builds it there in several minutes"
+	})
 }
 
 // SeaweedConfig says how to start a SeaweedFS server. Zero fields get
@@ -98,12 +77,10 @@ type Seaweed struct {
 
 	cfg  SeaweedConfig
 	sock string // a short folder for the unix sockets weed opens
+	proc process
 
-	mu     sync.Mutex
-	ports  seaweedPorts
-	cmd    *exec.Cmd
-	exited chan struct{}
-	logF   *os.File
+	mu    sync.Mutex // guards Endpoint and ports across a Restart
+	ports seaweedPorts
 }
 
 // StartSeaweed starts weed as cfg says and waits, at most cfg.StartTimeout,
@@ -121,12 +98,7 @@ func StartSeaweed(ctx context.Context, cfg SeaweedConfig) (*Seaweed, error) {
 		}
 		cfg.Bin = bin
 	}
-	if cfg.AccessKey == "" {
-		cfg.AccessKey = "ak" + strings.ToLower(rand.Text()[:14])
-	}
-	if cfg.SecretKey == "" {
-		cfg.SecretKey = strings.ToLower(rand.Text())
-	}
+	randomKeys(&cfg.AccessKey, &cfg.SecretKey)
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 90 * time.Second
 	}
@@ -144,15 +116,10 @@ func StartSeaweed(ctx context.Context, cfg SeaweedConfig) (*Seaweed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3test: seaweedfs socket folder: %w", err)
 	}
-	w := &Seaweed{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey, cfg: cfg, sock: sock}
-	if cfg.Log == nil {
-		f, err := os.OpenFile(cfg.Dir+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			os.RemoveAll(sock)
-			return nil, fmt.Errorf("s3test: seaweedfs log: %w", err)
-		}
-		w.logF = f
-		w.cfg.Log = f
+	w := &Seaweed{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey, cfg: cfg, sock: sock, proc: process{name: "weed"}}
+	if w.cfg.Log, err = w.proc.logTo(cfg.Log, cfg.Dir+".log"); err != nil {
+		os.RemoveAll(sock)
+		return nil, err
 	}
 	for try := 0; try < 3; try++ {
 		var ports seaweedPorts
@@ -166,7 +133,7 @@ func StartSeaweed(ctx context.Context, cfg SeaweedConfig) (*Seaweed, error) {
 			break
 		}
 	}
-	w.closeLog()
+	w.proc.closeLog()
 	os.RemoveAll(sock)
 	return nil, err
 }
@@ -262,24 +229,19 @@ func (w *Seaweed) start(ctx context.Context, p seaweedPorts) error {
 	cmd.Dir = w.cfg.Dir // weed also reads its toml files from the working folder
 	cmd.Env = seaweedEnv()
 	cmd.Stdout, cmd.Stderr = w.cfg.Log, w.cfg.Log
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("s3test: start %s: %w", w.cfg.Bin, err)
+	exited, err := w.proc.launch(cmd)
+	if err != nil {
+		return err
 	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
 	w.mu.Lock()
-	w.cmd, w.exited, w.ports = cmd, exited, p
+	w.ports = p
 	w.Endpoint = "http://127.0.0.1:" + strconv.Itoa(p.s3)
 	w.mu.Unlock()
-
-	if err := w.awaitReady(ctx, exited); err != nil {
-		_ = w.kill()
-		return fmt.Errorf("%w%s", err, w.logTail())
+	err = w.awaitReady(ctx, exited)
+	if err != nil {
+		removeGRPCSockets(p) // await killed it
 	}
-	return nil
+	return err
 }
 
 // seaweedEnv is the process environment without the WEED_* settings weed
@@ -298,8 +260,6 @@ func seaweedEnv() []string {
 // answers ListBuckets some seconds before the volume server has joined the
 // master and writes work. The probe's bucket is deleted again.
 func (w *Seaweed) awaitReady(ctx context.Context, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.StartTimeout)
-	defer cancel()
 	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
 	client := w.Client(func(http.RoundTripper) http.RoundTripper { return tr })
@@ -324,40 +284,7 @@ func (w *Seaweed) awaitReady(ctx context.Context, exited <-chan struct{}) error 
 		_, err := client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: &bucket}, once)
 		return err
 	}
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		actx, acancel := context.WithTimeout(ctx, 10*time.Second)
-		err := probe(actx)
-		acancel()
-		if err == nil {
-			return nil
-		}
-		last = err
-		select {
-		case <-exited:
-			return fmt.Errorf("s3test: seaweedfs on %s exited during start-up (last probe: %v)", w.Endpoint, last)
-		case <-ctx.Done():
-			return fmt.Errorf("s3test: seaweedfs on %s did not store an object within %s: %v", w.Endpoint, w.cfg.StartTimeout, last)
-		case <-tick.C:
-		}
-	}
-}
-
-// logTail returns the end of the default log file, for error messages.
-func (w *Seaweed) logTail() string {
-	if w.logF == nil {
-		return ""
-	}
-	data, err := os.ReadFile(w.logF.Name())
-	if err != nil || len(data) == 0 {
-		return ""
-	}
-	if len(data) > 3000 {
-		data = data[len(data)-3000:]
-	}
-	return "\nweed output:\n" + string(data)
+	return w.proc.await(ctx, exited, w.Endpoint, "store an object", w.cfg.StartTimeout, 250*time.Millisecond, 10*time.Second, probe)
 }
 
 // Client returns a new S3 client for the gateway with its own transport;
@@ -376,48 +303,27 @@ const seaweedStopGrace = 3 * time.Second
 // Stop ends the server, SIGTERM then, after a few seconds, SIGKILL, and
 // waits for the process to end. It is safe to call more than once.
 func (w *Seaweed) Stop() error {
-	w.mu.Lock()
-	cmd, exited := w.cmd, w.exited
-	w.mu.Unlock()
-	var err error
-	if cmd != nil {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-			w.mu.Lock()
-			w.cmd = nil
-			ports := w.ports
-			w.mu.Unlock()
-			removeGRPCSockets(ports)
-		case <-time.After(seaweedStopGrace):
-			err = w.kill()
-		}
-	}
-	w.closeLog()
+	err := w.proc.stop(seaweedStopGrace)
+	w.removeSockets()
+	w.proc.closeLog()
 	os.RemoveAll(w.sock)
 	return err
 }
 
-// kill ends the process with SIGKILL, as a crash would, if one runs, and
-// waits for it.
+// kill ends the process with SIGKILL, as a crash would, if one runs, waits
+// for it, and removes the sockets it leaves.
 func (w *Seaweed) kill() error {
+	err := w.proc.kill()
+	w.removeSockets()
+	return err
+}
+
+// removeSockets removes the gRPC sockets of the current ports.
+func (w *Seaweed) removeSockets() {
 	w.mu.Lock()
-	cmd, exited, ports := w.cmd, w.exited, w.ports
-	w.cmd = nil
+	ports := w.ports
 	w.mu.Unlock()
-	if cmd == nil {
-		return nil
-	}
-	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("s3test: kill weed: %w", err)
-	}
-	select {
-	case <-exited:
-		removeGRPCSockets(ports)
-		return nil
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("s3test: weed (pid %d) did not exit within 10s of SIGKILL", cmd.Process.Pid)
-	}
+	removeGRPCSockets(ports)
 }
 
 // removeGRPCSockets removes the unix sockets weed opens, next to its gRPC
@@ -442,13 +348,4 @@ func (w *Seaweed) Restart(ctx context.Context) error {
 	// The freed ports can be bound again at once: Go's listeners set
 	// SO_REUSEADDR, so connections in TIME_WAIT do not block them.
 	return w.start(ctx, ports)
-}
-
-func (w *Seaweed) closeLog() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.logF != nil {
-		w.logF.Close()
-		w.logF = nil
-	}
 }

@@ -27,28 +27,36 @@ const modulePath = "github.com/s3task/s3task"
 // (where `GOBIN=$PWD/.cache/bin go install` puts it). The result is an
 // absolute path.
 func GatewayBinary() (string, error) {
-	if p := os.Getenv(EnvGatewayBin); p != "" {
+	return findBinary(EnvGatewayBin, "versitygw", func(bin string) string {
+		return "GOBIN=" + bin + " go install github.com/versity/versitygw/cmd/versitygw@v1.8.0"
+	})
+}
+
+// findBinary returns the absolute path of the program name: $env, else
+// name on PATH, else .cache/bin/name under the module root. install says,
+// for that folder, how to put the program there.
+func findBinary(env, name string, install func(bin string) string) (string, error) {
+	if p := os.Getenv(env); p != "" {
 		abs, err := filepath.Abs(p)
 		if err != nil {
 			return "", err
 		}
 		if _, err := os.Stat(abs); err != nil {
-			return "", fmt.Errorf("s3test: %s=%s: %w", EnvGatewayBin, p, err)
+			return "", fmt.Errorf("s3test: %s=%s: %w", env, p, err)
 		}
 		return abs, nil
 	}
-	if p, err := exec.LookPath("versitygw"); err == nil {
+	if p, err := exec.LookPath(name); err == nil {
 		return filepath.Abs(p)
 	}
 	root, err := moduleRoot()
 	if err != nil {
-		return "", fmt.Errorf("s3test: versitygw is not on PATH and %w", err)
+		return "", fmt.Errorf("s3test: %s is not on PATH and %w", name, err)
 	}
-	p := filepath.Join(root, ".cache", "bin", "versitygw")
+	bin := filepath.Join(root, ".cache", "bin")
+	p := filepath.Join(bin, name)
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("s3test: versitygw not found (set %s, put it on PATH, or run "+
-			"GOBIN=%s go install github.com/versity/versitygw/cmd/versitygw@v1.8.0): %w",
-			EnvGatewayBin, filepath.Join(root, ".cache", "bin"), err)
+		return "", fmt.Errorf("s3test: %s not found (set %s, put it on PATH, or run %s): %w", name, env, install(bin), err)
 	}
 	return p, nil
 }
@@ -104,12 +112,9 @@ type Gateway struct {
 	AccessKey string
 	SecretKey string
 
-	cfg GatewayConfig
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has been waited for
-	logF   *os.File      // the default log file, if used
+	cfg  GatewayConfig
+	proc process
+	mu   sync.Mutex // guards Endpoint across a Restart
 }
 
 // StartGateway starts versitygw as cfg says and waits, at most
@@ -127,29 +132,19 @@ func StartGateway(ctx context.Context, cfg GatewayConfig) (*Gateway, error) {
 		}
 		cfg.Bin = bin
 	}
-	if cfg.AccessKey == "" {
-		cfg.AccessKey = "ak" + strings.ToLower(rand.Text()[:14])
-	}
-	if cfg.SecretKey == "" {
-		cfg.SecretKey = strings.ToLower(rand.Text())
-	}
+	randomKeys(&cfg.AccessKey, &cfg.SecretKey)
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 30 * time.Second
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("s3test: gateway root: %w", err)
 	}
-	g := &Gateway{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey, cfg: cfg}
-	if cfg.Log == nil {
-		f, err := os.OpenFile(cfg.Dir+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return nil, fmt.Errorf("s3test: gateway log: %w", err)
-		}
-		g.logF = f
-		g.cfg.Log = f
+	g := &Gateway{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey, cfg: cfg, proc: process{name: "versitygw"}}
+	var err error
+	if g.cfg.Log, err = g.proc.logTo(cfg.Log, cfg.Dir+".log"); err != nil {
+		return nil, err
 	}
 	fixed := cfg.Addr != ""
-	var err error
 	for try := 0; try < 5; try++ {
 		addr := cfg.Addr
 		if !fixed {
@@ -164,8 +159,18 @@ func StartGateway(ctx context.Context, cfg GatewayConfig) (*Gateway, error) {
 			break
 		}
 	}
-	g.closeLog()
+	g.proc.closeLog()
 	return nil, err
+}
+
+// randomKeys sets each empty key to a random one.
+func randomKeys(access, secret *string) {
+	if *access == "" {
+		*access = "ak" + strings.ToLower(rand.Text()[:14])
+	}
+	if *secret == "" {
+		*secret = strings.ToLower(rand.Text())
+	}
 }
 
 // freeAddr returns 127.0.0.1 with a port nobody listens on right now.
@@ -195,24 +200,14 @@ func (g *Gateway) start(ctx context.Context, addr string) error {
 	cmd := exec.Command(g.cfg.Bin, append(args, "posix", g.cfg.Dir)...)
 	cmd.Env = gatewayEnv(g.cfg.AccessKey, g.cfg.SecretKey)
 	cmd.Stdout, cmd.Stderr = g.cfg.Log, g.cfg.Log
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("s3test: start %s: %w", g.cfg.Bin, err)
+	exited, err := g.proc.launch(cmd)
+	if err != nil {
+		return err
 	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
 	g.mu.Lock()
-	g.cmd, g.exited = cmd, exited
 	g.Endpoint = "http://" + addr
 	g.mu.Unlock()
-
-	if err := g.awaitReady(ctx, exited); err != nil {
-		_ = g.kill()
-		return fmt.Errorf("%w%s", err, g.logTail())
-	}
-	return nil
+	return g.awaitReady(ctx, exited)
 }
 
 // gatewayEnv is the process environment without any setting versitygw
@@ -231,45 +226,15 @@ func gatewayEnv(access, secret string) []string {
 // awaitReady polls with a signed ListBuckets until the server answers it,
 // the process exits, or the start timeout passes.
 func (g *Gateway) awaitReady(ctx context.Context, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, g.cfg.StartTimeout)
-	defer cancel()
 	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
 	client := g.Client(func(http.RoundTripper) http.RoundTripper { return tr })
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := client.ListBuckets(actx, &s3.ListBucketsInput{}, func(o *s3.Options) { o.RetryMaxAttempts = 1 })
-		acancel()
-		if err == nil {
-			return nil
-		}
-		last = err
-		select {
-		case <-exited:
-			return fmt.Errorf("s3test: versitygw on %s exited during start-up (last probe: %v)", g.Endpoint, last)
-		case <-ctx.Done():
-			return fmt.Errorf("s3test: versitygw on %s did not answer within %s: %v", g.Endpoint, g.cfg.StartTimeout, last)
-		case <-tick.C:
-		}
-	}
-}
-
-// logTail returns the end of the default log file, for error messages.
-func (g *Gateway) logTail() string {
-	if g.logF == nil {
-		return ""
-	}
-	data, err := os.ReadFile(g.logF.Name())
-	if err != nil || len(data) == 0 {
-		return ""
-	}
-	if len(data) > 2000 {
-		data = data[len(data)-2000:]
-	}
-	return "\nversitygw output:\n" + string(data)
+	once := func(o *s3.Options) { o.RetryMaxAttempts = 1 }
+	return g.proc.await(ctx, exited, g.Endpoint, "answer", g.cfg.StartTimeout, 50*time.Millisecond, 2*time.Second,
+		func(ctx context.Context) error {
+			_, err := client.ListBuckets(ctx, &s3.ListBucketsInput{}, once)
+			return err
+		})
 }
 
 // Client returns a new S3 client for the gateway with its own transport;
@@ -303,29 +268,9 @@ func (g *Gateway) CreateUser(ctx context.Context, access, secret string) error {
 // Stop kills the server (SIGKILL, as a crash would) and waits for the
 // process to end. It is safe to call more than once.
 func (g *Gateway) Stop() error {
-	err := g.kill()
-	g.closeLog()
+	err := g.proc.kill()
+	g.proc.closeLog()
 	return err
-}
-
-// kill ends the process, if one runs, and waits for it.
-func (g *Gateway) kill() error {
-	g.mu.Lock()
-	cmd, exited := g.cmd, g.exited
-	g.cmd = nil
-	g.mu.Unlock()
-	if cmd == nil {
-		return nil
-	}
-	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("s3test: kill versitygw: %w", err)
-	}
-	select {
-	case <-exited:
-		return nil
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("s3test: versitygw (pid %d) did not exit within 10s of SIGKILL", cmd.Process.Pid)
-	}
 }
 
 // Restart kills the server and starts it again on the same address with the
@@ -334,19 +279,10 @@ func (g *Gateway) Restart(ctx context.Context) error {
 	g.mu.Lock()
 	addr := strings.TrimPrefix(g.Endpoint, "http://")
 	g.mu.Unlock()
-	if err := g.kill(); err != nil {
+	if err := g.proc.kill(); err != nil {
 		return err
 	}
 	// The freed port can be bound again at once: Go's listeners set
 	// SO_REUSEADDR, so connections in TIME_WAIT do not block it.
 	return g.start(ctx, addr)
-}
-
-func (g *Gateway) closeLog() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.logF != nil {
-		g.logF.Close()
-		g.logF = nil
-	}
 }
