@@ -52,49 +52,49 @@ type RemoteConfig struct {
 
 // Remote returns the server configured in the environment, and ok=false if
 // there is none.
-func Remote() (RemoteConfig, bool) {
-	c := RemoteConfig{
-		Endpoint:   os.Getenv(EnvEndpoint),
-		AccessKey:  os.Getenv(EnvAccessKey),
-		SecretKey:  os.Getenv(EnvSecretKey),
-		GatewayBin: os.Getenv(EnvGatewayBin),
-		SeaweedBin: os.Getenv(EnvSeaweedBin),
-	}
-	return c, c.Endpoint != ""
-}
+func Remote() (RemoteConfig, bool) { return remoteFrom(EnvEndpoint, EnvAccessKey, EnvSecretKey) }
 
 // RemoteT returns the configured server, or skips the test with a message
 // saying how to configure one.
 func RemoteT(t testing.TB) RemoteConfig {
 	t.Helper()
-	c, ok := Remote()
-	if !ok {
-		t.Skipf("%s is not set: no real S3 server; run `go run ./internal/cmd/s3gw -- go test ./...` (or `make test/integration`) to include this test", EnvEndpoint)
-	}
-	return c
+	return remoteOrSkip(t, Remote, "%s is not set: no real S3 server; run `go run ./internal/cmd/s3gw -- go test ./...` (or `make test/integration`) to include this test", EnvEndpoint)
 }
 
 // SeaweedRemote returns the SeaweedFS server configured in the environment
 // ([EnvSeaweedEndpoint] and its credentials), and ok=false if there is
 // none.
 func SeaweedRemote() (RemoteConfig, bool) {
-	c := RemoteConfig{
-		Endpoint:   os.Getenv(EnvSeaweedEndpoint),
-		AccessKey:  os.Getenv(EnvSeaweedAccessKey),
-		SecretKey:  os.Getenv(EnvSeaweedSecretKey),
-		GatewayBin: os.Getenv(EnvGatewayBin),
-		SeaweedBin: os.Getenv(EnvSeaweedBin),
-	}
-	return c, c.Endpoint != ""
+	return remoteFrom(EnvSeaweedEndpoint, EnvSeaweedAccessKey, EnvSeaweedSecretKey)
 }
 
 // SeaweedRemoteT returns the configured SeaweedFS server, or skips the test
 // with a message saying how to configure one.
 func SeaweedRemoteT(t testing.TB) RemoteConfig {
 	t.Helper()
-	c, ok := SeaweedRemote()
+	return remoteOrSkip(t, SeaweedRemote, "%s is not set: no SeaweedFS server; build it with `bash .ci/seaweedfs.sh` and run `go run ./internal/cmd/s3gw -- go test ./...` to include this test", EnvSeaweedEndpoint)
+}
+
+// remoteFrom reads a server's address and credentials from the named
+// variables, and the binaries' from theirs.
+func remoteFrom(endpoint, access, secret string) (RemoteConfig, bool) {
+	c := RemoteConfig{
+		Endpoint:   os.Getenv(endpoint),
+		AccessKey:  os.Getenv(access),
+		SecretKey:  os.Getenv(secret),
+		GatewayBin: os.Getenv(EnvGatewayBin),
+		SeaweedBin: os.Getenv(EnvSeaweedBin),
+	}
+	return c, c.Endpoint != ""
+}
+
+// remoteOrSkip returns the server remote finds, or skips t with the
+// message.
+func remoteOrSkip(t testing.TB, remote func() (RemoteConfig, bool), format string, args ...any) RemoteConfig {
+	t.Helper()
+	c, ok := remote()
 	if !ok {
-		t.Skipf("%s is not set: no SeaweedFS server; build it with `bash .ci/seaweedfs.sh` and run `go run ./internal/cmd/s3gw -- go test ./...` to include this test", EnvSeaweedEndpoint)
+		t.Skipf(format, args...)
 	}
 	return c
 }
