@@ -132,60 +132,33 @@ func run() int {
 			}
 		}
 	}()
-	if want["versitygw"] {
+	for _, sv := range kinds(ctx, *timeout) {
+		if !want[sv.name] {
+			continue
+		}
 		wg.Go(func() {
-			bin, err := s3test.GatewayBinary()
+			bin, err := sv.binary()
 			if err != nil {
 				add(nil, nil, err)
 				return
 			}
 			begin := time.Now()
-			gw, err := s3test.StartGateway(ctx, s3test.GatewayConfig{
-				Bin: bin, Dir: filepath.Join(tmp, "versitygw"), StartTimeout: *timeout,
-			})
+			run, err := sv.start(bin, filepath.Join(tmp, sv.name))
 			if err != nil {
 				add(nil, nil, err)
 				return
 			}
-			fmt.Fprintf(os.Stderr, "s3gw: versitygw (%s) listening on %s, ready in %s\n", bin, gw.Endpoint, time.Since(begin).Round(time.Millisecond))
-			if err := makeBucket(ctx, gw.Client(), *bucket); err != nil {
-				add(nil, nil, fmt.Errorf("versitygw: %w", errors.Join(err, gw.Stop())))
+			fmt.Fprintf(os.Stderr, "s3gw: %s (%s) listening on %s, ready in %s\n", sv.name, bin, run.endpoint, time.Since(begin).Round(time.Millisecond))
+			if err := makeBucket(ctx, run.client, *bucket); err != nil {
+				add(nil, nil, fmt.Errorf("%s: %w", sv.name, errors.Join(err, run.stop())))
 				return
 			}
 			add([]string{
-				s3test.EnvEndpoint + "=" + gw.Endpoint,
-				s3test.EnvAccessKey + "=" + gw.AccessKey,
-				s3test.EnvSecretKey + "=" + gw.SecretKey,
-				s3test.EnvGatewayBin + "=" + bin,
-			}, gw.Stop, nil)
-		})
-	}
-	if want["seaweedfs"] {
-		wg.Go(func() {
-			bin, err := s3test.SeaweedBinary()
-			if err != nil {
-				add(nil, nil, err)
-				return
-			}
-			begin := time.Now()
-			sw, err := s3test.StartSeaweed(ctx, s3test.SeaweedConfig{
-				Bin: bin, Dir: filepath.Join(tmp, "seaweedfs"), StartTimeout: *timeout,
-			})
-			if err != nil {
-				add(nil, nil, err)
-				return
-			}
-			fmt.Fprintf(os.Stderr, "s3gw: seaweedfs (%s) listening on %s, ready in %s\n", bin, sw.Endpoint, time.Since(begin).Round(time.Millisecond))
-			if err := makeBucket(ctx, sw.Client(), *bucket); err != nil {
-				add(nil, nil, fmt.Errorf("seaweedfs: %w", errors.Join(err, sw.Stop())))
-				return
-			}
-			add([]string{
-				s3test.EnvSeaweedEndpoint + "=" + sw.Endpoint,
-				s3test.EnvSeaweedAccessKey + "=" + sw.AccessKey,
-				s3test.EnvSeaweedSecretKey + "=" + sw.SecretKey,
-				s3test.EnvSeaweedBin + "=" + bin,
-			}, sw.Stop, nil)
+				sv.vars[0] + "=" + run.endpoint,
+				sv.vars[1] + "=" + run.access,
+				sv.vars[2] + "=" + run.secret,
+				sv.vars[3] + "=" + bin,
+			}, run.stop, nil)
 		})
 	}
 	wg.Wait()
@@ -235,4 +208,41 @@ func makeBucket(ctx context.Context, client *s3.Client, bucket string) error {
 	defer cancel()
 	_, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &bucket})
 	return err
+}
+
+// running is what s3gw needs of a server it started.
+type running struct {
+	endpoint, access, secret string
+	client                   *s3.Client
+	stop                     func() error
+}
+
+// server is one kind of server s3gw can start: how to find its binary,
+// how to start it in a folder, and the variables that pass it on (the
+// endpoint's, the access key's, the secret key's and the binary's).
+type server struct {
+	name   string
+	binary func() (string, error)
+	start  func(bin, dir string) (running, error)
+	vars   [4]string
+}
+
+// kinds lists the servers s3gw can start, each within timeout.
+func kinds(ctx context.Context, timeout time.Duration) []server {
+	return []server{
+		{"versitygw", s3test.GatewayBinary, func(bin, dir string) (running, error) {
+			gw, err := s3test.StartGateway(ctx, s3test.GatewayConfig{Bin: bin, Dir: dir, StartTimeout: timeout})
+			if err != nil {
+				return running{}, err
+			}
+			return running{gw.Endpoint, gw.AccessKey, gw.SecretKey, gw.Client(), gw.Stop}, nil
+		}, [4]string{s3test.EnvEndpoint, s3test.EnvAccessKey, s3test.EnvSecretKey, s3test.EnvGatewayBin}},
+		{"seaweedfs", s3test.SeaweedBinary, func(bin, dir string) (running, error) {
+			sw, err := s3test.StartSeaweed(ctx, s3test.SeaweedConfig{Bin: bin, Dir: dir, StartTimeout: timeout})
+			if err != nil {
+				return running{}, err
+			}
+			return running{sw.Endpoint, sw.AccessKey, sw.SecretKey, sw.Client(), sw.Stop}, nil
+		}, [4]string{s3test.EnvSeaweedEndpoint, s3test.EnvSeaweedAccessKey, s3test.EnvSeaweedSecretKey, s3test.EnvSeaweedBin}},
+	}
 }
