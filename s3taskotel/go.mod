@@ -3,6 +3,7 @@ module github.com/s3task/s3task/s3taskotel
 go 1.26.0
 
 require (
+	github.com/google/go-cmp v0.7.0
 	github.com/s3task/s3task v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0

@@ -16,6 +16,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/s3task/s3task"
 	"github.com/s3task/s3task/s3taskotel"
 	"github.com/s3task/s3task/s3tasktest"
@@ -307,13 +309,21 @@ func TestStoreSpanError(t *testing.T) {
 	if _, err := store.Retry(ctx, task.ID); !errors.Is(err, s3task.ErrInvalidTransition) {
 		t.Fatalf("retry of a created task: %v", err)
 	}
+	if _, err := store.Schedule(ctx, task.ID, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := store.Cancel(ctx, task.ID, "done"); err != nil {
 		t.Fatal(err)
 	}
 	retry := producer.one(t, "s3task.retry")
 	wantAttrs(t, retry, map[string]string{"error.type": "invalid_transition", "messaging.message.id": task.ID})
-	if retry.Status().Code != codes.Error {
-		t.Errorf("retry span status %v, want Error", retry.Status())
+	if retry.Status().Code != codes.Error || retry.SpanKind() != trace.SpanKindProducer {
+		t.Errorf("retry span status %v, kind %v; want Error, producer", retry.Status(), retry.SpanKind())
+	}
+	schedule := producer.one(t, "s3task.schedule")
+	wantAttrs(t, schedule, map[string]string{"messaging.operation.name": "schedule", "messaging.operation.type": "", "s3task.task.status": "created"})
+	if schedule.SpanKind() != trace.SpanKindClient {
+		t.Errorf("schedule span kind %v, want client", schedule.SpanKind())
 	}
 	cancel := producer.one(t, "s3task.cancel")
 	wantAttrs(t, cancel, map[string]string{"s3task.task.status": "abandoned", "messaging.operation.type": "", "error.type": ""})
@@ -464,6 +474,18 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The attempt spans name the same outcomes, as the handlers saw them.
+	outcomes := map[string]string{}
+	for _, a := range worker.named("s3task.process") {
+		got := attrs(a)
+		outcomes[got["s3task.task.type"]] += got["s3task.outcome"] + " "
+	}
+	if diff := cmp.Diff(map[string]string{
+		"a": "completed ", "b": "failed failed ", "c": "canceled ", "d": "lease_lost ", "e": "completed ",
+	}, outcomes); diff != "" {
+		t.Errorf("attempt spans' outcomes by type (-want +got):\n%s", diff)
+	}
+
 	m := worker.collect(t)
 	got := sums(t, m["s3task.attempts"], s3taskotel.TaskTypeKey, s3taskotel.OutcomeKey, "error.type")
 	want := map[string]int64{
@@ -516,5 +538,33 @@ func TestMetrics(t *testing.T) {
 	// headers, to a second.
 	if a := waits["a"]; a.Count != 1 || a.Sum < 88.5 || a.Sum > 91.5 {
 		t.Errorf("queue wait of the task left 90 s in the queue: %v s over %d, want 90 s ± 1.5 s", a.Sum, a.Count)
+	}
+}
+
+// A handler that returns an error after its worker began to stop, or that
+// returns at all after its lease or task is gone, is labelled by the cause
+// of its context, not as a plain failure.
+func TestAttemptOutcomeFollowsCause(t *testing.T) {
+	worker := newProcess(t, false)
+	mw := worker.tel.Middleware()
+	job := &s3task.Job{Task: s3task.Task{ID: "7YBQ8XNVT7VXV4E6Q8DFRK2132", Attempt: 1}}
+	cases := []struct {
+		cause   error
+		err     error
+		outcome string
+	}{
+		{s3task.ErrWorkerStopping, errors.New("interrupted"), "shutdown"},
+		{s3task.ErrWorkerStopping, nil, "completed"}, // finished in time: the worker completes it
+		{s3task.ErrLeaseLost, nil, "lease_lost"},
+		{s3task.ErrTaskCanceled, errors.New("stopped"), "canceled"},
+	}
+	for i, c := range cases {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(c.cause)
+		_ = mw(s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return c.err })).Work(ctx, job)
+		spans := worker.named("s3task.process")
+		if got := attrs(spans[len(spans)-1])["s3task.outcome"]; got != c.outcome {
+			t.Errorf("case %d: cause %v, error %v: outcome %q, want %q", i, c.cause, c.err, got, c.outcome)
+		}
 	}
 }
