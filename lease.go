@@ -261,7 +261,7 @@ func (l *lease) write(ctx context.Context, e event) error {
 	case err == nil:
 		l.hold(got, etag)
 		return nil
-	case errors.Is(err, errLost), errors.Is(err, errOvertaken), errors.Is(err, ErrNotFound), errors.Is(err, errGone):
+	case errors.Is(err, errLost), errors.Is(err, errOvertaken), errors.Is(err, errGone):
 		cause := ErrLeaseLost
 		if got != nil && got.Status == StatusAbandoned {
 			cause = ErrTaskCanceled
