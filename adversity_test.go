@@ -953,3 +953,60 @@ func TestAdversityLeftoverMarkerOfFinishedTask(t *testing.T) {
 		}
 	})
 }
+
+// TestAdversityOutcomeAfterStalledRenewal: a handler that returned before
+// its lease's deadline has its outcome written, even when a renewal under
+// way stalls until that deadline. The renewal's request gives up at the
+// deadline, the very instant the lease stops being trusted; the handler is
+// over by then, so no two handlers can overlap, and the final write is a
+// compare-and-set that lands only if nobody took the task. Writing it
+// saves the attempt, which would otherwise be used up by a lease left to
+// expire. Before, which of the two came first was the Go scheduler's
+// coin toss; ten tasks in a row make a coin toss fail this test.
+func TestAdversityOutcomeAfterStalledRenewal(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		const tasks = 10
+		ids := map[string]bool{}
+		for i := range tasks {
+			ids[e.submit(CreateParams{Name: fmt.Sprintf("stalled renewal %d", i)}).ID] = true
+		}
+		// Each task's second record write by the worker (its first renewal)
+		// hangs until the request's context ends.
+		var mu sync.Mutex
+		writes := map[string]int{}
+		st := e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+			for id := range ids {
+				if advIsRecord(r, http.MethodPut, id) {
+					mu.Lock()
+					writes[id]++
+					n := writes[id]
+					mu.Unlock()
+					if n == 2 {
+						<-r.Context().Done()
+						return nil, r.Context().Err()
+					}
+				}
+			}
+			return next.RoundTrip(r)
+		}))
+		// The handler returns after the renewal stalled, well before the
+		// deadline (the lease's end less the margin, 55 s after the claim).
+		w := e.run(st, func(ctx context.Context, job *Job) error {
+			select {
+			case <-time.After(DefaultLeaseDuration / 2):
+				return nil
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}, &WorkerOptions{ID: "w", ReconcileInterval: -1})
+		for range tasks {
+			advAwait(t, w.started, 10*time.Minute, "a handler start")
+		}
+		time.Sleep(2 * DefaultLeaseDuration)
+		for id := range ids {
+			if got := e.record(id); got.Status != StatusCompleted || got.Attempt != 1 {
+				t.Errorf("task %s: %s, attempt %d [%s], want completed by attempt 1", id, got.Status, got.Attempt, got.ErrorCategory)
+			}
+		}
+	})
+}

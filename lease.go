@@ -113,15 +113,28 @@ func (l *lease) heartbeats(ctx context.Context, stop <-chan struct{}, stopped ch
 	wait, failures := l.renewIn(interval), 0
 	for {
 		tick := time.NewTimer(wait)
+		expired := false
 		select {
 		case <-stop:
-			tick.Stop()
-			return
 		case <-expire.C:
-			tick.Stop()
+			expired = true
+		case <-tick.C:
+		}
+		tick.Stop()
+		select {
+		case <-stop:
+			// The handler has returned: its outcome is written next, even
+			// if the deadline or a renewal came at the same instant (as it
+			// does when a renewal under way ran into the deadline while the
+			// handler returned). No handler runs past the deadline either
+			// way, and a final write that lands is never wrong: it is a
+			// compare-and-set against the record as this lease last wrote it.
+			return
+		default:
+		}
+		if expired {
 			l.lose(ErrLeaseLost, nil)
 			return
-		case <-tick.C:
 		}
 		progress, _ := l.job.state()
 		// A renewal must land before the deadline or not at all: one that
