@@ -197,7 +197,7 @@ func (l *lease) finish(ctx context.Context, handlerErr error) {
 		e = event{kind: evRelease}
 	default:
 		var he *handlerError
-		delay := l.w.opts.Backoff(l.task.AttemptsUsed())
+		delay := l.w.backoff(l.task.ID, l.task.AttemptsUsed())
 		if errors.As(handlerErr, &he) && he.hasDelay {
 			delay = he.delay
 		}

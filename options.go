@@ -377,9 +377,6 @@ func (o *WorkerOptions) withDefaults(storeLog *slog.Logger) (WorkerOptions, erro
 	if c.ID == "" {
 		c.ID = defaultWorkerID()
 	}
-	if c.Backoff == nil {
-		c.Backoff = DefaultBackoff
-	}
 	if c.Logger == nil {
 		c.Logger = storeLog
 	}
@@ -398,7 +395,10 @@ func defaultWorkerID() string {
 // DefaultBackoff waits about 10s after the first failed attempt, doubling
 // each time up to 10 minutes, with the second half of each wait random
 // ("equal jitter"), so tasks that failed together do not retry together.
-func DefaultBackoff(attempt int) time.Duration {
+func DefaultBackoff(attempt int) time.Duration { return backoffFor(attempt, jitter) }
+
+// backoffFor is DefaultBackoff with the jitter drawn from jitter.
+func backoffFor(attempt int, jitter func(time.Duration) time.Duration) time.Duration {
 	d := 10 * time.Second
 	for i := 1; i < attempt && d < 10*time.Minute; i++ {
 		d *= 2
@@ -413,4 +413,22 @@ func jitter(d time.Duration) time.Duration {
 		return 0
 	}
 	return time.Duration(mrand.Int64N(int64(d)))
+}
+
+// jitter returns a random duration in [0, d) from the store's randomness;
+// label names what it is for (see package internal/entropy).
+func (s *Store) jitter(label string, d time.Duration) time.Duration {
+	if d <= 0 || s.rnd == nil {
+		return jitter(d)
+	}
+	return time.Duration(s.rnd.Int64N(label, int64(d)))
+}
+
+// shuffle shuffles n elements with swap, from the store's randomness.
+func (s *Store) shuffle(label string, n int, swap func(i, j int)) {
+	if s.rnd == nil {
+		mrand.Shuffle(n, swap)
+		return
+	}
+	s.rnd.Shuffle(label, n, swap)
 }

@@ -3,7 +3,6 @@ package s3task
 import (
 	"context"
 	"errors"
-	mrand "math/rand/v2"
 	"time"
 )
 
@@ -102,7 +101,7 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 		// that others read too would have every worker reach for the same
 		// markers.
 		head := min(len(todo), w.spread*(cap(w.slots)-len(w.slots)))
-		mrand.Shuffle(head, func(i, j int) { todo[i], todo[j] = todo[j], todo[i] })
+		s.shuffle("poll", head, func(i, j int) { todo[i], todo[j] = todo[j], todo[i] })
 		if serve(todo[:head]) {
 			return true, due
 		}

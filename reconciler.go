@@ -104,7 +104,7 @@ type reconciler struct {
 func (w *Worker) newReconciler() *reconciler {
 	r := &reconciler{w: w}
 	if w.opts.ReconcileInterval > 0 {
-		r.next = time.Now().Add(jitter(w.opts.ReconcileInterval))
+		r.next = time.Now().Add(w.store.jitter("reconcile", w.opts.ReconcileInterval))
 	}
 	return r
 }

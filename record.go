@@ -23,6 +23,17 @@ func newRevision() string {
 	return hex.EncodeToString(b[:])
 }
 
+// revision returns a fresh revision tag for a write of the object key,
+// from the store's randomness.
+func (s *Store) revision(key string) string {
+	if s.rnd == nil {
+		return newRevision()
+	}
+	var b [8]byte
+	s.rnd.Read("rev/"+key, b[:])
+	return hex.EncodeToString(b[:])
+}
+
 // read fetches a task's record and its ETag.
 func (s *Store) read(ctx context.Context, id string) (*Task, string, error) {
 	key := s.recordKey(id)
@@ -79,13 +90,13 @@ const settleWithin = 30 * time.Second
 // record and ETag, so the caller can decide again without another GET.
 func (s *Store) commit(ctx context.Context, cur *Task, etag string, next *Task) (*Task, string, error) {
 	n := next.clone()
-	succeed(cur, n, newRevision())
+	key := s.recordKey(n.ID)
+	succeed(cur, n, s.revision(key))
 	n.UpdatedAt = s.stamp()
 	body, err := encodeRecord(n)
 	if err != nil {
 		return nil, "", fmt.Errorf("s3task: encode record %s: %w", n.ID, err)
 	}
-	key := s.recordKey(n.ID)
 	in := &s3.PutObjectInput{
 		Bucket:        &s.bucket,
 		Key:           &key,
@@ -143,7 +154,7 @@ func (s *Store) reread(ctx context.Context, id string) (*Task, string, error) {
 		if err == nil || errors.Is(err, ErrNotFound) || errors.As(err, &re) {
 			return t, etag, err
 		}
-		if !sleepCtx(ctx, backoff(try, 250*time.Millisecond, 4*time.Second)) {
+		if !sleepCtx(ctx, s.backoff("reread/"+id, try, 250*time.Millisecond, 4*time.Second)) {
 			return nil, "", err
 		}
 	}
@@ -151,9 +162,9 @@ func (s *Store) reread(ctx context.Context, id string) (*Task, string, error) {
 
 // backoff returns the wait before try number try (from 0): first about
 // base, doubling up to about most, the second half of each wait random.
-func backoff(try int, base, most time.Duration) time.Duration {
+func (s *Store) backoff(label string, try int, base, most time.Duration) time.Duration {
 	d := min(base<<min(try, 20), most)
-	return d/2 + jitter(d/2)
+	return d/2 + s.jitter(label, d/2)
 }
 
 // sleepCtx waits for d, or until ctx ends; it reports whether it waited
@@ -187,7 +198,7 @@ func (s *Store) apply(ctx context.Context, t *Task, etag string, e event) (*Task
 		if try > s.opts.ConflictRetries {
 			return nil, false, fmt.Errorf("%w: task %s changed %d times in a row", ErrConflict, t.ID, try)
 		}
-		if try > 0 && !sleepCtx(ctx, backoff(try-1, 20*time.Millisecond, time.Second)) {
+		if try > 0 && !sleepCtx(ctx, s.backoff("apply/"+t.ID, try-1, 20*time.Millisecond, time.Second)) {
 			return nil, false, ctx.Err()
 		}
 		got, gotETag, err := s.commitMarked(ctx, t, etag, next)

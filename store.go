@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/s3task/s3task/internal/entropy"
 	"github.com/s3task/s3task/internal/s3x"
 )
 
@@ -40,6 +41,27 @@ type Store struct {
 	skew      atomic.Int64
 	lastStamp atomic.Int64 // the latest time stamp returned, in Unix milliseconds
 	local     localWorkers // workers of this process, woken by Submit and Retry
+
+	// rnd, if set, is the source of all the store's randomness, and ids
+	// its ID generator (see package internal/entropy); nil: crypto/rand
+	// for revisions and IDs, math/rand/v2 for the rest.
+	rnd *entropy.Source
+	ids *idGen
+}
+
+func init() {
+	entropy.Use = func(store any, src *entropy.Source) {
+		s := store.(*Store)
+		s.rnd, s.ids = src, &idGen{read: func(b []byte) { src.Read("id", b) }}
+	}
+}
+
+// newID returns a new task ID for time t, from the store's generator.
+func (s *Store) newID(t time.Time) string {
+	if s.ids == nil {
+		return NewIDAt(t)
+	}
+	return s.ids.at(t)
 }
 
 // NewStore returns a Store for the tasks under opts.Prefix in bucket. The
@@ -216,7 +238,7 @@ func (s *Store) create(ctx context.Context, p CreateParams) (*Task, error) {
 		return nil, err
 	}
 	now := s.stamp()
-	id := NewIDAt(now)
+	id := s.newID(now)
 	t := &Task{
 		SchemaVersion:  SchemaVersion,
 		ID:             id,

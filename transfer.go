@@ -198,7 +198,7 @@ func (s *Store) UploadInput(ctx context.Context, id string, r io.Reader) error {
 // refusal may answer the SDK's resend of our own write whose response was
 // lost, a token in the object's metadata tells whose it is.
 func (s *Store) createObject(ctx context.Context, key string, body io.ReadSeeker, size int64, contentType string) (bool, error) {
-	token := newRevision()
+	token := s.revision(key)
 	in := &s3.PutObjectInput{
 		Bucket: &s.bucket, Key: &key, Body: body, ContentLength: aws.Int64(size),
 		IfNoneMatch: aws.String("*"),

@@ -38,6 +38,7 @@ type idGen struct {
 	last map[uint64]randPart // millisecond -> last random part used for it
 	ring [idGenMemory]uint64 // the remembered milliseconds, oldest replaced first
 	next int                 // ring position to replace next
+	read func([]byte)        // the source of the random parts; nil: crypto/rand
 }
 
 // randPart is the 80-bit random part of an ID.
@@ -60,10 +61,22 @@ func NewID() string {
 // IDs for earlier times; IDs made in one process for the same millisecond are
 // unique and each sorts before the ones made before it. Times before the Unix
 // epoch are treated as the epoch. It is safe for concurrent use.
-func NewIDAt(t time.Time) string {
+func NewIDAt(t time.Time) string { return defaultIDs.at(t) }
+
+// at returns a new ID for time t.
+func (g *idGen) at(t time.Time) string {
 	var id ulid.ULID
-	defaultIDs.make(func() time.Time { return t }, &id)
+	g.make(func() time.Time { return t }, &id)
 	return id.String()
+}
+
+// random fills b with random bytes.
+func (g *idGen) random(b []byte) {
+	if g.read != nil {
+		g.read(b)
+		return
+	}
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
 }
 
 // make fills id for the time now returns. now is called under the lock, so
@@ -78,7 +91,7 @@ func (g *idGen) make(now func() time.Time, id *ulid.ULID) {
 		// Step the random part down by a random amount in [1, 2^32] so the
 		// new ID sorts first and stays hard to guess.
 		var b [4]byte
-		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+		g.random(b[:])
 		lo, borrow := bits.Sub64(r.lo, uint64(binary.BigEndian.Uint32(b[:]))+1, 0)
 		if r.hi >= uint16(borrow) {
 			r = randPart{hi: r.hi - uint16(borrow), lo: lo}
@@ -90,7 +103,7 @@ func (g *idGen) make(now func() time.Time, id *ulid.ULID) {
 	}
 	if !seen {
 		var b [10]byte
-		_, _ = rand.Read(b[:])
+		g.random(b[:])
 		r = randPart{hi: binary.BigEndian.Uint16(b[:2]), lo: binary.BigEndian.Uint64(b[2:])}
 	}
 	if _, ok := g.last[ms]; !ok {

@@ -83,7 +83,7 @@ func formatWake(notes []wakeNote) []byte {
 // list. It is only a hint: a failure is logged, and workers still list the
 // markers every MaxPollInterval. Requests: a GET and a PUT.
 func (s *Store) wake(ctx context.Context, key string) {
-	note := wakeNote{rev: newRevision(), key: key}
+	note := wakeNote{rev: s.revision(s.wakeKey()), key: key}
 	if key == "" {
 		note.key = "*"
 	}

@@ -90,6 +90,16 @@ func NewWorker(store *Store, h Handler, opts *WorkerOptions) (*Worker, error) {
 	return w, nil
 }
 
+// backoff returns the wait before task id is retried after its attempt n
+// failed: WorkerOptions.Backoff, or DefaultBackoff with the store's
+// randomness.
+func (w *Worker) backoff(id string, n int) time.Duration {
+	if w.opts.Backoff != nil {
+		return w.opts.Backoff(n)
+	}
+	return backoffFor(n, func(d time.Duration) time.Duration { return w.store.jitter("retry/"+id, d) })
+}
+
 // ID returns the worker's ID, as written in worker_id.
 func (w *Worker) ID() string { return w.opts.ID }
 
@@ -306,7 +316,7 @@ func (w *Worker) loop(ctx, base context.Context) {
 			}
 		}
 		// Jitter only shortens the wait, so pickup stays within PollInterval.
-		wait := w.opts.PollInterval*3/4 + jitter(w.opts.PollInterval/4)
+		wait := w.opts.PollInterval*3/4 + s.jitter("poll", w.opts.PollInterval/4)
 		if !due.IsZero() {
 			// The server's clock as read here is whole milliseconds: wait
 			// at least one, or a due time within it would spin the loop.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/s3task/s3task/internal/entropy"
 	"github.com/s3task/s3task/internal/faults"
 	"github.com/s3task/s3task/internal/s3test"
 )
@@ -44,7 +45,10 @@ func (p *proc) tag(next http.RoundTripper) http.RoundTripper {
 type link struct {
 	w    *World
 	name string
-	rng  *Rand
+	// net draws what happens to each request, keyed by the request (see
+	// request), so that concurrent goroutines of the process draw the same
+	// numbers on every run of a seed, whichever sends first.
+	net *entropy.Source
 
 	mu          sync.Mutex
 	pausedUntil time.Time
@@ -59,8 +63,16 @@ type link struct {
 	once    sync.Once
 }
 
-func newLink(w *World, name string, rng *Rand) *link {
-	return &link{w: w, name: name, rng: rng, crashed: make(chan struct{})}
+func newLink(w *World, name string) *link {
+	return &link{w: w, name: name, net: entropy.New(w.cfg.Seed, "net/"+name), crashed: make(chan struct{})}
+}
+
+// request returns the random numbers of one request, drawn from what it
+// is (method, operation, object key) and when it is sent: the same on every
+// run, whichever goroutine of the process sends first. Two goroutines
+// sending the same request at the same instant draw the same numbers.
+func (n *link) request(r *http.Request) *Rand {
+	return &Rand{r: n.net.At(r.Method+" "+s3test.Op(r)+" "+r.URL.Path, time.Now())}
 }
 
 // crash cuts the process off for good.
@@ -137,17 +149,17 @@ var faultNames = map[fault]string{
 	faultReset: "reset", fault409: "409",
 }
 
-func (n *link) draw(r *http.Request) (fault, time.Duration) {
+func (n *link) draw(r *http.Request, rng *Rand) (fault, time.Duration) {
 	s := n.w.cfg.Faults
 	if s == 0 {
 		return noFault, 0
 	}
 	var delay time.Duration
-	if n.rng.Chance(rateLatency * s) {
-		delay = n.rng.Dur(0, maxLatency)
+	if rng.Chance(rateLatency * s) {
+		delay = rng.Dur(0, maxLatency)
 	}
 	conditional := r.Method == http.MethodPut && (r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "")
-	u := n.rng.Float64()
+	u := rng.Float64()
 	for _, c := range []struct {
 		f fault
 		p float64
@@ -179,7 +191,16 @@ func (n *link) wrap(next http.RoundTripper) http.RoundTripper {
 func (n *link) roundTrip(next http.RoundTripper, r *http.Request) (_ *http.Response, sent bool, _ error) {
 	ctx := r.Context()
 	n.w.countRequest(r)
+	rng := n.request(r)
+	// Every request takes a moment of its own, under a millisecond, once
+	// it is through whatever held it up, and whatever becomes of it: no
+	// two requests reach S3, and no two goroutines learn what became of
+	// theirs, at the same instant of virtual time, even when a pause ends
+	// for all of them at once. What happens is then ordered by the
+	// bubble's clock, not by the Go scheduler, and a seed replays exactly.
+	moment := func() { pause(time.Microsecond + time.Duration(rng.IntN(int(time.Millisecond)))) }
 	if n.dead() {
+		moment()
 		return nil, false, s3test.ErrCut
 	}
 	// A paused process: the request hangs until the pause ends.
@@ -191,21 +212,24 @@ func (n *link) roundTrip(next http.RoundTripper, r *http.Request) (_ *http.Respo
 			break
 		}
 		if err := n.wait(ctx, d); err != nil {
+			moment()
 			return nil, false, err
 		}
 	}
-	f, delay := n.draw(r)
+	f, delay := n.draw(r, rng)
 	n.mu.Lock()
 	if time.Now().Before(n.slowUntil) {
-		delay += n.rng.Dur(time.Second, 8*time.Second)
+		delay += rng.Dur(time.Second, 8*time.Second)
 	}
 	n.mu.Unlock()
 	if delay > 0 {
 		n.w.count("latency")
 		if err := n.wait(ctx, delay); err != nil {
+			moment()
 			return nil, false, err
 		}
 	}
+	moment()
 	n.mu.Lock()
 	out := time.Now().Before(n.outageUntil)
 	n.mu.Unlock()
@@ -236,8 +260,8 @@ func (n *link) roundTrip(next http.RoundTripper, r *http.Request) (_ *http.Respo
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		// The connection that lost it is in trouble for a little while.
-		if n.rng.Chance(0.3) {
-			n.outage(n.rng.Dur(2*time.Second, 8*time.Second))
+		if rng.Chance(0.3) {
+			n.outage(rng.Dur(2*time.Second, 8*time.Second))
 		} else {
 			n.slow(5 * time.Second)
 		}

@@ -94,7 +94,7 @@ func (w *World) crash(p *proc) {
 	w.event(p.name, EventCrash, now, now)
 	p.link.crash()
 	p.cancel()
-	w.goReplace(p, p.rng.Dur(0, 30*time.Second), nil)
+	w.goReplace(p, w.rng.Dur(0, 30*time.Second), nil)
 }
 
 // stop stops worker p gracefully, as a deploy would, and starts its
@@ -106,7 +106,7 @@ func (w *World) stop(p *proc) {
 	now := time.Now()
 	w.event(p.name, EventStop, now, now)
 	p.cancel()
-	if p.rng.Chance(0.5) {
+	if w.rng.Chance(0.5) {
 		w.goReplace(p, 0, nil)
 	} else {
 		w.goReplace(p, 0, p.exited)

@@ -34,7 +34,7 @@ func (p *proc) onTerminal(ctx context.Context, t *s3task.Task) error {
 	var err error
 	switch w.noticeKindOf(t.Name) {
 	case noticeFlaky:
-		if p.rng.Chance(0.4) {
+		if p.hook.Chance(0.4) {
 			err = errHook
 		}
 	case noticeStubborn:
@@ -49,7 +49,7 @@ func (p *proc) onTerminal(ctx context.Context, t *s3task.Task) error {
 			err = fmt.Errorf("%w until %s", errHook, until.Format(time.TimeOnly))
 		}
 	case noticeSlow:
-		timer := time.NewTimer(p.rng.Dur(time.Minute, 3*time.Minute))
+		timer := time.NewTimer(p.hook.Dur(time.Minute, 3*time.Minute))
 		select {
 		case <-timer.C:
 		case <-ctx.Done():

@@ -39,7 +39,8 @@ func (r *Rand) IntN(n int) int {
 // Chance reports true with probability p.
 func (r *Rand) Chance(p float64) bool { return r.Float64() < p }
 
-// Dur returns a duration in [lo, hi), to the millisecond.
+// Dur returns a duration in [lo, hi), to the millisecond (lo itself if the
+// range is narrower than that).
 func (r *Rand) Dur(lo, hi time.Duration) time.Duration {
 	if hi <= lo {
 		return lo

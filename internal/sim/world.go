@@ -12,7 +12,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/internal/entropy"
 	"github.com/s3task/s3task/internal/s3test"
 )
 
@@ -45,7 +49,8 @@ type World struct {
 type proc struct {
 	w     *World
 	name  string
-	rng   *Rand
+	rng   *Rand // its own decisions, made by one goroutine at a time
+	hook  *Rand // its OnTerminal hook's
 	link  *link
 	raw   s3test.Objects // its client, for requests without the library
 	store *s3task.Store
@@ -110,9 +115,9 @@ func (w *World) event(name string, kind EventKind, start, end time.Time) {
 
 // newProc makes a process with its own client and store.
 func (w *World) newProc(name string) (*proc, error) {
-	p := &proc{w: w, name: name, rng: NewRand(w.cfg.Seed, "proc/"+name)}
-	p.link = newLink(w, name, NewRand(w.cfg.Seed, "net/"+name))
-	p.raw = s3test.Objects{Client: w.mem.Client(p.link.wrap, p.tag), Bucket: w.mem.Bucket}
+	p := &proc{w: w, name: name, rng: NewRand(w.cfg.Seed, "proc/"+name), hook: NewRand(w.cfg.Seed, "hook/"+name)}
+	p.link = newLink(w, name)
+	p.raw = s3test.Objects{Client: steadyRetries(w.mem.Client(p.link.wrap, p.tag)), Bucket: w.mem.Bucket}
 	skew := p.rng.Dur(-2*time.Minute, 2*time.Minute)
 	opts := &s3task.StoreOptions{
 		Clock:  func() time.Time { return time.Now().Add(skew) },
@@ -125,8 +130,23 @@ func (w *World) newProc(name string) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	entropy.Use(st, entropy.New(w.cfg.Seed, "lib/"+name))
 	p.store = st
 	return p, nil
+}
+
+// steadyRetries returns c with the SDK's standard retryer, but with a
+// backoff without jitter: the SDK draws its jitter from crypto/rand, which
+// a replay of the seed could not repeat. Half of the SDK's own upper
+// bound: 2^attempt seconds, at most 20 s.
+func steadyRetries(c *s3.Client) *s3.Client {
+	return s3.New(c.Options(), func(o *s3.Options) {
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+			so.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) {
+				return min(time.Second<<min(attempt, 10), 20*time.Second) / 2, nil
+			})
+		})
+	})
 }
 
 // applied records a write S3 applied. It runs while S3 serves nothing else.
