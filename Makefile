@@ -41,6 +41,10 @@ lint: ## gofmt, go vet and staticcheck
 bench: ## run the benchmark program: S3 requests per task, idle cost, contention, baselines, paging, large inputs
 	go run ./internal/cmd/bench
 
+.PHONY: mutants
+mutants: ## run every mutation of the library against the simulation (minutes)
+	go run ./internal/cmd/mutants
+
 .PHONY: test/outside
 test/outside: ## test a host module outside the repository that uses s3task and s3tasktest, and check its go.sum
 	bash .ci/outside.sh
