@@ -118,7 +118,14 @@
 // The key decides alone: a later call's other parameters are not compared.
 // The key has an object of its own, created with If-None-Match: *, that
 // names its task. A keyed Create costs one PUT more than a plain one; a
-// repeat costs one refused PUT and two GETs, and writes nothing.
+// repeat costs one refused PUT and two GETs, and writes nothing. At no
+// time do two live tasks share a key, even when Creates race with each
+// other, with crashes between a key's object and its task's record, and
+// with Purge: Purge keeps a keyed task until 10 minutes after its key was
+// written and leaves the key's object behind (at most 26 bytes) for the
+// next Create with that key to take over. [CreateParams.Key] gives the
+// exact rules and the one assumption they rest on (S3 applies a request
+// within a minute of its being sent, or never).
 //
 // # The worker side
 //

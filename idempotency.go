@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -20,13 +21,47 @@ import (
 // An idempotency key names a task by the caller's own word, such as a form's
 // submission token or an upstream event ID, so that creating it twice makes
 // one task. Each key has an object, <prefix>_keys/<sha256 of the key>,
-// created with If-None-Match: * and holding the ID of the task it names.
-// The first Create to write it makes the task; every later one reads it and
-// returns that task. The object lives as long as its task: Purge deletes it
-// with the task, and the key can then name a new task.
+// holding the ID of the task it names. The first Create writes it with
+// If-None-Match: * and then the task's record; every later one reads it and
+// returns that task.
+//
+// The key's object and the task's record are two objects, and S3 cannot
+// write both at once, so time closes the gaps:
+//
+//   - A record for the task a key names is written only within
+//     keyAdoptWithin of the key's object being written: by the Create that
+//     wrote it, or, if that one has not (it is slow, or died in between),
+//     by a later Create that finds the record missing, under the same ID,
+//     with If-None-Match: * so that only one of them makes it.
+//   - A key naming a task that has no record keyStaleAfter after it was
+//     written will never get one: its writer gave up, or its task was
+//     purged. The next Create takes the key over with a compare-and-set
+//     (If-Match on the key's object) and makes a new task.
+//   - Purge keeps a finished keyed task until keyHold after its key was
+//     written, far beyond keyAdoptWithin, so no write of a Create still in flight
+//     can bring a purged task back, and it never deletes the key's object:
+//     a delete racing with a new Create of the same key (another Purge's,
+//     or a late copy of its own request) could delete the new task's key,
+//     and a third Create would then make a second live task for it. So a
+//     key that was used leaves an object of at most 26 bytes behind, which
+//     the next Create with that key takes over.
+//
+// These hold as long as S3 applies a request within keyAdoptWithin of its
+// being sent, or not at all.
 
 // maxKeyLen bounds an idempotency key.
 const maxKeyLen = 256
+
+// The lifetime of an idempotency key; see above.
+const (
+	keyAdoptWithin = time.Minute
+	keyStaleAfter  = 2 * keyAdoptWithin
+	keyHold        = 10 * time.Minute
+)
+
+// keyTries bounds the rounds of a keyed Create that lose a race for the
+// key's object before it returns ErrConflict.
+const keyTries = 4
 
 // keyObject returns the object key of an idempotency key's object.
 func (s *Store) keyObject(key string) string {
@@ -42,87 +77,140 @@ func checkKey(key string) error {
 	return nil
 }
 
-// claimKey makes key name the task id, unless it names a task already. It
-// returns the ID the key names: id if this call wrote it.
-func (s *Store) claimKey(ctx context.Context, key, id string) (string, error) {
-	obj := s.keyObject(key)
-	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
-		Bucket: &s.bucket, Key: &obj, Body: strings.NewReader(id), ContentLength: aws.Int64(int64(len(id))),
-		IfNoneMatch: aws.String("*"),
-	})
-	switch {
-	case err == nil:
-		return id, nil
-	case !s3x.Lost(err):
-		return "", fmt.Errorf("s3task: create idempotency key %s: %w", obj, err)
-	}
-	// Taken; by this very call if the SDK resent a PUT that had landed,
-	// and then the object holds our ID.
-	return s.keyTask(ctx, obj)
+// keyRef is what a key's object says: the task it names, and when it was
+// written (the server's clock).
+type keyRef struct {
+	id      string
+	etag    string
+	written time.Time
 }
 
-// keyTask reads the task ID an idempotency key's object holds.
-func (s *Store) keyTask(ctx context.Context, obj string) (string, error) {
+// claimKey makes the key's object obj name the task id: it creates it, or
+// with etag replaces the object that has that ETag. It returns what the
+// object says afterwards: id if this call wrote it.
+func (s *Store) claimKey(ctx context.Context, obj, etag, id string) (keyRef, error) {
+	in := &s3.PutObjectInput{
+		Bucket: &s.bucket, Key: &obj, Body: strings.NewReader(id), ContentLength: aws.Int64(int64(len(id))),
+	}
+	if etag == "" {
+		in.IfNoneMatch = aws.String("*")
+	} else {
+		in.IfMatch = aws.String(etag)
+	}
+	out, err := s.client.PutObject(ctx, in)
+	switch {
+	case err == nil:
+		s.observe(out.ResultMetadata)
+		return keyRef{id: id, etag: aws.ToString(out.ETag), written: s.serverNow()}, nil
+	case !s3x.Lost(err):
+		return keyRef{}, fmt.Errorf("s3task: write idempotency key %s: %w", obj, err)
+	}
+	// Taken, or changed; by this very call if the SDK resent a PUT that had
+	// landed, and then the object holds our ID.
+	return s.readKey(ctx, obj)
+}
+
+// readKey reads a key's object. A missing one is ErrNotFound.
+func (s *Store) readKey(ctx context.Context, obj string) (keyRef, error) {
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &obj})
 	if err != nil {
 		if s3x.NotFound(err) {
-			return "", fmt.Errorf("%w: idempotency key %s was deleted while in use; try again", ErrConflict, obj)
+			return keyRef{}, fmt.Errorf("%w: idempotency key %s", ErrNotFound, obj)
 		}
-		return "", fmt.Errorf("s3task: read idempotency key %s: %w", obj, err)
+		return keyRef{}, fmt.Errorf("s3task: read idempotency key %s: %w", obj, err)
 	}
 	defer out.Body.Close()
+	s.observe(out.ResultMetadata)
 	data, err := io.ReadAll(io.LimitReader(out.Body, 64))
 	if err != nil {
-		return "", fmt.Errorf("s3task: read idempotency key %s: %w", obj, err)
+		return keyRef{}, fmt.Errorf("s3task: read idempotency key %s: %w", obj, err)
 	}
 	id := string(data)
 	if _, err := parseID(id); err != nil {
-		return "", &RecordError{Key: obj, Err: fmt.Errorf("%w: idempotency key object holds %q, not a task ID", ErrCorruptRecord, truncate(id, 40))}
+		return keyRef{}, &RecordError{Key: obj, Err: fmt.Errorf("%w: idempotency key object holds %q, not a task ID", ErrCorruptRecord, truncate(id, 40))}
 	}
-	return id, nil
+	return keyRef{id: id, etag: aws.ToString(out.ETag), written: aws.ToTime(out.LastModified)}, nil
 }
 
 // createKeyed creates t under the idempotency key t.IdempotencyKey, or
 // returns the task the key already names.
 func (s *Store) createKeyed(ctx context.Context, t *Task) (*Task, error) {
-	id, err := s.claimKey(ctx, t.IdempotencyKey, t.ID)
-	if err != nil {
-		return nil, err
-	}
-	if id != t.ID {
-		got, _, err := s.read(ctx, id)
-		if !errors.Is(err, ErrNotFound) {
-			return got, err
+	obj := s.keyObject(t.IdempotencyKey)
+	etag := "" // the key's object to take over; "": create it
+	for try := 0; ; try++ {
+		if try == keyTries {
+			return nil, fmt.Errorf("%w: idempotency key %s changed %d times in a row", ErrConflict, obj, try)
 		}
-		// The key's first writer has not written the task yet, or never
-		// will (it failed or crashed in between): write it ourselves, under
-		// the ID the key names. Whichever of us is second finds it there.
-		at, _ := IDTime(id)
-		t.ID, t.CreatedAt, t.InputPath = id, at, s.inputKey(id)
+		if try > 0 && !sleepCtx(ctx, s.backoff("key/"+obj, try-1, 20*time.Millisecond, time.Second)) {
+			return nil, ctx.Err()
+		}
+		k, err := s.claimKey(ctx, obj, etag, t.ID)
+		if errors.Is(err, ErrNotFound) {
+			etag = "" // deleted since (by hand, or by an earlier version's Purge)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if k.id == t.ID {
+			return s.writeKeyed(ctx, t, k)
+		}
+		got, _, err := s.read(ctx, k.id)
+		age := s.serverNow().Sub(k.written)
+		switch {
+		case err == nil && !got.Purging:
+			return got, nil
+		case err == nil:
+			// Being purged: the key is free as soon as the record is marked.
+		case !errors.Is(err, ErrNotFound):
+			return nil, err
+		case age < keyAdoptWithin:
+			// The key's writer has not written the task yet, or never will:
+			// write it ourselves, under the ID the key names. Whichever of us
+			// is second finds it there.
+			adopt := t.clone()
+			at, _ := IDTime(k.id)
+			adopt.ID, adopt.CreatedAt, adopt.InputPath = k.id, at, s.inputKey(k.id)
+			return s.writeKeyed(ctx, adopt, k)
+		case age < keyStaleAfter:
+			return nil, fmt.Errorf("%w: idempotency key %s names task %s, which its writer has not written since %s; try again after %s",
+				ErrConflict, obj, k.id, k.written.Format(time.RFC3339), k.written.Add(keyStaleAfter).Format(time.RFC3339))
+		}
+		// A key left behind by a task that was purged or never written:
+		// take it over.
+		etag = k.etag
 	}
+}
+
+// keyHolds reports whether Purge must keep t, a finished task created with
+// a key, for now: its key's object names it and was written less than
+// keyHold ago, so a Create of the key may still write its record.
+// Requests: one GET.
+func (s *Store) keyHolds(ctx context.Context, t *Task) (bool, error) {
+	k, err := s.readKey(ctx, s.keyObject(t.IdempotencyKey))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return k.id == t.ID && s.serverNow().Sub(k.written) < keyHold, nil
+}
+
+// writeKeyed writes t, the task key k names, as a new record. The write
+// must be sent within keyAdoptWithin of the key's object; past that, a
+// later Create may take the key over, and the write is given up. Another
+// Create of the same key may have written the record first: then that is
+// the task.
+func (s *Store) writeKeyed(ctx context.Context, t *Task, k keyRef) (*Task, error) {
+	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(k.written.Add(keyAdoptWithin).Sub(s.serverClock())))
+	defer cancel()
 	got, _, err := s.commit(ctx, nil, "", t)
 	if errors.Is(err, errLost) || errors.Is(err, errOvertaken) {
 		err = nil // made by the key's other writer, or changed since
 	}
-	return got, err
-}
-
-// forgetKey deletes the object of the idempotency key of t, a task being
-// purged, if it still names t.
-func (s *Store) forgetKey(ctx context.Context, t *Task) error {
-	if t.IdempotencyKey == "" {
-		return nil
-	}
-	obj := s.keyObject(t.IdempotencyKey)
-	id, err := s.keyTask(ctx, obj)
-	if errors.Is(err, ErrConflict) || err == nil && id != t.ID {
-		return nil // gone already, or names a newer task
-	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: aws.String(obj)}); err != nil {
-		return fmt.Errorf("s3task: delete idempotency key %s: %w", obj, err)
-	}
-	return nil
+	return got, nil
 }

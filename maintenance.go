@@ -396,7 +396,9 @@ type PurgeReport struct {
 // Purge deletes the finished tasks (completed, abandoned, or failed with no
 // retry scheduled) created before olderThan, newest first: every object in
 // the task's folder, then its marker if any, then the record last. It never
-// deletes a task that is queued, running, or waiting for a retry. Before
+// deletes a task that is queued, running, or waiting for a retry, nor a
+// task created with a key ([CreateParams.Key]) until 10 minutes after the
+// key was written. Before
 // deleting anything it marks the record as purging with a compare-and-set,
 // after which no transition is allowed, so a Retry that races with it either
 // wins first (and the task is kept) or is refused. A purge cut short is
@@ -410,8 +412,9 @@ type PurgeReport struct {
 // Requests: one LIST per 1,000 task folders walked and one GET per task;
 // per task deleted, a PUT (the purging mark), a LIST of its folder, one
 // DeleteObjects per 1,000 objects, a DELETE of the marker and one of the
-// record; and for a task created with a key ([CreateParams.Key]), a GET and
-// a DELETE of the key's object, after which the key may name a new task.
+// record; for a task created with a key, a GET of the key's object, which
+// is left: the next Create with the key takes it over and makes a new task
+// (see [CreateParams.Key]).
 //
 // Errors: [ErrInvalidArgument] for a zero cutoff or a negative limit; S3
 // errors and ctx's, with the report of what was done so far.
@@ -433,6 +436,16 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOption
 		if t.NotifyPending && !opts.DropPendingNotices {
 			r.Kept++ // its notice has not gone out yet
 			return true
+		}
+		if t.IdempotencyKey != "" {
+			var held bool
+			if held, err = s.keyHolds(ctx, t); err != nil {
+				return false
+			}
+			if held {
+				r.Kept++ // a Create of its key may still be under way: see CreateParams.Key
+				return true
+			}
 		}
 		if opts.DryRun {
 			r.Purged = append(r.Purged, t.ID)
@@ -461,9 +474,6 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOption
 func (s *Store) purgeTask(ctx context.Context, id string, force bool) (int, error) {
 	t, _, err := s.change(ctx, id, event{kind: evPurge, force: force})
 	if err != nil {
-		return 0, err
-	}
-	if err := s.forgetKey(ctx, t); err != nil {
 		return 0, err
 	}
 	dir, record := s.taskDir(id), s.recordKey(id)

@@ -149,14 +149,26 @@ type CreateParams struct {
 	// Key, if set, makes Create idempotent: every Create with the same Key
 	// returns the one task the first made, with its parameters (the later
 	// calls' are not compared), as long as that task exists, which is
-	// until [Store.Purge] removes it. Use a form's submission token or an
-	// upstream event ID, so that a double click or a resent request makes
-	// one task. At most 256 bytes of printable UTF-8; it is stored in the
-	// record (Task.IdempotencyKey).
+	// until [Store.Purge] removes it; then the next Create with the Key
+	// makes a new task. At no time do two tasks of one Key exist, purged
+	// ones apart. Use a form's submission token or an upstream event ID, so
+	// that a double click or a resent request makes one task. At most 256
+	// bytes of printable UTF-8; it is stored in the record
+	// (Task.IdempotencyKey).
+	//
+	// The key has an object of its own under <prefix>_keys/, naming its
+	// task. A Create that wrote it and then failed before the task's record
+	// leaves the key to the next Create with it: within a minute, that one
+	// makes the task under the ID the key names; after two minutes, under
+	// a new ID; in between it returns [ErrConflict]. Purge keeps a keyed
+	// task until 10 minutes after its key was written, and leaves the key's
+	// object (26 bytes) behind, for the next Create to take over. These bounds
+	// assume S3 applies a request within a minute of its being sent, or not
+	// at all.
 	//
 	// Cost: a keyed Create adds one PUT (the key's object) to the task's
 	// own; a repeated one costs one PUT, refused, and two GETs, and writes
-	// nothing.
+	// nothing; one after a purge adds a PUT that takes the key over.
 	Key string
 	// CreatedBy names who asked for the task, at most 256 bytes. Optional.
 	CreatedBy string

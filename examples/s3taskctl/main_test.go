@@ -761,6 +761,7 @@ func TestCommands(t *testing.T) {
 			t.Errorf("show of a keyed task: %+v", show)
 		}
 		var dry, done purgeDoc
+		f.srv.Advance(11 * time.Minute) // Purge keeps a keyed task for 10 minutes after its key was written
 		f.want(exitOK, &dry, "purge", "-older-than", "1h", "-json")
 		if dry.WouldPurge == nil || !slices.Equal(*dry.WouldPurge, []string{old.ID}) || len(dry.Broken) != 0 || dry.Tasks != 1 {
 			t.Errorf("purge dry run: %+v", dry)
@@ -769,10 +770,14 @@ func TestCommands(t *testing.T) {
 		if done.Purged == nil || !slices.Equal(*done.Purged, []string{old.ID}) || len(done.Broken) != 0 {
 			t.Errorf("purge: %+v", done)
 		}
-		// The purged task's key is free again; the live task's key, the
-		// probe, the wake object and the lease are left alone.
-		if left := f.keys(f.store.Prefix() + "_keys/"); len(left) != 1 {
-			t.Errorf("after purge, _keys/ holds %v; want only the live task's key", left)
+		// The purged task's key object stays, for the next Create with the
+		// key to take over; the probe, the wake object and the lease are
+		// left alone.
+		if left := f.keys(f.store.Prefix() + "_keys/"); len(left) != 2 {
+			t.Errorf("after purge, _keys/ holds %v; want both keys' objects", left)
+		}
+		if again, err := f.store.Create(f.ctx, s3task.CreateParams{Key: "k"}); err != nil || again.ID == old.ID {
+			t.Errorf("Create with the purged task's key = %v, %v; want a new task", again, err)
 		}
 		for _, k := range []string{probe, f.store.Prefix() + "_reconciler", f.store.Prefix() + "_wake"} {
 			if !f.exists(k) {
