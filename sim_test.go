@@ -19,6 +19,7 @@ var (
 	simTasks = flag.Int("sim.tasks", 50, "TestSimulation: task lives per seed")
 	simSeed  = flag.Uint64("sim.seed", 0, "TestSimulation: simulate only this seed")
 	simTrace = flag.String("sim.trace", "", "TestSimulation: print the story of these tasks (IDs, comma-separated; \"all\": those with violations; \"kind=K\": those with violations of kind K)")
+	simReqs  = flag.Bool("sim.requests", false, "TestSimulation: with -sim.trace, also tell of every request near the tasks: theirs, listings and the wake object's")
 )
 
 // simTally gathers what the seeds of TestSimulation found.
@@ -103,7 +104,7 @@ func TestSimulation(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				h, err := sim.Run(sim.Config{Seed: seed, Tasks: tasks})
+				h, err := sim.Run(sim.Config{Seed: seed, Tasks: tasks, Requests: *simReqs})
 				if err != nil {
 					t.Fatal(err)
 				}

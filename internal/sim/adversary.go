@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,8 +22,11 @@ const (
 	rate503     = 0.003
 	rateReset   = 0.003 // connection reset before the request was sent
 	rate409     = 0.005 // of conditional PUTs: ConditionalRequestConflict
+	rateZombie  = 0.003 // of writes: the client is told it failed, S3 applies it later
 	rateLatency = 0.02
 	maxLatency  = 3 * time.Second
+
+	rateAnswerDelay = 0.03 // answers delivered late, after S3 stamped their Date
 )
 
 // procKey is the context key of the name of the process a request is from.
@@ -54,6 +59,7 @@ type link struct {
 	pausedUntil time.Time
 	outageUntil time.Time
 	slowUntil   time.Time // every request is slowed down by seconds until then
+	freezes     []span    // when the process was frozen
 
 	// cutMu is held for reading by each request while S3 serves it, so a
 	// crash can wait for those in flight: nothing sent before it lands after.
@@ -102,6 +108,42 @@ func (n *link) pause(d time.Duration) {
 	n.mu.Unlock()
 }
 
+// freeze stops the whole process for d from now: its requests hang, and
+// its handlers and timers stand still, so whatever a handler or the
+// library would have done meanwhile happens when the freeze ends (see
+// thawed). It records the freeze as an event.
+func (n *link) freeze(d time.Duration) {
+	now := time.Now()
+	n.mu.Lock()
+	n.pausedUntil = later(n.pausedUntil, now.Add(d))
+	n.freezes = append(n.freezes, span{now, now.Add(d)})
+	n.mu.Unlock()
+	n.w.event(n.name, EventFreeze, now, now.Add(d))
+}
+
+// freezeAt freezes the process for d from at, unless the world is over by
+// then.
+func (n *link) freezeAt(at time.Time, d time.Duration) {
+	n.w.wg.Go(func() {
+		if pause(time.Until(at), n.w.over) == 0 {
+			n.freeze(d)
+		}
+	})
+}
+
+// thawed returns when something the process did at t happened for the
+// world: t, or the end of the freeze t falls in.
+func (n *link) thawed(t time.Time) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, f := range n.freezes {
+		if !t.Before(f.From) && t.Before(f.To) {
+			return f.To
+		}
+	}
+	return t
+}
+
 // outage makes every request of the process fail for d from now.
 func (n *link) outage(d time.Duration) { n.trouble(&n.outageUntil, EventOutage, d) }
 
@@ -142,11 +184,12 @@ const (
 	fault503
 	faultReset
 	fault409
+	faultZombie
 )
 
 var faultNames = map[fault]string{
 	faultLost: "lost-response", fault500: "500", fault503: "503",
-	faultReset: "reset", fault409: "409",
+	faultReset: "reset", fault409: "409", faultZombie: "zombie",
 }
 
 func (n *link) draw(r *http.Request, rng *Rand) (fault, time.Duration) {
@@ -159,12 +202,13 @@ func (n *link) draw(r *http.Request, rng *Rand) (fault, time.Duration) {
 		delay = rng.Dur(0, maxLatency)
 	}
 	conditional := r.Method == http.MethodPut && (r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "")
+	write := r.Method != http.MethodGet && r.Method != http.MethodHead
 	u := rng.Float64()
 	for _, c := range []struct {
 		f fault
 		p float64
-	}{{faultLost, rateLost}, {fault500, rate500}, {fault503, rate503}, {faultReset, rateReset}, {fault409, rate409}} {
-		if c.f == fault409 && !conditional {
+	}{{faultLost, rateLost}, {fault500, rate500}, {fault503, rate503}, {faultReset, rateReset}, {fault409, rate409}, {faultZombie, rateZombie}} {
+		if c.f == fault409 && !conditional || c.f == faultZombie && !write {
 			continue
 		}
 		if u < c.p*s {
@@ -178,7 +222,20 @@ func (n *link) draw(r *http.Request, rng *Rand) (fault, time.Duration) {
 // wrap is the adversary's transport wrapper.
 func (n *link) wrap(next http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		start := time.Now()
 		resp, sent, err := n.roundTrip(next, r)
+		if n.w.cfg.Requests {
+			q := Request{Proc: n.name, Op: s3test.Op(r), Key: r.URL.Path, Sent: start, Done: time.Now()}
+			if resp != nil {
+				q.Status = resp.StatusCode
+			}
+			if err != nil {
+				q.Err = err.Error()
+			}
+			n.w.mu.Lock()
+			n.w.h.Requests = append(n.w.h.Requests, q)
+			n.w.mu.Unlock()
+		}
 		if !sent && r.Body != nil {
 			r.Body.Close()
 		}
@@ -242,20 +299,23 @@ func (n *link) roundTrip(next http.RoundTripper, r *http.Request) (_ *http.Respo
 	}
 	switch f {
 	case fault500:
-		return errorResponse(r, http.StatusInternalServerError, "InternalError", "We encountered an internal error. (simulated)"), false, nil
+		return n.answer(ctx, rng, errorResponse(r, http.StatusInternalServerError, "InternalError", "We encountered an internal error. (simulated)"), false)
 	case fault503:
-		return errorResponse(r, http.StatusServiceUnavailable, "SlowDown", "Please reduce your request rate. (simulated)"), false, nil
+		return n.answer(ctx, rng, errorResponse(r, http.StatusServiceUnavailable, "SlowDown", "Please reduce your request rate. (simulated)"), false)
 	case fault409:
-		return errorResponse(r, http.StatusConflict, "ConditionalRequestConflict", "A conflicting conditional operation is in progress. (simulated)"), false, nil
+		return n.answer(ctx, rng, errorResponse(r, http.StatusConflict, "ConditionalRequestConflict", "A conflicting conditional operation is in progress. (simulated)"), false)
 	case faultReset:
 		return nil, false, &faults.Error{Kind: faults.ResetBefore}
+	case faultZombie:
+		return nil, n.zombie(next, r, rng), &faults.Error{Kind: faults.ResetBefore}
 	}
 	n.cutMu.RLock()
-	defer n.cutMu.RUnlock()
 	if n.cut {
+		n.cutMu.RUnlock()
 		return nil, false, s3test.ErrCut
 	}
 	resp, err := next.RoundTrip(r)
+	n.cutMu.RUnlock()
 	if err == nil && f == faultLost {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
@@ -267,8 +327,77 @@ func (n *link) roundTrip(next http.RoundTripper, r *http.Request) (_ *http.Respo
 		}
 		return nil, true, &faults.Error{Kind: faults.LostResponse}
 	}
-	return resp, true, err
+	if err != nil {
+		return nil, true, err
+	}
+	if resp.StatusCode == http.StatusNotFound && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/status.json") {
+		n.w.readGone(n.name, r.URL.Path)
+	}
+	return n.answer(ctx, rng, resp, true)
 }
+
+// answer hands resp to the client as the timing adversary decides: its
+// Date header off by up to DateSpread, as the clocks of S3's servers
+// disagree, and now and then late, by up to MaxAnswerDelay after S3
+// stamped its Date, as a congested network delivers it. A client that
+// gives up meanwhile, or a process that crashes, gets no answer.
+func (n *link) answer(ctx context.Context, rng *Rand, resp *http.Response, sent bool) (*http.Response, bool, error) {
+	if n.w.cfg.Faults == 0 {
+		return resp, sent, nil
+	}
+	p := n.w.h.Params
+	if resp.Header.Get("Date") != "" {
+		// The server stamped the time it read, to the second; a server
+		// whose clock is off read another time.
+		read := time.Now().Add(time.Duration(rng.IntN(int(2*p.DateSpread+1))) - p.DateSpread)
+		resp.Header.Set("Date", read.UTC().Format(http.TimeFormat))
+	}
+	if rng.Chance(rateAnswerDelay * n.w.cfg.Faults) {
+		n.w.count("late-answer")
+		if err := n.wait(ctx, time.Duration(rng.IntN(int(p.MaxAnswerDelay)))); err != nil {
+			resp.Body.Close()
+			return nil, sent, err
+		}
+	}
+	return resp, sent, nil
+}
+
+// zombie sends r on after its client was told it failed: S3 applies it
+// later, by up to MaxZombieDelay, as a request stuck in a network applies
+// after the client that sent it gave up. It reports whether it took the
+// request (and so closed its body).
+func (n *link) zombie(next http.RoundTripper, r *http.Request, rng *Rand) bool {
+	var body []byte
+	if r.Body != nil {
+		b, err := io.ReadAll(r.Body)
+		r.Body.Close()
+		if err != nil {
+			return true
+		}
+		body = b
+	}
+	late := r.Clone(context.WithValue(context.WithoutCancel(r.Context()), zombieKey{}, true))
+	late.Body = io.NopCloser(bytes.NewReader(body))
+	late.ContentLength = int64(len(body))
+	d := time.Duration(rng.IntN(int(n.w.h.Params.MaxZombieDelay)))
+	n.w.count("zombie")
+	n.w.wg.Go(func() {
+		if pause(d, n.w.over) != 0 {
+			return
+		}
+		if resp, err := next.RoundTrip(late); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
+	return true
+}
+
+// zombieKey marks the context of a request the zombie adversary sent on.
+type zombieKey struct{}
+
+// isZombie reports whether r is a zombie's.
+func isZombie(r *http.Request) bool { return r.Context().Value(zombieKey{}) != nil }
 
 // errorResponse makes up an S3 error answer, dated by the virtual clock as
 // the in-process S3's own answers are.

@@ -59,12 +59,29 @@ const (
 	KindExpiry Kind = "expiry"
 	// KindStuck: a task was not finished when the run hit its time cap.
 	KindStuck Kind = "stuck"
+	// KindOverrun: a handler ran past the earliest moment another worker
+	// could take its task over (see checkOverrun), whether or not one did.
+	KindOverrun Kind = "overrun"
+	// KindPickup: a task that fell due while a worker serving its type was
+	// idle waited longer than Params.PickupBound (see checkPickup).
+	KindPickup Kind = "pickup"
+	// KindStop: a handler's context outlived the context given to
+	// Worker.Stop (see checkStopBy).
+	KindStop Kind = "stop"
+	// KindCost: a worker kept paying for something it should have let go,
+	// such as reading a deleted record again and again.
+	KindCost Kind = "cost"
+	// KindKey: two live tasks (records not marked for purging) carried one
+	// idempotency key at once, or a Create with a key succeeded but
+	// returned a task that was not live, with that key, at some moment of
+	// the call.
+	KindKey Kind = "key"
 )
 
 // Kinds lists every kind, in the order of the checks.
 func Kinds() []Kind {
 	return []Kind{KindOverlap, KindCompletion, KindAttempts, KindAPI, KindLateWrite, KindMarker,
-		KindNotice, KindClaimDelay, KindTransition, KindExpiry, KindStuck}
+		KindNotice, KindClaimDelay, KindTransition, KindExpiry, KindStuck, KindKey, KindOverrun, KindCost, KindPickup, KindStop}
 }
 
 // Violation is one broken guarantee found in a history.
@@ -85,7 +102,7 @@ func Check(h *History) []Violation {
 	var vs []Violation
 	for _, check := range []func(*index) []Violation{
 		checkOverlap, checkCompletion, checkAttempts, checkAPI, checkLateWrites, checkMarkers,
-		checkNotices, checkClaimDelay, checkTransitions, checkExpiry, checkStuck,
+		checkNotices, checkClaimDelay, checkTransitions, checkExpiry, checkStuck, checkKeys, checkOverrun, checkGoneReads, checkPickup, checkStopBy,
 	} {
 		vs = append(vs, check(x)...)
 	}
@@ -120,9 +137,14 @@ func newIndex(h *History) *index {
 		events: map[string][]ProcEvent{}, workers: map[string]WorkerInfo{},
 	}
 	active := h.Prefix + "active/"
+	planted := map[string]bool{}
+	for _, id := range h.Planted {
+		planted[id] = true
+	}
 	for i := range h.Writes {
 		w := &h.Writes[i]
 		switch {
+		case planted[markerTask(strings.TrimPrefix(w.Key, active))] || planted[w.TaskID(h.Prefix)]:
 		case strings.HasPrefix(w.Key, active):
 			id := markerTask(strings.TrimPrefix(w.Key, active))
 			x.markers[id] = append(x.markers[id], w)

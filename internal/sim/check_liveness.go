@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/s3task/s3task"
@@ -58,8 +59,12 @@ func checkMarkers(x *index) []Violation {
 	return vs
 }
 
-// checkNotices: when every store has the hook, every finished task was
-// notified after it finished.
+// checkNotices: when every store has the hook, every result of a task
+// (each write that finished it) is delivered to OnTerminal within
+// Params.NoticeBound, as the record of that result (its status and
+// attempt), unless the task was retried first (then the next result has a
+// notice of its own) or a Purge dropped the notice on purpose; and no hook
+// call that succeeded was given a result the task never had.
 func checkNotices(x *index) []Violation {
 	if !x.h.Hooked {
 		return nil
@@ -70,42 +75,64 @@ func checkNotices(x *index) []Violation {
 	}
 	var vs []Violation
 	for _, id := range x.tasks {
-		var (
-			finish *Write
-			prev   *s3task.Task
-			last   *s3task.Task
-		)
+		type result struct {
+			w       *Write
+			dropped bool // retried, or purged, before its notice went out
+		}
+		var results []*result
+		var prev *s3task.Task
 		for _, w := range x.records[id] {
-			if w.Record == nil {
+			t := w.Record
+			if t == nil {
 				continue
 			}
-			if w.Record.Terminal() && (prev == nil || !prev.Terminal()) {
-				finish = w
+			if len(results) > 0 && prev.NotifyPending && (!t.Terminal() || t.Purging && !t.NotifyPending) {
+				results[len(results)-1].dropped = true
 			}
-			prev, last = w.Record, w.Record
+			if t.Terminal() && (prev == nil || !prev.Terminal()) {
+				results = append(results, &result{w: w})
+			}
+			prev = t
 		}
-		if last == nil || !last.Terminal() || finish == nil {
-			continue
-		}
-		calls, ok := 0, false
-		var earlier []string
 		for _, n := range delivered[id] {
-			switch {
-			case n.StartSeq > finish.Seq:
-				calls++
-				ok = ok || n.OK
-			case n.OK:
-				earlier = append(earlier, fmt.Sprintf("%s(attempt %d) by %s at %s", n.Status, n.Attempt, n.Proc, x.at(n.Start)))
+			if !n.OK || slices.ContainsFunc(results, func(r *result) bool {
+				return r.w.Seq < n.StartSeq && r.w.Record.Status == n.Status && r.w.Record.Attempt == n.Attempt
+			}) {
+				continue
 			}
+			vs = append(vs, Violation{Kind: KindNotice, Task: id, Time: n.Start, Msg: fmt.Sprintf(
+				"task %s: %s's OnTerminal call at %s was given %s at attempt %d, a result the task did not have",
+				id, n.Proc, x.at(n.Start), n.Status, n.Attempt)})
 		}
-		if !ok {
-			why := fmt.Sprintf("%d failed calls since", calls)
-			if len(earlier) > 0 {
-				why += "; notices delivered before it finished: " + listSome(earlier, 3)
+		for _, r := range results {
+			if r.dropped {
+				continue
 			}
-			vs = append(vs, Violation{Kind: KindNotice, Task: id, Time: finish.Time, Msg: fmt.Sprintf(
-				"task %s finished (%s) at %s but its OnTerminal notice was never delivered (%s)",
-				id, describe(last), x.at(finish.Time), why)})
+			f, due := r.w, r.w.Time.Add(x.p.NoticeBound)
+			calls, ok := 0, false
+			var first time.Time
+			for _, n := range delivered[id] {
+				if n.StartSeq < f.Seq || n.Status != f.Record.Status || n.Attempt != f.Record.Attempt {
+					continue
+				}
+				calls++
+				if n.OK && (!ok || n.Start.Before(first)) {
+					ok, first = true, n.Start
+				}
+			}
+			switch {
+			case ok && !first.After(due):
+			case !ok && x.h.Capped && due.After(x.h.End):
+				// the run ended before the bound: nothing to say
+			case ok:
+				vs = append(vs, Violation{Kind: KindNotice, Task: id, Time: due, Msg: fmt.Sprintf(
+					"task %s finished (%s) at %s and its OnTerminal notice was delivered only at %s, over %s later (%d calls)",
+					id, describe(f.Record), x.at(f.Time), x.at(first), x.p.NoticeBound, calls)})
+			default:
+				vs = append(vs, Violation{Kind: KindNotice, Task: id, Time: due, Msg: fmt.Sprintf(
+					"task %s finished (%s) at %s but its OnTerminal notice was never delivered (%d failed calls since)",
+					id, describe(f.Record), x.at(f.Time), calls)})
+			}
 		}
 	}
 	return vs
@@ -153,7 +180,7 @@ func checkExpiry(x *index) []Violation {
 			continue
 		}
 		holder, lease := p.WorkerID, p.LeaseExpiresAt
-		if _, ok := x.during(holder, lease.Add(-x.p.LeaseDuration), w.Time, EventPause, EventCrash, EventOutage); ok {
+		if _, ok := x.during(holder, lease.Add(-x.p.LeaseDuration), w.Time, EventPause, EventCrash, EventOutage, EventFreeze); ok {
 			continue
 		}
 		stopping := ""

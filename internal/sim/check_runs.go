@@ -29,7 +29,7 @@ func checkOverlap(x *index) []Violation {
 				// lease is gone: if its worker could not reach S3 to keep the
 				// lease, the overlap is the handler's, not the worker's.
 				if a.Cause == CauseStopping && a.CtxEnd.Before(b.Start) {
-					if _, ok := x.during(a.Worker, b.Start.Add(-x.p.LeaseDuration-x.p.ClockMargin), b.Start, EventPause, EventOutage); ok {
+					if _, ok := x.during(a.Worker, b.Start.Add(-x.p.LeaseDuration-x.p.ClockMargin), b.Start, EventPause, EventOutage, EventFreeze); ok {
 						continue
 					}
 				}
@@ -128,18 +128,89 @@ func checkAttempts(x *index) []Violation {
 		// nothing up: a released one is not counted, and an abandoned
 		// task has no attempts left to spend.
 		cancelled := after != nil && after.Status == s3task.StatusAbandoned
-		if released || cancelled || x.run[runKey{id, a}] != nil {
-			continue
+		if released || cancelled || s.w.Zombie || x.run[runKey{id, a}] != nil {
+			continue // a zombie claim landed after its worker was told it failed
 		}
 		if _, ok := x.during(holder, claimed.Add(-5*time.Second), end.Add(time.Second), EventCrash, EventStop); ok {
 			continue
 		}
-		if _, ok := x.during(holder, claimed.Add(-x.p.LeaseDuration), end, EventPause, EventOutage); ok {
+		if _, ok := x.during(holder, claimed.Add(-x.p.LeaseDuration), end, EventPause, EventOutage, EventFreeze); ok {
 			continue
 		}
 		vs = append(vs, Violation{Kind: KindAttempts, Task: id, Time: claimed, Msg: fmt.Sprintf(
 			"task %s: attempt %d was claimed by %s at %s and counts against max_attempts, but no handler started and %s was not crashed, paused, cut off or stopped while it held the claim (until %s, then %s)",
 			id, a, holder, x.at(claimed), holder, x.at(end), describe(after))})
+	}
+	return vs
+}
+
+// checkOverrun: no handler runs past the earliest moment another worker
+// may take its task over: the end of the last lease its worker wrote, plus
+// ClockMargin, less the spread of S3's clocks (a taker's sense of the
+// server's time may lead by that much). This holds whether or not a taker
+// came, so a worker that trusts its lease too long is found even when no
+// other worker happened to be there to overlap with it. A handler already
+// told to stop (ErrWorkerStopping), which its worker can tell nothing
+// more, is excused while its worker is paused, frozen or cut off, as in
+// checkOverlap.
+func checkOverrun(x *index) []Violation {
+	var vs []Violation
+	for _, id := range sortedKeys(x.runs) {
+		for _, r := range x.runs[id] {
+			end := r.End(x.h.End)
+			var lease time.Time
+			for _, w := range x.records[id] {
+				if t := w.Record; t != nil && w.Time.Before(end) && t.Status == s3task.StatusRunning && t.Attempt == r.Attempt && t.WorkerID == r.Worker {
+					lease = later(lease, t.LeaseExpiresAt)
+				}
+			}
+			limit := lease.Add(x.p.ClockMargin - x.p.DateSpread)
+			if lease.IsZero() || !end.After(limit) {
+				continue
+			}
+			if r.Cause == CauseStopping && r.CtxEnd.Before(limit) {
+				if _, ok := x.during(r.Worker, limit.Add(-x.p.LeaseDuration-x.p.ClockMargin), end, EventPause, EventOutage, EventFreeze); ok {
+					continue
+				}
+			}
+			vs = append(vs, Violation{Kind: KindOverrun, Task: id, Time: limit, Msg: fmt.Sprintf(
+				"task %s: attempt %d on %s ran until %s (%s), %s past %s, when its lease (until %s) could be taken over",
+				id, r.Attempt, r.Worker, x.at(end), runEnding(r), end.Sub(limit), x.at(limit), x.at(lease))})
+		}
+	}
+	return vs
+}
+
+// checkStopBy: once the context given to Worker.Stop ends, the worker's
+// running handlers have their contexts cancelled at once (within
+// Params.StopGrace), whatever else the worker is waiting for, such as a
+// slow OnTerminal hook. A process frozen at the time learns of it when it
+// thaws.
+func checkStopBy(x *index) []Violation {
+	var vs []Violation
+	for _, e := range x.h.Events {
+		if e.Kind != EventStopBy {
+			continue
+		}
+		limit := e.End.Add(x.p.StopGrace)
+		if f, ok := x.during(e.Proc, e.End, limit, EventFreeze); ok {
+			limit = later(limit, f.End.Add(x.p.StopGrace))
+		}
+		for _, r := range x.h.Runs {
+			if r.Worker != e.Proc || r.Start.After(e.End) || (r.Returned && !r.Return.After(e.End)) || (r.CtxEndSeq > 0 && !r.CtxEnd.After(limit)) {
+				continue
+			}
+			if r.Dead && !r.Return.After(limit) {
+				continue
+			}
+			end := "never"
+			if r.CtxEndSeq > 0 {
+				end = x.at(r.CtxEnd)
+			}
+			vs = append(vs, Violation{Kind: KindStop, Task: r.Task, Time: limit, Msg: fmt.Sprintf(
+				"task %s: %s's Stop context ended at %s, but attempt %d's handler context ended %s (%s)",
+				r.Task, e.Proc, x.at(e.End), r.Attempt, end, r.Plan)})
+		}
 	}
 	return vs
 }

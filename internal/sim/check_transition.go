@@ -112,13 +112,13 @@ func (x *index) illegal(prev, w *Write) string {
 	switch from, to := p.Status, n.Status; {
 	case claim:
 		switch {
-		case from == s3task.StatusQueued && w.Time.Add(x.p.ClockSlack).Before(p.RunAt):
-			return fmt.Sprintf("claimed before its scheduled start at %s", x.at(p.RunAt))
+		case from == s3task.StatusQueued && w.Time.Add(x.p.DateSpread).Before(p.RunAt):
+			return fmt.Sprintf("claimed %s before its scheduled start at %s (the spread of S3's clocks allows %s)", p.RunAt.Sub(w.Time), x.at(p.RunAt), x.p.DateSpread)
 		case from == s3task.StatusQueued:
 		case from == s3task.StatusFailed && p.RetryAt.IsZero():
 			return "a final failure was claimed"
-		case from == s3task.StatusFailed && w.Time.Add(x.p.ClockSlack).Before(p.RetryAt):
-			return fmt.Sprintf("claimed before its retry was due at %s", x.at(p.RetryAt))
+		case from == s3task.StatusFailed && w.Time.Add(x.p.DateSpread).Before(p.RetryAt):
+			return fmt.Sprintf("claimed %s before its retry was due at %s (the spread of S3's clocks allows %s)", p.RetryAt.Sub(w.Time), x.at(p.RetryAt), x.p.DateSpread)
 		case from == s3task.StatusFailed:
 		case from == s3task.StatusRunning:
 			if why := expired(); why != "" {
@@ -130,6 +130,8 @@ func (x *index) illegal(prev, w *Write) string {
 		switch {
 		case n.WorkerID == "" || n.WorkerID != w.Proc:
 			return fmt.Sprintf("the claim names worker %q but was written by %s", n.WorkerID, w.Proc)
+		case !x.workers[w.Proc].Serves(n.Type):
+			return fmt.Sprintf("claimed by %s, which does not serve type %q (it serves %v)", w.Proc, n.Type, x.workers[w.Proc].Types)
 		case used(w) > n.MaxAttempts:
 			return fmt.Sprintf("attempt %d uses %d of %d attempts", n.Attempt, used(w), n.MaxAttempts)
 		case !n.LeaseExpiresAt.After(w.Time.Add(-x.p.ClockSlack)):

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,15 +26,22 @@ func checkAPI(x *index) []Violation {
 	var vs []Violation
 	for i := range x.h.Calls {
 		c := &x.h.Calls[i]
-		if c.Kind == CallPurge || c.Kind == CallPutInput || c.Kind == CallUploadInput {
+		if c.Kind == CallPutInput || c.Kind == CallUploadInput {
 			continue
 		}
 		bad := func(format string, args ...any) {
 			vs = append(vs, Violation{Kind: KindAPI, Task: c.TaskID, Time: c.End, Msg: fmt.Sprintf(
 				"%s %s(%s) from %s to %s: ", c.Proc, c.Kind, c.TaskID, x.at(c.Start), x.at(c.End)) + fmt.Sprintf(format, args...)})
 		}
+		if c.Kind == CallPurge {
+			vs = append(vs, x.checkPurge(c)...)
+			continue
+		}
 		mine := x.callWrites(c)
 		if c.Err != "" {
+			// A zombie landed after the call was told its request failed:
+			// the call cannot know of it (see Params.MaxZombieDelay).
+			mine = slices.DeleteFunc(mine, func(w *Write) bool { return w.Zombie })
 			if c.OutcomeUnknown || len(mine) == 0 {
 				continue
 			}
@@ -44,6 +52,9 @@ func checkAPI(x *index) []Violation {
 		}
 		switch c.Kind {
 		case CallCreate, CallCreateForUpload:
+			if c.Key != "" {
+				continue // see checkKeys
+			}
 			found := false
 			for _, w := range mine {
 				found = found || (w.TaskID(x.h.Prefix) == c.TaskID && w.Record.Status == s3task.StatusCreated)
@@ -69,6 +80,31 @@ func checkAPI(x *index) []Violation {
 			if !found {
 				bad("succeeded but wrote no failed -> queued change of its own; the record is %s", describe(x.lastPutBefore(c.TaskID, c.EndSeq)))
 			}
+		}
+	}
+	return vs
+}
+
+// checkPurge: every task a Purge reports deleted had its record marked for
+// purging and then deleted by the Purge's process during the call, and
+// nothing it deleted was unfinished (checkTransitions sees to that).
+func (x *index) checkPurge(c *Call) []Violation {
+	var vs []Violation
+	for _, id := range c.Purged {
+		var marked, deleted bool
+		for _, w := range x.records[id] {
+			switch {
+			case w.Seq >= c.EndSeq:
+			case w.Record != nil && w.Record.Purging:
+				marked = true
+			case w.Record == nil && w.Proc == c.Proc && w.Seq > c.StartSeq:
+				deleted = true
+			}
+		}
+		if !marked || !deleted {
+			vs = append(vs, Violation{Kind: KindAPI, Task: id, Time: c.End, Msg: fmt.Sprintf(
+				"%s Purge from %s to %s reported task %s purged, but its record was %s (marked for purging: %v, deleted by it: %v)",
+				c.Proc, x.at(c.Start), x.at(c.End), id, describe(x.lastPutBefore(id, c.EndSeq)), marked, deleted)})
 		}
 	}
 	return vs
@@ -150,8 +186,9 @@ func checkLateWrites(x *index) []Violation {
 		}
 		for _, w := range x.outputs[key] {
 			// A write racing with the end, at the same instant, may be one
-			// sent before it; a late writer's write is late anyway.
-			if r.CtxEndSeq > 0 && w.Seq > r.CtxEndSeq && (w.Time.After(r.CtxEnd) || r.Late) {
+			// sent before it; a late writer's write is late anyway. A zombie
+			// was sent before it, and held up in the network.
+			if !w.Zombie && r.CtxEndSeq > 0 && w.Seq > r.CtxEndSeq && (w.Time.After(r.CtxEnd) || r.Late) {
 				vs = append(vs, Violation{Kind: KindLateWrite, Task: id, Time: w.Time, Msg: fmt.Sprintf(
 					"task %s: %s was written by %s at %s, after attempt %d's handler context ended (%s) at %s",
 					id, key, w.Proc, x.at(w.Time), n, r.Cause, x.at(r.CtxEnd))})
@@ -168,7 +205,7 @@ func checkLateWrites(x *index) []Violation {
 			(next.Status == s3task.StatusFailed && next.ErrorCategory != "lease_expired") ||
 			(next.Status == s3task.StatusQueued && next.ErrorCategory == "shutdown")
 		r := x.run[runKey{id, prev.Attempt}]
-		if !ours || r == nil || !r.Cause.Ends() || w.Seq < r.CtxEndSeq || !w.Time.After(r.CtxEnd) {
+		if !ours || w.Zombie || r == nil || !r.Cause.Ends() || w.Seq < r.CtxEndSeq || !w.Time.After(r.CtxEnd) {
 			continue
 		}
 		vs = append(vs, Violation{Kind: KindLateWrite, Task: id, Time: w.Time, Msg: fmt.Sprintf(

@@ -95,7 +95,7 @@ func (x *index) available(name string) []span {
 			if e.Start.Before(up.To) {
 				up.To = e.Start
 			}
-		case EventPause, EventOutage, EventSlow:
+		case EventPause, EventOutage, EventSlow, EventFreeze:
 			down = append(down, span{e.Start, e.End.Add(x.p.FinishGrace)})
 		}
 	}
@@ -195,8 +195,9 @@ func (x *index) claimable(id string) []span {
 }
 
 // checkClaimDelay: while a worker is up, unpaused and has a free slot, no
-// task stays claimable for longer than Params.ClaimBound. One violation is
-// reported per stretch of such a worker's time, naming the tasks it left.
+// task of a type it serves stays claimable for longer than
+// Params.ClaimBound. One violation is reported per stretch of such a
+// worker's time, naming the tasks it left.
 //
 // The bound is sound for a worker whose poll loop is never held up: an idle
 // worker lists the markers at least every MaxPollInterval (sooner when the
@@ -223,6 +224,9 @@ func checkClaimDelay(x *index) []Violation {
 			var left []string
 			var first time.Time
 			for _, id := range x.tasks {
+				if t := x.last(id); t == nil || !wi.Serves(t.Type) {
+					continue
+				}
 				for _, c := range intersect(claimable[id], []span{s}) {
 					if c.len() < x.p.ClaimBound {
 						continue

@@ -20,8 +20,23 @@ type Config struct {
 	Arrivals time.Duration
 	// Turbulence is how long after the last arrival operators keep
 	// cancelling, retrying and purging and the adversary keeps crashing,
-	// stopping and pausing processes. Default 2 minutes.
+	// stopping and pausing processes. Default: 2 to 8 minutes, from the
+	// seed.
 	Turbulence time.Duration
+	// Long spreads the arrivals over 3 hours and 20 minutes, in which the
+	// fleet's reconciler runs, renews its lease and hands it over, and the
+	// adversary deletes the markers of pending tasks for Reconcile to
+	// restore. Default: one seed in 25.
+	Long bool
+	// Planted is how many unreadable records (corrupt JSON, or a schema
+	// version from the future) are planted at the start, each with a
+	// marker due at once, at the head of the queue. Default: none in three
+	// seeds of four, 20 to 150 in the rest; negative: none.
+	Planted int
+	// Burst is how many more task lives are created within one minute, so
+	// that more tasks are due than one listing page holds. Default: none in
+	// six seeds of seven, 120 to 250 in the rest; negative: none.
+	Burst int
 	// Cap is how long after the turbulence the run waits for every task to
 	// finish before it reports the rest as stuck. Default 90 minutes.
 	Cap time.Duration
@@ -30,6 +45,9 @@ type Config struct {
 	Faults float64
 	// NoChaos turns off crashes, stops, pauses and outages.
 	NoChaos bool
+	// Requests records every request in History.Requests, to read what a
+	// process did between the writes.
+	Requests bool
 }
 
 // withDefaults fills in the defaults, drawing from rng where the default
@@ -44,11 +62,27 @@ func (c Config) withDefaults(rng *Rand) Config {
 	if c.Operators <= 0 {
 		c.Operators = 2
 	}
+	long := rng.Chance(1.0 / 25)
+	planted := rng.Chance(0.25)
+	nPlanted := rng.IntN(131) + 20
+	burst := rng.Chance(1.0 / 7)
+	nBurst := rng.IntN(131) + 120
+	c.Long = c.Long || long
+	if c.Planted == 0 && planted {
+		c.Planted = nPlanted
+	}
+	if c.Burst == 0 && burst {
+		c.Burst = nBurst
+	}
+	c.Planted, c.Burst = max(c.Planted, 0), max(c.Burst, 0)
 	if c.Arrivals <= 0 {
 		c.Arrivals = rng.Dur(6*time.Minute, 10*time.Minute)
+		if c.Long {
+			c.Arrivals = 200 * time.Minute
+		}
 	}
 	if c.Turbulence <= 0 {
-		c.Turbulence = 2 * time.Minute
+		c.Turbulence = rng.Dur(2*time.Minute, 8*time.Minute)
 	}
 	if c.Cap <= 0 {
 		c.Cap = 90 * time.Minute

@@ -4,15 +4,17 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/s3task/s3task"
 )
 
 // startWorker starts a new worker process with conc slots (0: 1 to 3,
-// drawn) and runs it until it is stopped or crashes. It does nothing once
-// the fleet is shutting down.
-func (w *World) startWorker(conc int) error {
+// drawn) serving the task types types (nil: every type), and runs it until
+// it is stopped or crashes. It does nothing once the fleet is shutting
+// down.
+func (w *World) startWorker(conc int, types []string) error {
 	w.mu.Lock()
 	if w.closing() {
 		w.mu.Unlock()
@@ -29,9 +31,21 @@ func (w *World) startWorker(conc int) error {
 	if conc <= 0 {
 		conc = 1 + p.rng.IntN(3)
 	}
-	p.conc = conc
+	p.conc, p.types = conc, types
+	// A worker that serves every type has a plain handler; one that serves
+	// some has a Mux, and leaves the tasks of other types to others.
+	var h s3task.Handler = s3task.HandlerFunc(p.handle)
+	if types != nil {
+		mux := s3task.NewMux()
+		for _, t := range types {
+			if err := mux.HandleFunc(t, p.handle); err != nil {
+				return err
+			}
+		}
+		h = mux
+	}
 	// Production defaults: only the ID, the slots and the logger are set.
-	p.worker, err = s3task.NewWorker(p.store, s3task.HandlerFunc(p.handle), &s3task.WorkerOptions{
+	p.worker, err = s3task.NewWorker(p.store, h, &s3task.WorkerOptions{
 		ID: name, Concurrency: conc, Logger: w.log,
 	})
 	if err != nil {
@@ -47,7 +61,7 @@ func (w *World) startWorker(conc int) error {
 		return nil
 	}
 	w.workers = append(w.workers, p)
-	w.h.Workers = append(w.h.Workers, WorkerInfo{Name: name, Concurrency: conc})
+	w.h.Workers = append(w.h.Workers, WorkerInfo{Name: name, Concurrency: conc, Types: types})
 	now := time.Now()
 	w.h.Events = append(w.h.Events, ProcEvent{Proc: name, Kind: EventStart, Start: now, End: now})
 	w.wg.Add(1)
@@ -98,14 +112,26 @@ func (w *World) crash(p *proc) {
 }
 
 // stop stops worker p gracefully, as a deploy would, and starts its
-// replacement at once or once it has exited.
+// replacement at once or once it has exited. Half the time the deploy
+// gives it only seconds: Worker.Stop with a context that ends then, after
+// which no handler of p may run on.
 func (w *World) stop(p *proc) {
 	if !w.retire(p) {
 		return
 	}
 	now := time.Now()
 	w.event(p.name, EventStop, now, now)
-	p.cancel()
+	if w.rng.Chance(0.5) {
+		grace := w.rng.Dur(time.Second, 10*time.Second)
+		w.event(p.name, EventStopBy, now, now.Add(grace))
+		w.wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), grace)
+			defer cancel()
+			_ = p.worker.Stop(ctx)
+		})
+	} else {
+		p.cancel()
+	}
 	if w.rng.Chance(0.5) {
 		w.goReplace(p, 0, nil)
 	} else {
@@ -127,7 +153,7 @@ func (w *World) goReplace(p *proc, delay time.Duration, after <-chan struct{}) {
 		if delay > 0 && !w.sleep(delay) {
 			return
 		}
-		if err := w.startWorker(p.conc); err != nil {
+		if err := w.startWorker(p.conc, p.types); err != nil {
 			panic(err) // options are fixed; cannot happen
 		}
 	})
@@ -155,7 +181,7 @@ func (w *World) chaos(ops []*proc) {
 		w.mu.Unlock()
 		all := append(slices.Clone(fleet), ops...)
 		now := time.Now()
-		switch w.rng.Pick(3, 2, 3, 2, 2) {
+		switch w.rng.Pick(3, 2, 3, 2, 2, 2) {
 		case 0: // a frozen process: its requests hang
 			p := all[w.rng.IntN(len(all))]
 			d := w.rng.Dur(time.Minute, 5*time.Minute)
@@ -172,9 +198,14 @@ func (w *World) chaos(ops []*proc) {
 			slow := w.rng.Dur(15*time.Second, 40*time.Second)
 			p.link.slow(slow)
 			cut := w.rng.Dur(40*time.Second, 3*time.Minute)
+			target := w.rng.Chance(0.7)
+			pick, early, freeze := w.rng.Float64(), w.rng.Dur(0, time.Second), w.rng.Dur(w.h.Params.ClockMargin, w.h.Params.MaxFreeze)
 			w.wg.Go(func() {
 				if w.sleep(slow) {
 					p.link.outage(cut)
+					if target {
+						w.freezeAtDeadline(p, pick, early, freeze)
+					}
 				}
 			})
 		case 3:
@@ -185,8 +216,30 @@ func (w *World) chaos(ops []*proc) {
 			if len(fleet) > 0 {
 				w.stop(fleet[w.rng.IntN(len(fleet))])
 			}
+		case 5: // a process stands still for a moment: a GC pause, a VM stolen away
+			p := all[w.rng.IntN(len(all))]
+			p.link.freeze(w.rng.Dur(200*time.Millisecond, 3*time.Second))
 		}
 	}
+}
+
+// freezeAtDeadline is the timing adversary at the ClockMargin boundary:
+// worker p, just cut off from S3, cannot renew its leases, and will stop
+// trusting each at its deadline, the lease's end less ClockMargin (by its
+// sense of the server's clock, which may lag). The adversary freezes the
+// process from early before the deadline of one of them (pick chooses
+// which), for freeze: ClockMargin or longer, within MaxFreeze. The
+// handler then ends only when the process thaws, and must still end before
+// another worker may take the task over, at the lease's end plus
+// ClockMargin.
+func (w *World) freezeAtDeadline(p *proc, pick float64, early, freeze time.Duration) {
+	held := w.running(p.name)
+	if len(held) == 0 {
+		return
+	}
+	slices.SortFunc(held, func(a, b *s3task.Task) int { return strings.Compare(a.ID, b.ID) })
+	end := held[int(pick*float64(len(held)))].LeaseExpiresAt
+	p.link.freezeAt(end.Add(-w.h.Params.ClockMargin-early), freeze)
 }
 
 // shutdown stops the whole fleet and waits for every goroutine of the world.

@@ -83,6 +83,7 @@ func (p *proc) handle(ctx context.Context, job *s3task.Job) error {
 	w.mu.Unlock()
 	context.AfterFunc(ctx, func() {
 		at, seq := w.now()
+		at = p.link.thawed(at) // a frozen handler learns of it when it thaws
 		c := context.Cause(ctx)
 		cause := CauseOther
 		switch {
@@ -109,6 +110,9 @@ func (p *proc) handle(ctx context.Context, job *s3task.Job) error {
 	}()
 	dead = dead || p.link.dead()
 	at, seq := w.now()
+	if !dead {
+		at = p.link.thawed(at)
+	}
 	w.mu.Lock()
 	run.Returned, run.Return, run.ReturnSeq = true, at, seq
 	run.Dead = dead

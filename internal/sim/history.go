@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +25,10 @@ type History struct {
 	// finished task must be notified.
 	Hooked bool
 
+	// Planted lists the tasks whose records were planted unreadable at the
+	// start (see Config.Planted); the checks leave them out.
+	Planted []string
+
 	Writes    []Write       // every write S3 applied, in order
 	Runs      []*HandlerRun // every handler call
 	Workers   []WorkerInfo  // every worker process, replacements included
@@ -34,6 +39,12 @@ type History struct {
 	// Stats counts the requests sent ("req:GET", ...) and the faults the
 	// adversary injected, by kind, for reports.
 	Stats map[string]int
+	// GoneReads counts, by "<task> <process>", the reads of a deleted
+	// record.
+	GoneReads map[string]int
+	// Requests lists every request and what became of it, if
+	// Config.Requests asked for them.
+	Requests []Request
 }
 
 // Params are the protocol settings and bounds the checker judges with.
@@ -44,6 +55,11 @@ type Params struct {
 	MaxPollInterval   time.Duration
 	ReconcileInterval time.Duration
 
+	PollInterval time.Duration
+
+	// PickupBound is how soon a task that falls due must be claimed while
+	// a worker serving its type is idle. See KindPickup.
+	PickupBound time.Duration
 	// ClaimBound is how long a task may stay claimable while some worker is
 	// up, unpaused and has a free slot. See KindClaimDelay.
 	ClaimBound time.Duration
@@ -53,16 +69,47 @@ type Params struct {
 	// ClockSlack absorbs the one-second resolution of Date headers when a
 	// record's time stamps are compared with the time a write was applied.
 	ClockSlack time.Duration
+	// NoticeBound is how long after a task finished its OnTerminal notice
+	// may take: the hook may fail for minutes and take minutes, and the
+	// notifier backs off up to 10 minutes between calls.
+	NoticeBound time.Duration
+	// StopGrace is how soon after the context given to Worker.Stop ends
+	// the handlers' contexts must be cancelled.
+	StopGrace time.Duration
+	// GoneReads is how often a worker may read a record once it was deleted.
+	GoneReads int
 	// CutOff is how long an outage must last to count as the worker being
 	// cut off from S3, which may legitimately cost it its lease and the
 	// attempt. Shorter blips must be ridden out.
 	CutOff time.Duration
+
+	// The timing adversary, within the limits the library documents for
+	// ClockMargin (see [Params.Lag]): S3's servers' clocks disagree by up
+	// to DateSpread either way; an answer may reach its client up to
+	// MaxAnswerDelay after S3 stamped its Date; a process may be frozen
+	// (its goroutines and timers stopped) for up to MaxFreeze; and a write
+	// may be applied up to MaxZombieDelay after its client was told it
+	// failed.
+	DateSpread     time.Duration
+	MaxAnswerDelay time.Duration
+	MaxFreeze      time.Duration
+	MaxZombieDelay time.Duration
 }
+
+// Lag is the most a worker's sense of the server's clock may lag it in
+// this world: the one-second resolution of Date headers, the delay of the
+// answer it read one from, and the spread of the servers' clocks. A
+// worker's lease is safe as long as its lag, plus a freeze of its process,
+// plus the lead of the worker that takes over (the spread, at most) stays
+// under twice ClockMargin.
+func (p Params) Lag() time.Duration { return time.Second + p.MaxAnswerDelay + p.DateSpread }
 
 // DefaultParams returns the bounds for the library's default options.
 func DefaultParams() Params {
 	return Params{
 		LeaseDuration:     s3task.DefaultLeaseDuration,
+		PollInterval:      s3task.DefaultPollInterval,
+		PickupBound:       2*s3task.DefaultPollInterval + 5*time.Second,
 		ClockMargin:       s3task.DefaultClockMargin,
 		MaxPollInterval:   s3task.DefaultMaxPollInterval,
 		ReconcileInterval: s3task.DefaultReconcileInterval,
@@ -70,6 +117,13 @@ func DefaultParams() Params {
 		FinishGrace:       30 * time.Second,
 		ClockSlack:        2 * time.Second,
 		CutOff:            40 * time.Second,
+		NoticeBound:       20 * time.Minute,
+		GoneReads:         2,
+		StopGrace:         time.Second,
+		DateSpread:        250 * time.Millisecond,
+		MaxAnswerDelay:    1500 * time.Millisecond,
+		MaxFreeze:         6500 * time.Millisecond,
+		MaxZombieDelay:    5 * time.Second,
 	}
 }
 
@@ -85,6 +139,9 @@ type Write struct {
 	// Record is the decoded status.json of a PUT of a record; nil otherwise
 	// (and for a record that does not decode).
 	Record *s3task.Task
+	// Zombie says S3 applied the write after its client had been told it
+	// failed (see Params.MaxZombieDelay).
+	Zombie bool
 	// Released is the record's released_attempts: attempts given back on
 	// shutdown, which do not count against max_attempts. Decoded apart from
 	// Record, so the checker also reads records of code without the field.
@@ -105,6 +162,16 @@ func keyTask(prefix, key string) string {
 		return ""
 	}
 	return id
+}
+
+// Request is one request a process sent.
+type Request struct {
+	Proc       string
+	Op         string // GET, LIST, HEAD, PUT, POST, DELETE
+	Key        string // the object key or listing prefix, with the bucket
+	Sent, Done time.Time
+	Status     int    // the answer's status, 0 if none
+	Err        string // what the client got instead of an answer
 }
 
 // Cause is why a handler's context ended.
@@ -178,8 +245,14 @@ func (r *HandlerRun) End(end time.Time) time.Time {
 
 // WorkerInfo describes one worker process.
 type WorkerInfo struct {
-	Name        string // its process name, also its worker ID
-	Concurrency int    // its slots
+	Name        string   // its process name, also its worker ID
+	Concurrency int      // its slots
+	Types       []string // the task types it serves; nil: every type
+}
+
+// Serves reports whether the worker serves tasks of type typ.
+func (wi WorkerInfo) Serves(typ string) bool {
+	return wi.Types == nil || slices.Contains(wi.Types, typ)
 }
 
 // EventKind is a kind of process event.
@@ -187,13 +260,15 @@ type EventKind string
 
 // The process events.
 const (
-	EventStart  EventKind = "start"  // a worker's Run began
-	EventStop   EventKind = "stop"   // a worker's Run context was cancelled (graceful stop)
-	EventCrash  EventKind = "crash"  // a process died: client cut, handlers dead
-	EventExit   EventKind = "exit"   // a worker's Run returned
-	EventPause  EventKind = "pause"  // a process's requests hung from Start to End
-	EventOutage EventKind = "outage" // a process's requests failed from Start to End
-	EventSlow   EventKind = "slow"   // a process's requests took seconds longer from Start to End
+	EventStart  EventKind = "start"   // a worker's Run began
+	EventStop   EventKind = "stop"    // a worker's Run context was cancelled (graceful stop)
+	EventCrash  EventKind = "crash"   // a process died: client cut, handlers dead
+	EventExit   EventKind = "exit"    // a worker's Run returned
+	EventPause  EventKind = "pause"   // a process's requests hung from Start to End
+	EventOutage EventKind = "outage"  // a process's requests failed from Start to End
+	EventSlow   EventKind = "slow"    // a process's requests took seconds longer from Start to End
+	EventFreeze EventKind = "freeze"  // a process stood still from Start to End: requests, handlers, timers
+	EventStopBy EventKind = "stop-by" // Worker.Stop was called at Start with a context that ended at End
 )
 
 // ProcEvent is something that happened to a process. Start, stop, crash
@@ -237,6 +312,10 @@ type Call struct {
 	// does not know whether its write landed.
 	OutcomeUnknown bool
 	Note           string // what else it said, such as the tasks a Purge deleted
+	// Key is the idempotency key a Create was given, if any.
+	Key string
+	// Purged lists the tasks a Purge reported deleted.
+	Purged []string
 }
 
 // Notice is one call of an OnTerminal hook.

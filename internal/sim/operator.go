@@ -48,11 +48,12 @@ func (w *World) operate(p *proc, creations []creation, until time.Time) {
 
 // call makes one recorded operator call, sometimes with a deadline.
 func (p *proc) call(kind CallKind, id string, f func(ctx context.Context) (*s3task.Task, error)) (*s3task.Task, error) {
-	return p.callNote(kind, id, f, nil)
+	return p.callWith(Call{Kind: kind, TaskID: id}, f, nil)
 }
 
-// callNote is call with a note on the record, made by note after f.
-func (p *proc) callNote(kind CallKind, id string, f func(ctx context.Context) (*s3task.Task, error), note func() string) (*s3task.Task, error) {
+// callWith is call for the call c (its Kind, TaskID and Key filled in),
+// whose record after runs once f returned, to add what f learnt.
+func (p *proc) callWith(c Call, f func(ctx context.Context) (*s3task.Task, error), after func(c *Call)) (*s3task.Task, error) {
 	w := p.w
 	ctx := context.Background()
 	if p.rng.Chance(0.15) {
@@ -63,7 +64,7 @@ func (p *proc) callNote(kind CallKind, id string, f func(ctx context.Context) (*
 	start, startSeq := w.now()
 	t, err := f(ctx)
 	end, endSeq := w.now()
-	c := Call{Proc: p.name, Kind: kind, TaskID: id, Start: start, End: end, StartSeq: startSeq, EndSeq: endSeq}
+	c.Proc, c.Start, c.End, c.StartSeq, c.EndSeq = p.name, start, end, startSeq, endSeq
 	if t != nil {
 		cp := *t
 		c.Task = &cp
@@ -75,8 +76,8 @@ func (p *proc) callNote(kind CallKind, id string, f func(ctx context.Context) (*
 		c.Err = err.Error()
 		c.OutcomeUnknown = OutcomeUnknown(err)
 	}
-	if note != nil {
-		c.Note = note()
+	if after != nil {
+		after(&c)
 	}
 	w.mu.Lock()
 	w.h.Calls = append(w.h.Calls, c)
@@ -86,18 +87,31 @@ func (p *proc) callNote(kind CallKind, id string, f func(ctx context.Context) (*
 
 // create starts task life n: create, upload, submit, as a service would,
 // retrying what fails for a quarter of an hour; some lives are abandoned
-// before they are submitted.
+// before they are submitted. A third of the lives are created with an
+// idempotency key, half of them one that an earlier life used: its task
+// may be live (then the Create returns it, and this life, a resent
+// request, ends there), in flight, or purged.
 func (p *proc) create(n int) {
 	w := p.w
 	params := s3task.CreateParams{
 		Name:      fmt.Sprintf("t%d", n),
-		Type:      "sim",
+		Type:      simTypes[p.rng.IntN(len(simTypes))],
 		Payload:   json.RawMessage(fmt.Sprintf(`{"life":%d}`, n)),
 		CreatedBy: p.name,
 	}
 	params.MaxAttempts = []int{0, 1, 2, 4}[p.rng.Pick(60, 10, 15, 15)]
-	if p.rng.Chance(0.1) {
-		params.RunAt = time.Now().Add(p.rng.Dur(0, 4*time.Minute)) // the bubble's clock is the server's
+	far := false
+	switch p.rng.Pick(76, 12, 8, 4) {
+	case 1: // the bubble's clock is the server's
+		params.RunAt = time.Now().Add(p.rng.Dur(0, 4*time.Minute))
+	case 2: // about now: a little before, or seconds ahead
+		params.RunAt = time.Now().Add(p.rng.Dur(-3*time.Second, 10*time.Second))
+	case 3: // days ahead: it will be moved nearer, or cancelled
+		params.RunAt = time.Now().Add(p.rng.Dur(24*time.Hour, 7*24*time.Hour))
+		far = true
+	}
+	if p.rng.Chance(0.35) {
+		params.Key = w.key(p.rng)
 	}
 	forUpload := p.rng.Chance(0.4)
 	var t *s3task.Task
@@ -105,25 +119,32 @@ func (p *proc) create(n int) {
 		if try > 0 && !w.sleep(p.backoff(try)) {
 			return
 		}
+		kind := CallCreate
 		if forUpload {
-			t, _ = p.call(CallCreateForUpload, "", func(ctx context.Context) (*s3task.Task, error) {
+			kind = CallCreateForUpload
+		}
+		t, _ = p.callWith(Call{Kind: kind, Key: params.Key}, func(ctx context.Context) (*s3task.Task, error) {
+			if forUpload {
 				t, _, err := p.store.CreateForUpload(ctx, params, 15*time.Minute)
 				return t, err
-			})
-		} else {
-			t, _ = p.call(CallCreate, "", func(ctx context.Context) (*s3task.Task, error) {
-				return p.store.Create(ctx, params)
-			})
-		}
+			}
+			return p.store.Create(ctx, params)
+		}, nil)
 	}
 	if t == nil {
 		return
 	}
 	id := t.ID
 	w.mu.Lock()
-	w.index[id] = n
-	w.ids = append(w.ids, id)
+	_, known := w.index[id]
+	if !known {
+		w.index[id] = n
+		w.ids = append(w.ids, id)
+	}
 	w.mu.Unlock()
+	if known {
+		return // a resent request: the key's task is another life's
+	}
 
 	input := fmt.Sprintf("input of life %d", n)
 	uploaded := false
@@ -167,6 +188,36 @@ func (p *proc) create(n int) {
 		}
 		_, err := p.call(CallSubmit, id, func(ctx context.Context) (*s3task.Task, error) {
 			return p.store.Submit(ctx, id)
+		})
+		if err == nil && far {
+			p.reschedule(id)
+		}
+		if err == nil || errors.Is(err, s3task.ErrInvalidTransition) || errors.Is(err, s3task.ErrNotFound) {
+			return
+		}
+	}
+	p.cancelUntilDone(id)
+}
+
+// reschedule is the rest of a life scheduled days ahead: after a few
+// minutes its start is moved to seconds from now, or it is cancelled. A
+// task whose start moved nearer must start in time, and the notice of one
+// cancelled must go out now, not on the day it was scheduled for.
+func (p *proc) reschedule(id string) {
+	if !p.w.sleep(p.rng.Dur(time.Minute, 5*time.Minute)) {
+		return
+	}
+	if p.rng.Chance(0.5) {
+		p.cancelUntilDone(id)
+		return
+	}
+	at := time.Now().Add(p.rng.Dur(5*time.Second, 40*time.Second))
+	for try := 0; try < 30; try++ {
+		if try > 0 && !p.w.sleep(p.backoff(try)) {
+			return
+		}
+		_, err := p.call(CallSchedule, id, func(ctx context.Context) (*s3task.Task, error) {
+			return p.store.Schedule(ctx, id, at)
 		})
 		if err == nil || errors.Is(err, s3task.ErrInvalidTransition) || errors.Is(err, s3task.ErrNotFound) {
 			return
@@ -225,14 +276,18 @@ func (p *proc) meddle() {
 	case 2:
 		cutoff := time.Now().Add(-p.rng.Dur(0, 5*time.Minute))
 		limit := 1 + p.rng.IntN(4)
+		drop := p.rng.Chance(0.3) // also tasks whose notice is still owed
 		var purged []string
-		_, _ = p.callNote(CallPurge, "", func(ctx context.Context) (*s3task.Task, error) {
-			r, err := p.store.Purge(ctx, cutoff, s3task.PurgeOptions{Limit: limit})
+		_, _ = p.callWith(Call{Kind: CallPurge}, func(ctx context.Context) (*s3task.Task, error) {
+			r, err := p.store.Purge(ctx, cutoff, s3task.PurgeOptions{Limit: limit, DropPendingNotices: drop})
 			if r != nil {
 				purged = r.Purged
 			}
 			return nil, err
-		}, func() string { return "purged " + strings.Join(purged, ",") })
+		}, func(c *Call) {
+			c.Purged = purged
+			c.Note = "purged " + strings.Join(purged, ",")
+		})
 	case 3:
 		id := ids[p.rng.IntN(len(ids))]
 		var at time.Time // now

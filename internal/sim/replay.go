@@ -43,6 +43,7 @@ func (h *History) Encode(out io.Writer) error {
 	}
 	fmt.Fprintf(bw, "seed %d prefix %s hooked %v start %s end %s capped %v\n", h.Seed, h.Prefix, h.Hooked, h.Start.UTC().Format(time.RFC3339Nano), at(h.End), h.Capped)
 	fmt.Fprintf(bw, "params %s\n", js(h.Params))
+	fmt.Fprintf(bw, "planted %s\n", js(h.Planted))
 	for i := range h.Writes {
 		w := &h.Writes[i]
 		fmt.Fprintf(bw, "write %d %s %s %s %s released=%d body=%q record=%s\n", i, at(w.Time), w.Proc, w.Method, w.Key, w.Released, w.Body, js(w.Record))
@@ -76,5 +77,6 @@ func (h *History) Encode(out io.Writer) error {
 		fmt.Fprintf(bw, "snapshot %s tasks=%s markers=%s\n", at(s.Time), js(s.Tasks), js(s.Markers))
 	}
 	fmt.Fprintf(bw, "stats %s\n", js(h.Stats))
+	fmt.Fprintf(bw, "gone reads %s\n", js(h.GoneReads))
 	return bw.Flush()
 }

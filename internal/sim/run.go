@@ -18,8 +18,17 @@ func Run(cfg Config) (*History, error) {
 	}
 	cfg = w.cfg
 	start := time.Now()
-	for range cfg.Workers {
-		if err := w.startWorker(0); err != nil {
+	if err := w.plant(cfg.Planted); err != nil {
+		return nil, err
+	}
+	// The first worker, and its replacements, serve every type; the others
+	// some of them, so that tasks wait for a worker that serves them.
+	for i := range cfg.Workers {
+		var types []string
+		if i > 0 && w.rng.Chance(0.7) {
+			types = pickTypes(w.rng)
+		}
+		if err := w.startWorker(0, types); err != nil {
 			return nil, err
 		}
 	}
@@ -34,6 +43,13 @@ func Run(cfg Config) (*History, error) {
 		o := w.rng.IntN(len(ops))
 		plans[o] = append(plans[o], creation{at: start.Add(w.rng.Dur(0, cfg.Arrivals)), life: life})
 	}
+	// A burst: many lives within a minute, more due at once than one
+	// listing page holds.
+	burst := start.Add(w.rng.Dur(0, cfg.Arrivals))
+	for life := cfg.Tasks; life < cfg.Tasks+cfg.Burst; life++ {
+		o := w.rng.IntN(len(ops))
+		plans[o] = append(plans[o], creation{at: burst.Add(w.rng.Dur(0, time.Minute)), life: life})
+	}
 	calm := start.Add(cfg.Arrivals + cfg.Turbulence)
 	var operators sync.WaitGroup
 	for i, p := range ops {
@@ -47,6 +63,9 @@ func Run(cfg Config) (*History, error) {
 	}()
 	if !cfg.NoChaos {
 		w.wg.Go(func() { w.chaos(ops) })
+		if cfg.Long {
+			w.wg.Go(w.vandal)
+		}
 	}
 
 	deadline := calm.Add(cfg.Cap)

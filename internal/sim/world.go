@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"iter"
 	"log/slog"
 	"net/http"
@@ -42,6 +43,9 @@ type World struct {
 	ids      []string
 	index    map[string]int // task ID -> index of its task life, for tasks a Create returned
 	stubborn map[string]time.Time
+	keys     []string        // the idempotency keys handed out
+	deleted  map[string]bool // tasks whose record was deleted
+	planted  map[string]bool // the tasks of the unreadable records planted; written before anything runs
 }
 
 // proc is one simulated process: a worker or an operator, with its own
@@ -57,6 +61,7 @@ type proc struct {
 
 	// Workers only.
 	conc   int
+	types  []string // the task types it serves; nil: all
 	worker *s3task.Worker
 	cancel context.CancelFunc
 	exited chan struct{}
@@ -80,14 +85,17 @@ func newWorld(cfg Config) (*World, error) {
 		quiet:    make(chan struct{}),
 		index:    map[string]int{},
 		stubborn: map[string]time.Time{},
+		planted:  map[string]bool{},
+		deleted:  map[string]bool{},
 	}
 	w.h = History{
-		Seed:   cfg.Seed,
-		Params: DefaultParams(),
-		Prefix: w.prefix,
-		Start:  time.Now(),
-		Hooked: w.hooked,
-		Stats:  map[string]int{},
+		Seed:      cfg.Seed,
+		Params:    DefaultParams(),
+		Prefix:    w.prefix,
+		Start:     time.Now(),
+		Hooked:    w.hooked,
+		Stats:     map[string]int{},
+		GoneReads: map[string]int{},
 	}
 	mem.OnApply(w.applied)
 	return w, nil
@@ -151,7 +159,7 @@ func steadyRetries(c *s3.Client) *s3.Client {
 
 // applied records a write S3 applied. It runs while S3 serves nothing else.
 func (w *World) applied(a s3test.Applied) {
-	wr := Write{Seq: w.next(), Time: a.Time, Proc: procOf(a.Request), Method: a.Method, Key: a.Key}
+	wr := Write{Seq: w.next(), Time: a.Time, Proc: procOf(a.Request), Method: a.Method, Key: a.Key, Zombie: isZombie(a.Request)}
 	switch {
 	case strings.HasSuffix(a.Key, "/status.json") && a.Method == http.MethodPut:
 		// released_attempts is read apart from the Task, so records of code
@@ -168,6 +176,21 @@ func (w *World) applied(a s3test.Applied) {
 	}
 	w.mu.Lock()
 	w.h.Writes = append(w.h.Writes, wr)
+	if wr.Method == http.MethodDelete && strings.HasSuffix(wr.Key, "/status.json") {
+		w.deleted[keyTask(w.prefix, wr.Key)] = true
+	}
+	w.mu.Unlock()
+}
+
+// readGone counts a read by proc of the record at path (the request's
+// path, the bucket first) that found none, if the record was deleted.
+func (w *World) readGone(proc, path string) {
+	_, key, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	id := keyTask(w.prefix, key)
+	w.mu.Lock()
+	if w.deleted[id] {
+		w.h.GoneReads[id+" "+proc]++
+	}
 	w.mu.Unlock()
 }
 
@@ -189,7 +212,7 @@ func (w *World) records() (map[string]*summary, map[string]bool) {
 	active := w.prefix + "active/"
 	keys := w.mem.Keys(w.prefix)
 	for _, key := range keys {
-		if name, ok := strings.CutPrefix(key, active); ok {
+		if name, ok := strings.CutPrefix(key, active); ok && !w.planted[markerTask(name)] {
 			markers[markerTask(name)] = true
 		}
 	}
@@ -203,11 +226,11 @@ func (w *World) records() (map[string]*summary, map[string]bool) {
 
 // summaries reads, without requests, the task records among keys: it
 // yields each task's ID with its record, or nil if the record does not
-// decode.
+// decode. The planted records are left out.
 func (w *World) summaries(keys []string) iter.Seq2[string, *summary] {
 	return func(yield func(string, *summary) bool) {
 		for _, key := range keys {
-			if !strings.HasSuffix(key, "/status.json") {
+			if !strings.HasSuffix(key, "/status.json") || w.planted[keyTask(w.prefix, key)] {
 				continue
 			}
 			body, ok := w.mem.Object(key)
@@ -244,7 +267,7 @@ func (w *World) settled() bool {
 	keys := w.mem.Keys(w.prefix)
 	active := w.prefix + "active/"
 	for _, key := range keys {
-		if strings.HasPrefix(key, active) {
+		if name, ok := strings.CutPrefix(key, active); ok && !w.planted[markerTask(name)] {
 			return false // markers are the cheap tell: look no further
 		}
 	}
@@ -316,4 +339,53 @@ func (w *World) history() *History {
 		h.Stats["req:"+name] = int(w.reqs[i].Load())
 	}
 	return &h
+}
+
+// simTypes are the task types of the world.
+var simTypes = []string{"a", "b", "c"}
+
+// pickTypes draws one or two of the types, in order.
+func pickTypes(rng *Rand) []string {
+	var types []string
+	for len(types) == 0 {
+		for _, t := range simTypes {
+			if rng.Chance(0.45) {
+				types = append(types, t)
+			}
+		}
+	}
+	return types
+}
+
+// key returns an idempotency key for a new task life: a new one, or half
+// the time one that an earlier life used.
+func (w *World) key(rng *Rand) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.keys) > 0 && rng.Chance(0.5) {
+		return w.keys[rng.IntN(len(w.keys))]
+	}
+	k := fmt.Sprintf("key-%d", len(w.keys)+1)
+	w.keys = append(w.keys, k)
+	return k
+}
+
+// running returns the records of the tasks worker holds, read without
+// requests.
+func (w *World) running(worker string) []*s3task.Task {
+	var out []*s3task.Task
+	for _, key := range w.mem.Keys(w.prefix) {
+		if !strings.HasSuffix(key, "/status.json") || w.planted[keyTask(w.prefix, key)] {
+			continue
+		}
+		body, ok := w.mem.Object(key)
+		if !ok {
+			continue
+		}
+		var t s3task.Task
+		if json.Unmarshal(body, &t) == nil && t.Status == s3task.StatusRunning && t.WorkerID == worker {
+			out = append(out, &t)
+		}
+	}
+	return out
 }

@@ -1,0 +1,85 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+)
+
+// life is a stretch of sequence numbers, [from, to), in which a task's
+// record existed and was not marked for purging.
+type life struct{ from, to int64 }
+
+// lives returns the stretches in which task id was live.
+func (x *index) lives(id string) []life {
+	var out []life
+	var from int64 = -1
+	for _, w := range x.records[id] {
+		live := w.Record != nil && !w.Record.Purging
+		switch {
+		case live && from < 0:
+			from = w.Seq
+		case !live && from >= 0:
+			out = append(out, life{from, w.Seq})
+			from = -1
+		}
+	}
+	if from >= 0 {
+		out = append(out, life{from, 1<<63 - 1})
+	}
+	return out
+}
+
+// checkKeys: at no moment do two live tasks carry one idempotency key, and
+// a Create with a key that succeeded returned the key's task as it was live
+// at some moment of the call.
+func checkKeys(x *index) []Violation {
+	byKey := map[string][]string{}
+	for _, id := range x.tasks {
+		if t := x.last(id); t != nil && t.IdempotencyKey != "" {
+			byKey[t.IdempotencyKey] = append(byKey[t.IdempotencyKey], id)
+		}
+	}
+	var vs []Violation
+	for _, key := range sortedKeys(byKey) {
+		ids := byKey[key]
+		for i, a := range ids {
+			for _, b := range ids[i+1:] {
+				for _, la := range x.lives(a) {
+					for _, lb := range x.lives(b) {
+						from, to := max(la.from, lb.from), min(la.to, lb.to)
+						if from >= to {
+							continue
+						}
+						w := x.writeAt(from)
+						vs = append(vs, Violation{Kind: KindKey, Task: b, Time: w.Time, Msg: fmt.Sprintf(
+							"tasks %s and %s both carried key %q, live at once from %s", a, b, key, x.at(w.Time))})
+					}
+				}
+			}
+		}
+	}
+	for i := range x.h.Calls {
+		c := &x.h.Calls[i]
+		if !isCreateCall(c.Kind) || c.Key == "" || c.Err != "" {
+			continue
+		}
+		bad := func(format string, args ...any) {
+			vs = append(vs, Violation{Kind: KindKey, Task: c.TaskID, Time: c.End, Msg: fmt.Sprintf(
+				"%s %s with key %q from %s to %s returned %s: ", c.Proc, c.Kind, c.Key, x.at(c.Start), x.at(c.End), c.TaskID) + fmt.Sprintf(format, args...)})
+		}
+		if c.Task == nil || c.Task.IdempotencyKey != c.Key {
+			bad("a task without that key")
+			continue
+		}
+		if !slices.ContainsFunc(x.lives(c.TaskID), func(l life) bool { return l.from < c.EndSeq && l.to > c.StartSeq }) {
+			bad("it was not live at any moment of the call (%s)", describe(x.lastPutBefore(c.TaskID, c.EndSeq)))
+		}
+	}
+	return vs
+}
+
+// writeAt returns the write with sequence number seq.
+func (x *index) writeAt(seq int64) *Write {
+	i, _ := slices.BinarySearchFunc(x.h.Writes, seq, func(w Write, s int64) int { return int(w.Seq - s) })
+	return &x.h.Writes[min(i, len(x.h.Writes)-1)]
+}
