@@ -384,10 +384,11 @@
 // after it, so a task that needs a worker is never without a marker, and
 // deleting the marker of a phase that is over can never delete the next
 // one's. A worker lists one page of the marker folder from its head, where
-// the markers due first are, and serves them oldest first: it picks at
-// random among the first 16 (so that workers polling at once do not all
-// reach for the same task), then goes on in order, and stops at the first
-// marker not yet due, whose time tells it when to look again. The holder of
+// the markers due first are, and serves them oldest first, 16 at a time
+// per free slot, at random within each 16 (so that workers polling at once
+// do not all reach for the same task), going on to the next 16 while those
+// started nothing, and stops at the first marker not yet due, whose time
+// tells it when to look again. The holder of
 // a running task moves its marker on to the end of the lease about once a
 // lease, so polls never meet a live task. The cost of a poll depends on the
 // page, never on the length of the queue: one LIST. Workers delete stale
@@ -404,7 +405,13 @@
 // Bad records. A status.json with a newer schema_version is refused with
 // [ErrUnsupportedSchema] and never rewritten; a corrupt one is reported as a
 // *[RecordError] naming its key. Neither stops a worker or hides other tasks
-// from [Store.List].
+// from [Store.List]. Its marker stays; a worker that meets it reads the
+// record again only 10 minutes later, and goes on past it in the same
+// poll, so any number of them among the markers a poll lists (the first
+// 100 at least) delay no task behind them beyond that poll. More than a
+// page of them ahead of a task can hide it from workers for longer:
+// [Store.Reconcile] reports them (ReconcileReport.Broken), to be mended or
+// deleted.
 //
 // # When S3 or the network misbehaves
 //

@@ -1,0 +1,150 @@
+package s3task
+
+// Tests that pin promises of the documentation which were found broken:
+// each runs in a testing/synctest bubble against the socketless in-memory
+// S3 (see bubble_test.go), so that every timing is exact.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/s3task/s3task/internal/s3test"
+)
+
+// advKeyCounter counts, by key, the requests of one method whose key
+// matches.
+type advKeyCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// wrap counts the requests of method whose object key satisfies match.
+func (c *advKeyCounter) wrap(method string, match func(key string) bool) func(http.RoundTripper) http.RoundTripper {
+	return advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+		key := strings.TrimPrefix(r.URL.Path, "/"+s3test.Bucket+"/")
+		if r.Method == method && s3test.Op(r) != "LIST" && match(key) {
+			c.mu.Lock()
+			if c.counts == nil {
+				c.counts = map[string]int{}
+			}
+			c.counts[key]++
+			c.mu.Unlock()
+		}
+		return next.RoundTrip(r)
+	})
+}
+
+// reset forgets the counts so far.
+func (c *advKeyCounter) reset() {
+	c.mu.Lock()
+	c.counts = nil
+	c.mu.Unlock()
+}
+
+// most returns the highest count of one key, and that key.
+func (c *advKeyCounter) most() (int, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, which := 0, ""
+	for key, v := range c.counts {
+		if v > n {
+			n, which = v, key
+		}
+	}
+	return n, which
+}
+
+// total returns the count over every key.
+func (c *advKeyCounter) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.counts {
+		n += v
+	}
+	return n
+}
+
+// advMarkerKey returns the key of a marker of task id due at due.
+func advMarkerKey(id string, due time.Time) string {
+	return DefaultPrefix + "active/" + due.UTC().Format(markerTimeLayout) + "_" + id
+}
+
+// TestUnreadableRecordsDoNotHideDueTasks: the package promises that a
+// corrupt record or one of a newer schema never stops a worker or hides
+// other tasks. Such records keep their markers (no worker may rewrite or
+// drop what it cannot read), and their markers sort first when they fell
+// due long ago. A worker must look past them in the same poll, to the
+// valid task behind them in the page it listed, and must not read them
+// again at every poll: each is left alone for a while once read.
+func TestUnreadableRecordsDoNotHideDueTasks(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		const unreadable = 40
+		bad := map[string]bool{}
+		for i := range unreadable {
+			id := NewID()
+			body := `{"schema_version": 1, "task_id": "` + id + `", "status": "que`
+			if i%2 == 1 {
+				body = `{"schema_version": 2, "task_id": "` + id + `", "status": "parked"}`
+			}
+			e.putRaw(e.recordKey(id), []byte(body))
+			e.putRaw(advMarkerKey(id, time.Now().Add(-time.Hour+time.Duration(i)*time.Second)), nil)
+			bad[e.recordKey(id)] = true
+		}
+		good := e.submit(CreateParams{Name: "behind the broken ones"})
+
+		var gets advKeyCounter
+		var mu sync.Mutex
+		var firstList time.Time
+		st := e.store(nil, gets.wrap(http.MethodGet, func(key string) bool { return bad[key] }),
+			advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+				if s3test.Op(r) == "LIST" {
+					mu.Lock()
+					if firstList.IsZero() {
+						firstList = time.Now()
+					}
+					mu.Unlock()
+				}
+				return next.RoundTrip(r)
+			}))
+		w := e.run(st, advSucceed, &WorkerOptions{ID: "w"})
+		var start advStart
+		select {
+		case start = <-w.started:
+		case <-time.After(3 * time.Hour):
+			n, key := gets.most()
+			t.Fatalf("a valid task behind %d unreadable records did not start within 3 hours; the worker read %s %d times", unreadable, key, n)
+		}
+		mu.Lock()
+		listed := firstList
+		mu.Unlock()
+		if start.id != good.ID {
+			t.Fatalf("started %s, want %s", start.id, good.ID)
+		}
+		if d := start.at.Sub(listed); d > DefaultPollInterval+3*time.Second {
+			t.Errorf("a valid task behind %d unreadable records started %s after the worker's first listing; want within PollInterval (%s) and a few seconds",
+				unreadable, d, DefaultPollInterval)
+		}
+
+		// Polls go on (every MaxPollInterval at least); the unreadable
+		// records are read again now and then, not at each one.
+		gets.reset()
+		const span = 30 * time.Minute
+		time.Sleep(span)
+		n, key := gets.most()
+		t.Logf("over %s after the start: %d GETs of the unreadable records, at most %d of one", span, gets.total(), n)
+		// One read per 10 minutes, and one by a reconciler turn (an hour
+		// apart) at most.
+		if limit := int(span/(10*time.Minute)) + 2; n > limit {
+			t.Errorf("the worker read the unreadable record %s %d times in %s; want at most %d (once per 10 minutes, plus a reconcile)", key, n, span, limit)
+		}
+	})
+}
+
+var _ = fmt.Sprint
+var _ = context.Background
