@@ -478,7 +478,8 @@
 // PUTs of the marker and the record, a GET and a PUT of the wake object,
 // and a DELETE of the old marker of a task that was waiting for its retry.
 // Schedule: GET, PUT of the new marker, PUT of the record, DELETE of the
-// old marker, and the wake object's GET and PUT when the task is due now.
+// old marker, and the wake object's GET and PUT when the task is due sooner
+// than it was.
 // List: 1 LIST plus one GET per task in the page, whatever the bucket holds.
 // PresignUpload, PresignUploadForm, PresignDownload: 1 GET (signing is
 // local); CreateForUpload creates and presigns with 1 PUT. One attempt: a

@@ -5,8 +5,6 @@ package s3task
 // S3 (see bubble_test.go), so that every timing is exact.
 
 import (
-	"context"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -146,5 +144,48 @@ func TestUnreadableRecordsDoNotHideDueTasks(t *testing.T) {
 	})
 }
 
-var _ = fmt.Sprint
-var _ = context.Background
+// TestScheduleNearerStartsWithinPollInterval: Store.Schedule promises that
+// a queued task's marker moves to the new time and a worker starts it
+// within PollInterval after, without listing in between. An idle worker
+// that listed the task while it was due later keeps that later time as the
+// moment to list again; moving the start nearer, though still ahead, must
+// reach it as a Submit does, or it starts up to MaxPollInterval late.
+func TestScheduleNearerStartsWithinPollInterval(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		const poll = 2 * time.Second
+		task := e.submit(CreateParams{Name: "moved nearer", RunAt: time.Now().Add(10 * time.Minute)})
+		var lists []time.Time
+		var mu sync.Mutex
+		w := e.run(e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+			if s3test.Op(r) == "LIST" {
+				mu.Lock()
+				lists = append(lists, time.Now())
+				mu.Unlock()
+			}
+			return next.RoundTrip(r)
+		})), advSucceed, &WorkerOptions{ID: "w", PollInterval: poll, ReconcileInterval: -1})
+		time.Sleep(3 * poll)
+		mu.Lock()
+		listed := len(lists)
+		mu.Unlock()
+		if listed == 0 {
+			t.Fatal("setup: the worker did not list the markers")
+		}
+
+		runAt := time.Now().Add(5 * time.Second)
+		got, err := e.admin.Schedule(e.ctx, task.ID, runAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.DueAt.Equal(ceilMS(runAt)) || !e.has(e.admin.MarkerKey(got)) {
+			t.Fatalf("scheduled: due_at %s, marker %v; want %s and its marker", got.DueAt, e.has(e.admin.MarkerKey(got)), ceilMS(runAt))
+		}
+		at := advAwait(t, w.started, time.Hour, "the start").at
+		if at.Before(runAt) {
+			t.Errorf("started %s before run_at", runAt.Sub(at))
+		}
+		if late := at.Sub(runAt); late > poll {
+			t.Errorf("a task scheduled nearer (but still ahead) started %s after its new run_at; want within PollInterval %s", late, poll)
+		}
+	})
+}

@@ -441,12 +441,14 @@ func (s *Store) cancel(ctx context.Context, id, reason string) (*Task, error) {
 
 // Schedule sets the earliest time a created or queued task may start (by
 // the S3 server's clock, rounded up to a whole millisecond), and returns
-// it. A queued task's marker moves to
-// that time, so no worker looks at it before, and one starts it within
-// PollInterval after, without listing in between; zero (or a time past)
-// makes a scheduled task run now. Requests: GET, PUT marker, PUT record,
-// DELETE old marker, and GET and PUT wake when the task is due now; a
-// created task only gets its record written.
+// it. A queued task's marker moves to that time, so no worker looks at it
+// before, and one starts it within PollInterval after, without listing in
+// between: a marker moved nearer, now or still ahead, is announced in the
+// wake object as a Submit's is, since idle workers would otherwise wait
+// for the later time of their last listing. Zero (or a time past) makes a
+// scheduled task run now. Requests: GET, PUT marker, PUT record, DELETE
+// old marker, and GET and PUT wake when the task is due sooner than it
+// was; a created task only gets its record written.
 //
 // Errors: [ErrInvalidID]; [ErrNotFound]; a *[TransitionError] unless the
 // task is created or queued; [ErrConflict]; [ErrOutcomeUnknown]; S3 errors
@@ -456,11 +458,21 @@ func (s *Store) Schedule(ctx context.Context, id string, at time.Time) (*Task, e
 }
 
 func (s *Store) schedule(ctx context.Context, id string, at time.Time) (*Task, error) {
-	got, changed, err := s.change(ctx, id, event{kind: evSchedule, at: runAt(at)})
+	if err := ParseID(id); err != nil {
+		return nil, err
+	}
+	t, etag, err := s.read(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if changed && got.Status == StatusQueued && !got.Scheduled(s.serverNow()) {
+	got, changed, err := s.apply(ctx, t, etag, event{kind: evSchedule, at: runAt(at)})
+	if err != nil {
+		return nil, err
+	}
+	if changed && got.Status == StatusQueued && (t.DueAt.IsZero() || got.DueAt.Before(t.DueAt)) {
+		// Idle workers keep the earliest due time of their last listing,
+		// which a later one cannot improve; a nearer one they must learn,
+		// and one still ahead they only note, to list then.
 		s.wake(ctx, s.MarkerKey(got))
 	}
 	return got, nil
