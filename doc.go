@@ -473,8 +473,9 @@
 // and a repeat of a key that names a task already: 1 refused PUT and 2
 // GETs. Get: 1 GET. Submit: GET, HEAD, then PUTs of the marker and
 // the record, and a GET and a PUT of the wake object. Cancel: GET, PUT, and a DELETE of the marker
-// of a task that had one (plus a PUT of a marker first for a task never
-// submitted, when the Store has an OnTerminal hook). Retry: GET, HEAD, then
+// of a task that had one; with an OnTerminal hook, a PUT of a marker due
+// now first for a task whose marker named a later time (or that had none),
+// and a PUT of the record once the hook has run. Retry: GET, HEAD, then
 // PUTs of the marker and the record, a GET and a PUT of the wake object,
 // and a DELETE of the old marker of a task that was waiting for its retry.
 // Schedule: GET, PUT of the new marker, PUT of the record, DELETE of the

@@ -5,6 +5,8 @@ package s3task
 // S3 (see bubble_test.go), so that every timing is exact.
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -186,6 +188,89 @@ func TestScheduleNearerStartsWithinPollInterval(t *testing.T) {
 		}
 		if late := at.Sub(runAt); late > poll {
 			t.Errorf("a task scheduled nearer (but still ahead) started %s after its new run_at; want within PollInterval %s", late, poll)
+		}
+	})
+}
+
+// TestCancelledNoticeIsDueNow: a Store's OnTerminal notice that it could
+// not deliver is left pending in the record, with the task's marker, for a
+// worker to deliver; the package promises that workers deliver notices
+// with backoff (5 seconds doubling to 10 minutes) and list the markers at
+// least every MaxPollInterval. So a worker whose hook works delivers the
+// notice of a cancelled task within MaxPollInterval and a first backoff,
+// whatever the task was waiting for when it was cancelled: not at the
+// RunAt of a task scheduled a week out, nor at the RetryAt of a failed one.
+func TestCancelledNoticeIsDueNow(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		scheduled := e.submit(CreateParams{Name: "next week", RunAt: time.Now().Add(7 * 24 * time.Hour)})
+		waiting := e.submit(CreateParams{Name: "retry in an hour"})
+		failer := e.run(e.store(nil), func(context.Context, *Job) error {
+			return RetryAfter(errors.New("try again later"), time.Hour)
+		}, &WorkerOptions{ID: "failer"})
+		if !advWaitFor(time.Minute, 100*time.Millisecond, func() bool {
+			r := e.record(waiting.ID)
+			return r.Status == StatusFailed && !r.RetryAt.IsZero()
+		}) {
+			t.Fatalf("setup: task is %s, want failed and waiting for a retry", e.record(waiting.ID).Status)
+		}
+		failer.stop()
+
+		var mu sync.Mutex
+		delivered := map[string]time.Time{}
+		e.run(e.store(&StoreOptions{OnTerminal: func(_ context.Context, task *Task) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if _, ok := delivered[task.ID]; !ok {
+				delivered[task.ID] = time.Now()
+			}
+			return nil
+		}}), advSucceed, &WorkerOptions{ID: "w"})
+		time.Sleep(5 * time.Second) // idle: it listed the markers, and waits
+
+		tried := map[string]bool{}
+		canceller := e.store(&StoreOptions{OnTerminal: func(_ context.Context, task *Task) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if !tried[task.ID] {
+				tried[task.ID] = true
+				return errors.New("webhook down")
+			}
+			return nil
+		}})
+		cancelled := time.Now()
+		for _, id := range []string{scheduled.ID, waiting.ID} {
+			got, err := canceller.Cancel(e.ctx, id, "not needed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.NotifyPending {
+				t.Fatalf("setup: the cancel of %s delivered its notice", id)
+			}
+		}
+
+		bound := DefaultMaxPollInterval + notifyBackoffMin + 5*time.Second
+		advWaitFor(2*time.Hour, time.Second, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(delivered) == 2
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range []struct {
+			what string
+			id   string
+		}{{"scheduled a week out", scheduled.ID}, {"waiting an hour for its retry", waiting.ID}} {
+			at, ok := delivered[c.id]
+			switch {
+			case !ok:
+				t.Errorf("the notice of a task %s, cancelled with its notice pending, was not delivered within 2 hours", c.what)
+			case at.Sub(cancelled) > bound:
+				t.Errorf("the notice of a task %s, cancelled with its notice pending, was delivered %s after the cancel; want within %s (MaxPollInterval and a backoff)",
+					c.what, at.Sub(cancelled), bound)
+			}
+			if r := e.record(c.id); r.NotifyPending {
+				t.Errorf("the task %s still has its notice pending after delivery", c.what)
+			}
 		}
 	})
 }

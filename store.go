@@ -406,9 +406,13 @@ func (s *Store) retry(ctx context.Context, id string) (*Task, error) {
 // at its next heartbeat, cancels its handler's context with [ErrTaskCanceled]
 // and writes nothing more. Cancelling an abandoned task changes nothing.
 // Requests: GET, PUT record, and DELETE of the marker of a task that had one
-// (queued, running, or waiting for a retry); with an OnTerminal hook, a task
-// never submitted also gets a marker first (one PUT), so that its notice is
-// delivered by a worker if this call cannot.
+// (queued, running, or waiting for a retry). With an OnTerminal hook, the
+// task's notice is due now, and keeps a marker due now until it is
+// delivered, by this call or, if the hook fails here, by a worker: a task
+// whose marker named a later time (never submitted, scheduled, waiting for
+// a retry, running) gets that marker first (one PUT), and its old marker
+// goes after the record; once the hook has run, a PUT of the record
+// records the notice, and the marker goes.
 //
 // Errors: [ErrInvalidID]; [ErrInvalidArgument] for a long reason;
 // [ErrNotFound]; a *[TransitionError] for a completed task; [ErrConflict];
