@@ -274,3 +274,51 @@ func TestCancelledNoticeIsDueNow(t *testing.T) {
 		}
 	})
 }
+
+// TestPurgedTaskNoticeIsDropped: a purge that drops pending notices
+// (PurgeOptions.DropPendingNotices) deletes the record of a task whose
+// notice a worker still holds, retrying a failing hook. A record that no
+// longer exists has no notice left to deliver: the worker must give the
+// notice up at its next try, not read the missing record again every ten
+// minutes for as long as it runs.
+func TestPurgedTaskNoticeIsDropped(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		task := e.submit(CreateParams{Name: "purged before its notice"})
+		key := e.recordKey(task.ID)
+		var gets advKeyCounter
+		var mu sync.Mutex
+		calls := 0
+		st := e.store(&StoreOptions{OnTerminal: func(context.Context, *Task) error {
+			mu.Lock()
+			calls++
+			mu.Unlock()
+			return errors.New("webhook down")
+		}}, gets.wrap(http.MethodGet, func(k string) bool { return k == key }))
+		e.run(st, advSucceed, &WorkerOptions{ID: "w"})
+		if !advWaitFor(time.Minute, 100*time.Millisecond, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return calls > 0
+		}) {
+			t.Fatal("setup: the hook was never called")
+		}
+		r, err := e.admin.Purge(e.ctx, time.Now().Add(time.Hour), PurgeOptions{DropPendingNotices: true})
+		if err != nil || len(r.Purged) != 1 {
+			t.Fatalf("setup: Purge = %+v, %v; want the task purged", r, err)
+		}
+		gets.reset()
+		mu.Lock()
+		calls = 0
+		mu.Unlock()
+		const span = 2 * time.Hour
+		time.Sleep(span)
+		mu.Lock()
+		defer mu.Unlock()
+		if n := gets.total(); n > 1 {
+			t.Errorf("the worker read the purged task's record %d times in %s; want at most once (then the notice is dropped)", n, span)
+		}
+		if calls > 0 {
+			t.Errorf("the hook was called %d times for a purged task", calls)
+		}
+	})
+}
