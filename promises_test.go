@@ -322,3 +322,56 @@ func TestPurgedTaskNoticeIsDropped(t *testing.T) {
 		}
 	})
 }
+
+// TestStopCancelsHandlersDespiteSlowHook: Worker.Stop promises that when
+// its ctx ends it cancels the running handlers' contexts at once, with
+// ErrWorkerStopping, without waiting for the rest of ShutdownTimeout. An
+// OnTerminal hook that ignores its context, still running on the worker's
+// notifier, must not hold that back: Run waits for it before it returns,
+// not before it stops the handlers.
+func TestStopCancelsHandlersDespiteSlowHook(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		quick := e.submit(CreateParams{Name: "quick, slow notice"})
+		long := e.submit(CreateParams{Name: "long"})
+		inHook := make(chan struct{})
+		var once sync.Once
+		st := e.store(&StoreOptions{OnTerminal: func(context.Context, *Task) error {
+			once.Do(func() { close(inHook) })
+			time.Sleep(20 * time.Minute) // ignores its context
+			return nil
+		}})
+		ended := make(chan time.Time, 1)
+		var cause error
+		w := e.run(st, func(ctx context.Context, job *Job) error {
+			if job.Task.ID == quick.ID {
+				return nil
+			}
+			<-ctx.Done()
+			cause = context.Cause(ctx)
+			ended <- time.Now()
+			return ctx.Err()
+		}, &WorkerOptions{ID: "w", Concurrency: 2})
+		advAwait(t, inHook, time.Minute, "the slow hook")
+		for len(w.started) < 2 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if r := e.record(long.ID); r.Status != StatusRunning {
+			t.Fatalf("setup: the long task is %s, want running", r.Status)
+		}
+
+		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+		defer cancel()
+		err := w.w.Stop(ctx)
+		deadline, _ := ctx.Deadline()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Stop = %v, want context.DeadlineExceeded (the hook holds Run)", err)
+		}
+		at := advAwait(t, ended, time.Hour, "the end of the running handler's context")
+		if late := at.Sub(deadline); late > time.Second {
+			t.Errorf("the running handler's context ended %s after Stop's ctx did; want within a second", late)
+		}
+		if !errors.Is(cause, ErrWorkerStopping) {
+			t.Errorf("the running handler's context cause %v, want ErrWorkerStopping", cause)
+		}
+	})
+}
