@@ -375,3 +375,68 @@ func TestStopCancelsHandlersDespiteSlowHook(t *testing.T) {
 		}
 	})
 }
+
+// TestSubmitMarkerSurvivesFastClockCreate: a fresh Store stamps its first
+// writes from its own clock, corrected only by what responses taught it,
+// and Create writes without reading first; so a store whose clock is two
+// minutes ahead creates a record whose updated_at is two minutes ahead of
+// the server. A Submit by another store then writes its marker before the
+// record; a Reconcile, or a worker's poll, that judges that marker in
+// between must not take it for a marker of a phase that is over ("written
+// before the record's last change") and delete it: the queued task would
+// be left without a marker until the next reconcile.
+func TestSubmitMarkerSurvivesFastClockCreate(t *testing.T) {
+	for _, judge := range []string{"Reconcile", "a worker's poll"} {
+		t.Run(judge, func(t *testing.T) {
+			inBubble(t, func(t *testing.T, e *advEnv) {
+				fast := e.store(&StoreOptions{Clock: func() time.Time { return time.Now().Add(2 * time.Minute) }})
+				task, err := fast.Create(e.ctx, CreateParams{Name: "created by a fast clock"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := e.admin.UploadInput(e.ctx, task.ID, strings.NewReader("a,b\n")); err != nil {
+					t.Fatal(err)
+				}
+				if ahead := e.record(task.ID).UpdatedAt.Sub(time.Now()); ahead < time.Minute {
+					t.Fatalf("setup: the created record's updated_at is %s ahead of the server, want about 2 minutes", ahead)
+				}
+				time.Sleep(10 * time.Second)
+
+				var judged error
+				var once sync.Once
+				judgeNow := func() {
+					switch judge {
+					case "Reconcile":
+						_, judged = e.store(nil).Reconcile(e.ctx, ReconcileOptions{})
+					default:
+						w, err := NewWorker(e.store(nil), HandlerFunc(advSucceed), &WorkerOptions{ID: "judge", Logger: advQuiet})
+						if err != nil {
+							judged = err
+							return
+						}
+						w.poll(e.ctx, e.ctx)
+					}
+				}
+				submitter := e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+					if advIsRecord(r, http.MethodPut, task.ID) {
+						once.Do(judgeNow) // the marker is written, the record not yet
+					}
+					return next.RoundTrip(r)
+				}))
+				got, err := submitter.Submit(e.ctx, task.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if judged != nil {
+					t.Fatal(judged)
+				}
+				if got.Status != StatusQueued {
+					t.Fatalf("Submit: task %s, want queued", got.Status)
+				}
+				if key := e.admin.MarkerKey(got); !e.has(key) {
+					t.Errorf("the submitted task has no marker %s after %s judged it between the Submit's marker and record writes", key, judge)
+				}
+			})
+		})
+	}
+}
