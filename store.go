@@ -10,6 +10,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -35,9 +36,13 @@ type Store struct {
 	log     *slog.Logger
 	do      CallFunc // the create and change calls, through StoreOptions.Middleware
 
-	// skew is the S3 server's clock minus the local clock, in nanoseconds,
-	// as last seen in a response's Date header.
+	// skew is the S3 server's clock minus the local clock, in nanoseconds:
+	// the least it can be by the Date headers of the responses seen, and
+	// skewMost the most (see observeTime).
 	skew      atomic.Int64
+	skewMost  atomic.Int64
+	clockMu   sync.Mutex   // serialises observeTime
+	observed  bool         // under clockMu: a Date header was seen
 	lastStamp atomic.Int64 // the latest time stamp returned, in Unix milliseconds
 	local     localWorkers // workers of this process, woken by Submit and Retry
 }
