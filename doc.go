@@ -391,10 +391,11 @@
 // after it, so a task that needs a worker is never without a marker, and
 // deleting the marker of a phase that is over can never delete the next
 // one's. A worker lists one page of the marker folder from its head, where
-// the markers due first are, and serves them oldest first: it picks at
-// random among the first 16 (so that workers polling at once do not all
-// reach for the same task), then goes on in order, and stops at the first
-// marker not yet due, whose time tells it when to look again. The holder of
+// the markers due first are, and serves them oldest first, 16 at a time
+// per free slot, at random within each 16 (so that workers polling at once
+// do not all reach for the same task), going on to the next 16 while those
+// started nothing, and stops at the first marker not yet due, whose time
+// tells it when to look again. The holder of
 // a running task moves its marker on to the end of the lease about once a
 // lease, so polls never meet a live task. The cost of a poll depends on the
 // page, never on the length of the queue: one LIST. Workers delete stale
@@ -411,7 +412,13 @@
 // Bad records. A status.json with a newer schema_version is refused with
 // [ErrUnsupportedSchema] and never rewritten; a corrupt one is reported as a
 // *[RecordError] naming its key. Neither stops a worker or hides other tasks
-// from [Store.List].
+// from [Store.List]. Its marker stays; a worker that meets it reads the
+// record again only 10 minutes later, and goes on past it in the same
+// poll, so any number of them among the markers a poll lists (the first
+// 100 at least) delay no task behind them beyond that poll. More than a
+// page of them ahead of a task can hide it from workers for longer:
+// [Store.Reconcile] reports them (ReconcileReport.Broken), to be mended or
+// deleted.
 //
 // # When S3 or the network misbehaves
 //
@@ -473,12 +480,14 @@
 // and a repeat of a key that names a task already: 1 refused PUT and 2
 // GETs. Get: 1 GET. Submit: GET, HEAD, then PUTs of the marker and
 // the record, and a GET and a PUT of the wake object. Cancel: GET, PUT, and a DELETE of the marker
-// of a task that had one (plus a PUT of a marker first for a task never
-// submitted, when the Store has an OnTerminal hook). Retry: GET, HEAD, then
+// of a task that had one; with an OnTerminal hook, a PUT of a marker due
+// now first for a task whose marker named a later time (or that had none),
+// and a PUT of the record once the hook has run. Retry: GET, HEAD, then
 // PUTs of the marker and the record, a GET and a PUT of the wake object,
 // and a DELETE of the old marker of a task that was waiting for its retry.
 // Schedule: GET, PUT of the new marker, PUT of the record, DELETE of the
-// old marker, and the wake object's GET and PUT when the task is due now.
+// old marker, and the wake object's GET and PUT when the task is due sooner
+// than it was.
 // List: 1 LIST plus one GET per task in the page, whatever the bucket holds.
 // PresignUpload, PresignUploadForm, PresignDownload: 1 GET (signing is
 // local); CreateForUpload creates and presigns with 1 PUT. One attempt: a

@@ -218,14 +218,22 @@ const staleSubmitAge = 10 * time.Minute
 // staleMarker reports whether m, a marker of task t other than the one its
 // record calls for, can go: the task is completed or abandoned, which no
 // change follows; or the marker was written before the record's last
-// change, so it belongs to a phase that is over; or it is newer than the record but
-// so old that the change it was written for evidently never landed (a
-// Submit that died, say). A marker newer than the record may belong to a
-// change under way, which writes its marker first.
+// change, so it belongs to a phase that is over; or it is newer than the
+// record but so old that the change it was written for evidently never
+// landed (a Submit that died, say). A marker newer than the record may
+// belong to a change under way, which writes its marker first.
+//
+// A created task's marker is judged by its age alone. Such a task has no
+// phase of its own that a marker could outlive: any marker it has was
+// written for a change under way (a Submit) or left by one that died. And
+// its record may be the first write of a Store that had not yet seen the
+// server's clock (Create reads nothing first), so its updated_at can lie
+// ahead of the server's time by the error of that Store's clock.
 func staleMarker(m marker, t *Task, now time.Time) bool {
 	switch {
 	case t.Status == StatusCompleted || t.Status == StatusAbandoned:
 		return true // nothing follows these: no change can be under way
+	case t.Status == StatusCreated:
 	case m.written.Before(t.UpdatedAt.Add(-markerSkew)):
 		return true
 	}

@@ -18,13 +18,13 @@ const (
 
 // notifier delivers a worker's OnTerminal notices one at a time, apart from
 // the poll loop and the attempts, so a slow or failing hook delays no claim
-// and holds no slot. A notice that fails is tried again with backoff. While
-// a notice is held here, the worker's polls skip the task's marker instead
-// of reading its record every time, unless the marker was written again
-// since the record was last seen finished (a Retry writes it): then the
-// poll reads the task as usual. A worker without
-// the hook holds the notices it meets for notifyBackoffMax, leaving them to
-// a worker that has it.
+// and holds no slot. A notice that fails is tried again with backoff; one
+// whose task was deleted meanwhile (purged) is dropped. While a notice is
+// held here, the worker's polls skip the task's marker instead of reading
+// its record every time, unless the marker was written again since the
+// record was last seen finished (a Retry writes it): then the poll reads
+// the task as usual. A worker without the hook holds the notices it meets
+// for notifyBackoffMax, leaving them to a worker that has it.
 type notifier struct {
 	w    *Worker
 	mu   sync.Mutex
@@ -145,7 +145,9 @@ func (n *notifier) run(ctx context.Context) {
 
 // deliver delivers one held notice. A record older than freshFor is read
 // again first: the task may have been retried, or its notice delivered by
-// another worker, since.
+// another worker, since. A record that no longer exists (a Purge with
+// DropPendingNotices) has no notice left to deliver: the notice is done
+// with, and nil returned.
 func (n *notifier) deliver(ctx context.Context, no *notice) error {
 	s := n.w.store
 	t, etag := no.t, no.etag
@@ -155,6 +157,10 @@ func (n *notifier) deliver(ctx context.Context, no *notice) error {
 		var err error
 		t, etag, err = s.read(rctx, t.ID)
 		cancel()
+		if errors.Is(err, ErrNotFound) {
+			n.w.log.Info("s3task: task deleted before its OnTerminal notice went out; dropping the notice", "task_id", no.t.ID)
+			return nil
+		}
 		if err != nil {
 			return err
 		}

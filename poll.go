@@ -7,16 +7,22 @@ import (
 )
 
 // poll reads the marker index from its head, where the markers due first
-// are, and visits those due while a slot is free: the first few (pickSpread
-// per free slot, more when it meets tasks others took) in random order, so
-// that workers polling at once spread over the oldest tasks. It reads one
-// page, and the next only if a page held nothing to visit (markers of
-// notices this worker holds, of tasks it knows not to be due, or of types
-// its handler does not serve). It reports whether it ran out of slots
-// with markers left to visit, and the earliest time, by the server's clock,
-// at which a task it saw will need a worker (zero if none). A poll that
-// started tasks from a page full of due markers reports itself saturated
-// too: more are due behind that page.
+// are, and visits those due while a slot is free, a few at a time (pickSpread
+// per free slot, more when it meets tasks others took), each few in random
+// order, so that workers polling at once spread over the oldest tasks. When
+// the visits of a few started nothing (records that cannot be read, tasks
+// of types its handler does not serve, tasks others took), and none failed
+// for a passing reason, it goes on with the next few of the same page: so
+// the markers of tasks it cannot run, which it then leaves alone for a
+// while (unreadableRecheck, unservedRecheck), never hide a task behind them
+// in the page it listed (at least the first 100 markers); that task starts
+// in the same poll. It reads one page, and the next only if a page held
+// nothing to visit (markers of notices this worker holds, of tasks it knows
+// not to be due, or that it left alone for a while). It reports whether it
+// ran out of slots with markers left to visit, and the earliest time, by
+// the server's clock, at which a task it saw will need a worker (zero if
+// none). A poll that started tasks from a page full of due markers reports
+// itself saturated too: more are due behind that page.
 func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time) {
 	s := w.store
 	start, started, seen := time.Now(), 0, 0
@@ -28,21 +34,23 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 		}
 	}
 	// serve visits the markers of todo while a slot is free; it reports
-	// whether the slots ran out first.
-	serve := func(todo []marker) bool {
+	// whether the slots ran out first, and whether a visit failed for a
+	// passing reason.
+	serve := func(todo []marker) (full, failed bool) {
 		for _, m := range todo {
 			if ctx.Err() != nil {
-				return false
+				return false, failed
 			}
 			select {
 			case w.slots <- struct{}{}:
 			default:
-				return true
+				return true, failed
 			}
 			vctx, cancel := w.bounded(ctx) // the reads and deletes; a claim has its own deadline
-			ok, when, taken := w.visit(vctx, base, m)
+			ok, when, taken, vfailed := w.visit(vctx, base, m)
 			cancel()
 			w.adapt(taken)
+			failed = failed || vfailed
 			if ok {
 				started++
 				continue
@@ -53,7 +61,7 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 				soonest(when)
 			}
 		}
-		return false
+		return false, failed
 	}
 	after, listed := "", false
 	defer func() {
@@ -97,15 +105,28 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 			}
 			todo = append(todo, m)
 		}
-		// Only the head, at random: going on in order through a listing
+		// A head at a time, at random: going on in order through a listing
 		// that others read too would have every worker reach for the same
-		// markers.
-		head := min(len(todo), w.spread*(cap(w.slots)-len(w.slots)))
-		s.shuffle("poll", head, func(i, j int) { todo[i], todo[j] = todo[j], todo[i] })
-		if serve(todo[:head]) {
-			return true, due
+		// markers. A head that started nothing gives way to the next one,
+		// unless a visit failed for a passing reason (S3 not answering),
+		// which the next ones would meet too.
+		rest := todo
+		for len(rest) > 0 && started == 0 && ctx.Err() == nil {
+			head := min(len(rest), w.spread*(cap(w.slots)-len(w.slots)))
+			if head == 0 {
+				return true, due // every slot taken (RunTask) with markers left
+			}
+			s.shuffle("poll", head, func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+			full, failed := serve(rest[:head])
+			if full {
+				return true, due
+			}
+			rest = rest[head:]
+			if failed {
+				break
+			}
 		}
-		if (head < len(todo) || more && !ahead) && started > 0 {
+		if (len(rest) > 0 || more && !ahead) && started > 0 {
 			// Due markers are left behind the head this poll worked
 			// through while slots freed: list again now.
 			return true, due
@@ -132,7 +153,7 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 					todo = append(todo, m)
 				}
 			}
-			if serve(todo) {
+			if full, _ := serve(todo); full {
 				return true, due
 			}
 		}
@@ -143,26 +164,35 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 // visit reads the task behind marker m and does what it needs: claim it,
 // recover it from an expired lease, or settle a finished one. It reports
 // whether it started running the task; otherwise when the task will next
-// need a worker (a retry falling due, a lease running out), if it knows;
-// and whether another worker had taken the task since the listing (or took
-// it first), which tells the poll loop that workers crowd the head of the
-// queue. A marker of a phase that is over goes once the record is read,
+// need a worker (a retry falling due, a lease running out), if it knows,
+// or when to look at it again (a record that cannot be read, a type not
+// served); whether another worker had taken the task since the listing (or
+// took it first), which tells the poll loop that workers crowd the head of
+// the queue; and whether it failed for a passing reason (S3 did not
+// answer). A marker of a phase that is over goes once the record is read,
 // unless the change that ended it is so recent that its writer is still
 // removing it; so does one of a task that no longer exists.
-func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due time.Time, taken bool) {
+func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due time.Time, taken, failed bool) {
 	s := w.store
 	log := w.log.With("task_id", m.id)
 	t, etag, err := s.read(ctx, m.id)
+	var unreadable *RecordError
 	switch {
 	case errors.Is(err, ErrNotFound):
 		log.Warn("s3task: marker without a task record; removing it", "key", m.key)
 		s.dropMarker(ctx, m.key)
-		return false, due, false
+		return false, due, false, false
+	case errors.As(err, &unreadable):
+		// Corrupt, or of a newer schema: nothing to do with it until
+		// someone mends it or a newer worker comes, so it is read again
+		// only now and then, not at every poll.
+		log.Warn("s3task: cannot read task; leaving it alone for a while", "err", err, "for", unreadableRecheck)
+		return false, s.serverNow().Add(unreadableRecheck), false, false
 	case err != nil:
 		if ctx.Err() == nil {
 			log.Warn("s3task: cannot read task; skipping it", "err", err)
 		}
-		return false, due, false
+		return false, due, false, true
 	}
 	var stale []string
 	now := s.serverNow()
@@ -172,7 +202,7 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 			// The change that ended this marker's phase was just made
 			// (another worker claimed the task, and may have finished it
 			// already); its writer deletes the marker itself.
-			return false, t.UpdatedAt.Add(cleanupGrace), true
+			return false, t.UpdatedAt.Add(cleanupGrace), true, false
 		case staleMarker(m, t, now):
 			stale = append(stale, m.key)
 		case !t.needsMarker() || t.Status == StatusCreated:
@@ -194,18 +224,18 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 	switch {
 	case t.Terminal():
 		w.settle(ctx, t, etag, stale...)
-		return false, due, false
+		return false, due, false, false
 	case t.Status == StatusFailed && now.Before(t.RetryAt):
 		drop()
-		return false, t.RetryAt, false
+		return false, t.RetryAt, false, false
 	case t.Status == StatusQueued && now.Before(t.RunAt):
 		drop()
-		return false, t.DueAt, false
+		return false, t.DueAt, false, false
 	case !serves(w.h, t.Type):
 		// Left for a worker that serves the type; a task's type never
 		// changes, so this one looks again only now and then.
 		drop()
-		return false, now.Add(unservedRecheck), false
+		return false, now.Add(unservedRecheck), false, false
 	case t.Status == StatusRunning:
 		// The lease counts as expired only ClockMargin after its end by the
 		// server's clock, so a live holder is never overtaken.
@@ -213,7 +243,7 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 		if err != nil {
 			drop()
 			// Expired means past the end by more than the margin.
-			return false, t.LeaseExpiresAt.Add(w.opts.ClockMargin + time.Millisecond), len(stale) > 0
+			return false, t.LeaseExpiresAt.Add(w.opts.ClockMargin + time.Millisecond), len(stale) > 0, false
 		}
 		log.Info("s3task: recovering task from an expired lease", "attempt", t.Attempt, "holder", t.WorkerID)
 		if expired.Status == StatusFailed { // no attempts left
@@ -222,27 +252,33 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 				w.notifyIfPending(got, gotETag)
 				w.hookFail(got, errors.New(got.LastError))
 			}
-			return false, due, false
+			lost := errors.Is(err, errLost) || errors.Is(err, errOvertaken)
+			return false, due, false, err != nil && !lost
 		}
 		next, _, err := transition(expired, w.claimEvent(), now)
 		if err != nil {
-			return false, due, false
+			return false, due, false, false
 		}
 		ok, lost := w.claim(ctx, base, t, etag, next, stale)
-		return ok, due, lost
+		return ok, due, lost, !ok && !lost
 	}
 	next, _, err := transition(t, w.claimEvent(), now)
 	if err != nil {
 		drop()
-		return false, due, false // created: Submit's wake will bring us back
+		return false, due, false, false // created: Submit's wake will bring us back
 	}
 	ok, lost := w.claim(ctx, base, t, etag, next, stale)
-	return ok, due, lost
+	return ok, due, lost, !ok && !lost
 }
 
 // unservedRecheck is how long a worker leaves the marker of a task whose
 // type its handler does not serve before it reads the record again.
 const unservedRecheck = 10 * time.Minute
+
+// unreadableRecheck is how long a worker leaves the marker of a task whose
+// record it cannot read (corrupt, or of a newer schema) before it reads the
+// record again.
+const unreadableRecheck = 10 * time.Minute
 
 // cleanupGrace is how long after a change a worker leaves the marker of
 // the phase it ended to the change's writer, who deletes it a round trip

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -36,9 +37,13 @@ type Store struct {
 	log     *slog.Logger
 	do      CallFunc // the create and change calls, through StoreOptions.Middleware
 
-	// skew is the S3 server's clock minus the local clock, in nanoseconds,
-	// as last seen in a response's Date header.
+	// skew is the S3 server's clock minus the local clock, in nanoseconds:
+	// the least it can be by the Date headers of the responses seen, and
+	// skewMost the most (see observeTime).
 	skew      atomic.Int64
+	skewMost  atomic.Int64
+	clockMu   sync.Mutex   // serialises observeTime
+	observed  bool         // under clockMu: a Date header was seen
 	lastStamp atomic.Int64 // the latest time stamp returned, in Unix milliseconds
 	local     localWorkers // workers of this process, woken by Submit and Retry
 
@@ -440,9 +445,13 @@ func (s *Store) retry(ctx context.Context, id string) (*Task, error) {
 // at its next heartbeat, cancels its handler's context with [ErrTaskCanceled]
 // and writes nothing more. Cancelling an abandoned task changes nothing.
 // Requests: GET, PUT record, and DELETE of the marker of a task that had one
-// (queued, running, or waiting for a retry); with an OnTerminal hook, a task
-// never submitted also gets a marker first (one PUT), so that its notice is
-// delivered by a worker if this call cannot.
+// (queued, running, or waiting for a retry). With an OnTerminal hook, the
+// task's notice is due now, and keeps a marker due now until it is
+// delivered, by this call or, if the hook fails here, by a worker: a task
+// whose marker named a later time (never submitted, scheduled, waiting for
+// a retry, running) gets that marker first (one PUT), and its old marker
+// goes after the record; once the hook has run, a PUT of the record
+// records the notice, and the marker goes.
 //
 // Errors: [ErrInvalidID]; [ErrInvalidArgument] for a long reason;
 // [ErrNotFound]; a *[TransitionError] for a completed task; [ErrConflict];
@@ -475,12 +484,14 @@ func (s *Store) cancel(ctx context.Context, id, reason string) (*Task, error) {
 
 // Schedule sets the earliest time a created or queued task may start (by
 // the S3 server's clock, rounded up to a whole millisecond), and returns
-// it. A queued task's marker moves to
-// that time, so no worker looks at it before, and one starts it within
-// PollInterval after, without listing in between; zero (or a time past)
-// makes a scheduled task run now. Requests: GET, PUT marker, PUT record,
-// DELETE old marker, and GET and PUT wake when the task is due now; a
-// created task only gets its record written.
+// it. A queued task's marker moves to that time, so no worker looks at it
+// before, and one starts it within PollInterval after, without listing in
+// between: a marker moved nearer, now or still ahead, is announced in the
+// wake object as a Submit's is, since idle workers would otherwise wait
+// for the later time of their last listing. Zero (or a time past) makes a
+// scheduled task run now. Requests: GET, PUT marker, PUT record, DELETE
+// old marker, and GET and PUT wake when the task is due sooner than it
+// was; a created task only gets its record written.
 //
 // Errors: [ErrInvalidID]; [ErrNotFound]; a *[TransitionError] unless the
 // task is created or queued; [ErrConflict]; [ErrOutcomeUnknown]; S3 errors
@@ -490,11 +501,21 @@ func (s *Store) Schedule(ctx context.Context, id string, at time.Time) (*Task, e
 }
 
 func (s *Store) schedule(ctx context.Context, id string, at time.Time) (*Task, error) {
-	got, changed, err := s.change(ctx, id, event{kind: evSchedule, at: runAt(at)})
+	if err := ParseID(id); err != nil {
+		return nil, err
+	}
+	t, etag, err := s.read(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if changed && got.Status == StatusQueued && !got.Scheduled(s.serverNow()) {
+	got, changed, err := s.apply(ctx, t, etag, event{kind: evSchedule, at: runAt(at)})
+	if err != nil {
+		return nil, err
+	}
+	if changed && got.Status == StatusQueued && (t.DueAt.IsZero() || got.DueAt.Before(t.DueAt)) {
+		// Idle workers keep the earliest due time of their last listing,
+		// which a later one cannot improve; a nearer one they must learn,
+		// and one still ahead they only note, to list then.
 		s.wake(ctx, s.MarkerKey(got))
 	}
 	return got, nil

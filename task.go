@@ -460,8 +460,13 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		n.Status = StatusAbandoned
 		n.CancelReason = e.reason
 		n.RetryAt, n.LeaseExpiresAt = time.Time{}, time.Time{}
-		if t.Status == StatusCreated && e.notify {
-			n.DueAt = now // its notice is due now, and needs a marker
+		// A notice left pending (asked for now, or one of an earlier
+		// result) is due now, and needs a marker named so: not the one of
+		// a start, a retry or a lease's end still ahead, which no worker
+		// visits before then. A created task has none at all.
+		notice := t.NotifyPending || e.notify && !t.Terminal()
+		if notice && (t.DueAt.IsZero() || t.DueAt.After(now)) {
+			n.DueAt = now
 		}
 		return n, true, nil
 

@@ -403,7 +403,7 @@ func TestTransitionEveryPair(t *testing.T) {
 				t.WorkerID, t.LeaseExpiresAt = "", time.Time{}
 				t.DueAt = transitionNow
 			}),
-			evCancel: toAbandoned, // keeps DueAt: the notice, if any, is due at the lease's end
+			evCancel: toAbandoned, // keeps DueAt: no notice asked for (TestTransitionCancel has those)
 		}),
 		completed: except(map[eventKind]outcome{
 			evPurge:    toPurging,
@@ -947,6 +947,66 @@ func TestTransitionCancel(t *testing.T) {
 			}
 		},
 	}}
+	// With a notice, from every start state: a notice left pending is due
+	// now, so a task due later (a start or a retry still ahead, a lease's
+	// end) is due now; one due already keeps its marker; a finished one
+	// gets no second notice, nor a new due time.
+	abandonedWith := func(pending bool, due time.Time) outcome {
+		return becomes(func(t *Task) {
+			t.Status = StatusAbandoned
+			t.CancelReason = "r"
+			t.RetryAt, t.LeaseExpiresAt = time.Time{}, time.Time{}
+			t.NotifyPending = pending
+			if !due.IsZero() {
+				t.DueAt = due
+			}
+		})
+	}
+	withNotice := map[string]outcome{
+		"created":                 abandonedWith(true, transitionNow), // had no due time at all
+		"created, scheduled":      abandonedWith(true, transitionNow), // nor this one: it was never queued
+		"queued":                  abandonedWith(true, time.Time{}),   // due already: keeps its marker
+		"queued, scheduled":       abandonedWith(true, transitionNow), // not at its start, half an hour ahead
+		"running":                 abandonedWith(true, transitionNow), // not at its lease's end
+		"completed":               denied,
+		"failed, retry scheduled": abandonedWith(true, time.Time{}), // the retry fell due already
+		"failed, final":           abandonedWith(false, time.Time{}),
+		"abandoned":               unchanged,
+		"completed, being purged": denied,
+	}
+	for _, st := range startStates() {
+		want, ok := withNotice[st.name]
+		if !ok {
+			t.Errorf("start state %q has no expectation for a cancel with a notice", st.name)
+			continue
+		}
+		steps = append(steps, step{name: "with a notice/" + st.name, start: st.build(), ev: cancel("r", true), want: want})
+	}
+	steps = append(steps, step{
+		name: "with a notice/failed, retry ahead",
+		start: submittedAs(StatusFailed, 1, "worker-z", func(t *Task) {
+			t.RetryAt = transitionNow.Add(time.Hour)
+			t.DueAt = t.RetryAt
+		})(),
+		ev: cancel("r", true), want: abandonedWith(true, transitionNow),
+		why: "the notice is due now, not at the retry an hour ahead",
+	}, step{
+		name: "with an earlier notice pending/failed, final, lease end ahead",
+		start: submittedAs(StatusFailed, 1, "worker-z", func(t *Task) {
+			t.NotifyPending = true                   // the failure's notice, not delivered yet
+			t.DueAt = transitionNow.Add(time.Minute) // the end of the lease it failed in
+		})(),
+		ev: cancel("r", false), want: abandonedWith(true, transitionNow),
+		why: "the pending notice is due now, whoever cancels",
+	}, step{
+		name: "without a notice/failed, retry ahead",
+		start: submittedAs(StatusFailed, 1, "worker-z", func(t *Task) {
+			t.RetryAt = transitionNow.Add(time.Hour)
+			t.DueAt = t.RetryAt
+		})(),
+		ev: cancel("r", false), want: abandonedWith(false, time.Time{}),
+		why: "no notice: nothing is due, and the marker just goes",
+	})
 	// A created task has no marker, nor a DueAt; its cancel gives it one
 	// only when a notice is to go out, due at once.
 	for _, notify := range []bool{false, true} {

@@ -25,9 +25,9 @@ import (
 //	4f0c9a1d2b3e4f50 batch-tasks/active/20261130T144702.123Z_7ZZZX5Q2M4Y7D6N2J3K8H9G0FA
 //	9a8b7c6d5e4f3a2b *
 //
-// A line names the marker of a task that became due (Submit, Retry,
-// Schedule, a release on shutdown), or "*" for news without one (markers
-// restored by Reconcile). A worker that sees the object change looks at the
+// A line names the marker of a task that became due or will be sooner than
+// it was (Submit, Retry, Schedule, a release on shutdown), or "*" for news
+// without one (markers restored by Reconcile). A worker that sees the object change looks at the
 // announcements it has not seen: a marker that is gone was taken already,
 // and when every announced marker is gone there is nothing to list for.
 // So a submit costs the fleet one LIST, by the first worker to notice,

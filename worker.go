@@ -146,8 +146,11 @@ var errAlreadyRunning = errors.New("s3task: worker is already running")
 // with [ErrWorkerStopping]. Until a handler returns, its lease is kept
 // alive; then its task goes back to the queue without using up an attempt
 // (or completes, if the handler returned nil). Run returns nil once every
-// handler has returned and its task is settled. Handlers must honour their
-// context, or Run waits for them; [Worker.Stop] bounds the wait.
+// handler has returned and its task is settled, and an OnTerminal call
+// under way has returned (it gets a context that ends with ctx; notices
+// still pending are left to other workers). Handlers and the hook must
+// honour their context, or Run waits for them; [Worker.Stop] bounds the
+// wait.
 //
 // Errors in one poll (S3 unreachable, a corrupt record) are logged and the
 // loop goes on. Run returns an error only if the worker is already running.
@@ -189,8 +192,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	var notifying sync.WaitGroup
 	notifying.Go(func() { w.notices.run(ctx) })
 	notifying.Go(w.store.sweepSpool) // leftovers of killed processes; see StoreOptions.SpoolDir
+	// Run returns once the notifier too is done: a hook that ignores its
+	// context holds Run, though never the handlers' shutdown below.
+	defer notifying.Wait()
 	w.loop(ctx, base)
-	notifying.Wait()
 
 	done := make(chan struct{})
 	go func() { w.wg.Wait(); close(done) }()

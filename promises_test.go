@@ -1,0 +1,546 @@
+package s3task
+
+// Tests that pin promises of the documentation which were found broken:
+// each runs in a testing/synctest bubble against the socketless in-memory
+// S3 (see bubble_test.go), so that every timing is exact.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/s3task/s3task/internal/s3test"
+)
+
+// advKeyCounter counts, by key, the requests of one method whose key
+// matches.
+type advKeyCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// wrap counts the requests of method whose object key satisfies match.
+func (c *advKeyCounter) wrap(method string, match func(key string) bool) func(http.RoundTripper) http.RoundTripper {
+	return advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+		key := strings.TrimPrefix(r.URL.Path, "/"+s3test.Bucket+"/")
+		if r.Method == method && s3test.Op(r) != "LIST" && match(key) {
+			c.mu.Lock()
+			if c.counts == nil {
+				c.counts = map[string]int{}
+			}
+			c.counts[key]++
+			c.mu.Unlock()
+		}
+		return next.RoundTrip(r)
+	})
+}
+
+// reset forgets the counts so far.
+func (c *advKeyCounter) reset() {
+	c.mu.Lock()
+	c.counts = nil
+	c.mu.Unlock()
+}
+
+// most returns the highest count of one key, and that key.
+func (c *advKeyCounter) most() (int, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, which := 0, ""
+	for key, v := range c.counts {
+		if v > n {
+			n, which = v, key
+		}
+	}
+	return n, which
+}
+
+// total returns the count over every key.
+func (c *advKeyCounter) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.counts {
+		n += v
+	}
+	return n
+}
+
+// advMarkerKey returns the key of a marker of task id due at due.
+func advMarkerKey(id string, due time.Time) string {
+	return DefaultPrefix + "active/" + due.UTC().Format(markerTimeLayout) + "_" + id
+}
+
+// TestUnreadableRecordsDoNotHideDueTasks: the package promises that a
+// corrupt record or one of a newer schema never stops a worker or hides
+// other tasks. Such records keep their markers (no worker may rewrite or
+// drop what it cannot read), and their markers sort first when they fell
+// due long ago. A worker must look past them in the same poll, to the
+// valid task behind them in the page it listed, and must not read them
+// again at every poll: each is left alone for a while once read.
+func TestUnreadableRecordsDoNotHideDueTasks(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		const unreadable = 40
+		bad := map[string]bool{}
+		for i := range unreadable {
+			id := NewID()
+			body := `{"schema_version": 1, "task_id": "` + id + `", "status": "que`
+			if i%2 == 1 {
+				body = `{"schema_version": 2, "task_id": "` + id + `", "status": "parked"}`
+			}
+			e.putRaw(e.recordKey(id), []byte(body))
+			e.putRaw(advMarkerKey(id, time.Now().Add(-time.Hour+time.Duration(i)*time.Second)), nil)
+			bad[e.recordKey(id)] = true
+		}
+		good := e.submit(CreateParams{Name: "behind the broken ones"})
+
+		var gets advKeyCounter
+		var mu sync.Mutex
+		var firstList time.Time
+		st := e.store(nil, gets.wrap(http.MethodGet, func(key string) bool { return bad[key] }),
+			advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+				if s3test.Op(r) == "LIST" {
+					mu.Lock()
+					if firstList.IsZero() {
+						firstList = time.Now()
+					}
+					mu.Unlock()
+				}
+				return next.RoundTrip(r)
+			}))
+		w := e.run(st, advSucceed, &WorkerOptions{ID: "w"})
+		var start advStart
+		select {
+		case start = <-w.started:
+		case <-time.After(3 * time.Hour):
+			n, key := gets.most()
+			t.Fatalf("a valid task behind %d unreadable records did not start within 3 hours; the worker read %s %d times", unreadable, key, n)
+		}
+		mu.Lock()
+		listed := firstList
+		mu.Unlock()
+		if start.id != good.ID {
+			t.Fatalf("started %s, want %s", start.id, good.ID)
+		}
+		if d := start.at.Sub(listed); d > DefaultPollInterval+3*time.Second {
+			t.Errorf("a valid task behind %d unreadable records started %s after the worker's first listing; want within PollInterval (%s) and a few seconds",
+				unreadable, d, DefaultPollInterval)
+		}
+
+		// Polls go on (every MaxPollInterval at least); the unreadable
+		// records are read again now and then, not at each one.
+		gets.reset()
+		const span = 30 * time.Minute
+		time.Sleep(span)
+		n, key := gets.most()
+		t.Logf("over %s after the start: %d GETs of the unreadable records, at most %d of one", span, gets.total(), n)
+		// One read per 10 minutes, and one by a reconciler turn (an hour
+		// apart) at most.
+		if limit := int(span/(10*time.Minute)) + 2; n > limit {
+			t.Errorf("the worker read the unreadable record %s %d times in %s; want at most %d (once per 10 minutes, plus a reconcile)", key, n, span, limit)
+		}
+	})
+}
+
+// TestScheduleNearerStartsWithinPollInterval: Store.Schedule promises that
+// a queued task's marker moves to the new time and a worker starts it
+// within PollInterval after, without listing in between. An idle worker
+// that listed the task while it was due later keeps that later time as the
+// moment to list again; moving the start nearer, though still ahead, must
+// reach it as a Submit does, or it starts up to MaxPollInterval late.
+func TestScheduleNearerStartsWithinPollInterval(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		const poll = 2 * time.Second
+		task := e.submit(CreateParams{Name: "moved nearer", RunAt: time.Now().Add(10 * time.Minute)})
+		var lists []time.Time
+		var mu sync.Mutex
+		w := e.run(e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+			if s3test.Op(r) == "LIST" {
+				mu.Lock()
+				lists = append(lists, time.Now())
+				mu.Unlock()
+			}
+			return next.RoundTrip(r)
+		})), advSucceed, &WorkerOptions{ID: "w", PollInterval: poll, ReconcileInterval: -1})
+		time.Sleep(3 * poll)
+		mu.Lock()
+		listed := len(lists)
+		mu.Unlock()
+		if listed == 0 {
+			t.Fatal("setup: the worker did not list the markers")
+		}
+
+		runAt := time.Now().Add(5 * time.Second)
+		got, err := e.admin.Schedule(e.ctx, task.ID, runAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.DueAt.Equal(ceilMS(runAt)) || !e.has(e.admin.MarkerKey(got)) {
+			t.Fatalf("scheduled: due_at %s, marker %v; want %s and its marker", got.DueAt, e.has(e.admin.MarkerKey(got)), ceilMS(runAt))
+		}
+		at := advAwait(t, w.started, time.Hour, "the start").at
+		if at.Before(runAt) {
+			t.Errorf("started %s before run_at", runAt.Sub(at))
+		}
+		if late := at.Sub(runAt); late > poll {
+			t.Errorf("a task scheduled nearer (but still ahead) started %s after its new run_at; want within PollInterval %s", late, poll)
+		}
+	})
+}
+
+// TestCancelledNoticeIsDueNow: a Store's OnTerminal notice that it could
+// not deliver is left pending in the record, with the task's marker, for a
+// worker to deliver; the package promises that workers deliver notices
+// with backoff (5 seconds doubling to 10 minutes) and list the markers at
+// least every MaxPollInterval. So a worker whose hook works delivers the
+// notice of a cancelled task within MaxPollInterval and a first backoff,
+// whatever the task was waiting for when it was cancelled: not at the
+// RunAt of a task scheduled a week out, nor at the RetryAt of a failed one.
+func TestCancelledNoticeIsDueNow(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		scheduled := e.submit(CreateParams{Name: "next week", RunAt: time.Now().Add(7 * 24 * time.Hour)})
+		waiting := e.submit(CreateParams{Name: "retry in an hour"})
+		failer := e.run(e.store(nil), func(context.Context, *Job) error {
+			return RetryAfter(errors.New("try again later"), time.Hour)
+		}, &WorkerOptions{ID: "failer"})
+		if !advWaitFor(time.Minute, 100*time.Millisecond, func() bool {
+			r := e.record(waiting.ID)
+			return r.Status == StatusFailed && !r.RetryAt.IsZero()
+		}) {
+			t.Fatalf("setup: task is %s, want failed and waiting for a retry", e.record(waiting.ID).Status)
+		}
+		failer.stop()
+
+		var mu sync.Mutex
+		delivered := map[string]time.Time{}
+		e.run(e.store(&StoreOptions{OnTerminal: func(_ context.Context, task *Task) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if _, ok := delivered[task.ID]; !ok {
+				delivered[task.ID] = time.Now()
+			}
+			return nil
+		}}), advSucceed, &WorkerOptions{ID: "w"})
+		time.Sleep(5 * time.Second) // idle: it listed the markers, and waits
+
+		tried := map[string]bool{}
+		canceller := e.store(&StoreOptions{OnTerminal: func(_ context.Context, task *Task) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if !tried[task.ID] {
+				tried[task.ID] = true
+				return errors.New("webhook down")
+			}
+			return nil
+		}})
+		cancelled := time.Now()
+		for _, id := range []string{scheduled.ID, waiting.ID} {
+			got, err := canceller.Cancel(e.ctx, id, "not needed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.NotifyPending {
+				t.Fatalf("setup: the cancel of %s delivered its notice", id)
+			}
+		}
+
+		bound := DefaultMaxPollInterval + notifyBackoffMin + 5*time.Second
+		advWaitFor(2*time.Hour, time.Second, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(delivered) == 2
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range []struct {
+			what string
+			id   string
+		}{{"scheduled a week out", scheduled.ID}, {"waiting an hour for its retry", waiting.ID}} {
+			at, ok := delivered[c.id]
+			switch {
+			case !ok:
+				t.Errorf("the notice of a task %s, cancelled with its notice pending, was not delivered within 2 hours", c.what)
+			case at.Sub(cancelled) > bound:
+				t.Errorf("the notice of a task %s, cancelled with its notice pending, was delivered %s after the cancel; want within %s (MaxPollInterval and a backoff)",
+					c.what, at.Sub(cancelled), bound)
+			}
+			if r := e.record(c.id); r.NotifyPending {
+				t.Errorf("the task %s still has its notice pending after delivery", c.what)
+			}
+		}
+	})
+}
+
+// TestPurgedTaskNoticeIsDropped: a purge that drops pending notices
+// (PurgeOptions.DropPendingNotices) deletes the record of a task whose
+// notice a worker still holds, retrying a failing hook. A record that no
+// longer exists has no notice left to deliver: the worker must give the
+// notice up at its next try, not read the missing record again every ten
+// minutes for as long as it runs.
+func TestPurgedTaskNoticeIsDropped(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		task := e.submit(CreateParams{Name: "purged before its notice"})
+		key := e.recordKey(task.ID)
+		var gets advKeyCounter
+		var mu sync.Mutex
+		calls := 0
+		st := e.store(&StoreOptions{OnTerminal: func(context.Context, *Task) error {
+			mu.Lock()
+			calls++
+			mu.Unlock()
+			return errors.New("webhook down")
+		}}, gets.wrap(http.MethodGet, func(k string) bool { return k == key }))
+		e.run(st, advSucceed, &WorkerOptions{ID: "w"})
+		if !advWaitFor(time.Minute, 100*time.Millisecond, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return calls > 0
+		}) {
+			t.Fatal("setup: the hook was never called")
+		}
+		r, err := e.admin.Purge(e.ctx, time.Now().Add(time.Hour), PurgeOptions{DropPendingNotices: true})
+		if err != nil || len(r.Purged) != 1 {
+			t.Fatalf("setup: Purge = %+v, %v; want the task purged", r, err)
+		}
+		gets.reset()
+		mu.Lock()
+		calls = 0
+		mu.Unlock()
+		const span = 2 * time.Hour
+		time.Sleep(span)
+		mu.Lock()
+		defer mu.Unlock()
+		if n := gets.total(); n > 1 {
+			t.Errorf("the worker read the purged task's record %d times in %s; want at most once (then the notice is dropped)", n, span)
+		}
+		if calls > 0 {
+			t.Errorf("the hook was called %d times for a purged task", calls)
+		}
+	})
+}
+
+// TestStopCancelsHandlersDespiteSlowHook: Worker.Stop promises that when
+// its ctx ends it cancels the running handlers' contexts at once, with
+// ErrWorkerStopping, without waiting for the rest of ShutdownTimeout. An
+// OnTerminal hook that ignores its context, still running on the worker's
+// notifier, must not hold that back: Run waits for it before it returns,
+// not before it stops the handlers.
+func TestStopCancelsHandlersDespiteSlowHook(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		quick := e.submit(CreateParams{Name: "quick, slow notice"})
+		long := e.submit(CreateParams{Name: "long"})
+		inHook := make(chan struct{})
+		var once sync.Once
+		st := e.store(&StoreOptions{OnTerminal: func(context.Context, *Task) error {
+			once.Do(func() { close(inHook) })
+			time.Sleep(20 * time.Minute) // ignores its context
+			return nil
+		}})
+		ended := make(chan time.Time, 1)
+		var cause error
+		w := e.run(st, func(ctx context.Context, job *Job) error {
+			if job.Task.ID == quick.ID {
+				return nil
+			}
+			<-ctx.Done()
+			cause = context.Cause(ctx)
+			ended <- time.Now()
+			return ctx.Err()
+		}, &WorkerOptions{ID: "w", Concurrency: 2})
+		advAwait(t, inHook, time.Minute, "the slow hook")
+		for len(w.started) < 2 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if r := e.record(long.ID); r.Status != StatusRunning {
+			t.Fatalf("setup: the long task is %s, want running", r.Status)
+		}
+
+		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+		defer cancel()
+		err := w.w.Stop(ctx)
+		deadline, _ := ctx.Deadline()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Stop = %v, want context.DeadlineExceeded (the hook holds Run)", err)
+		}
+		at := advAwait(t, ended, time.Hour, "the end of the running handler's context")
+		if late := at.Sub(deadline); late > time.Second {
+			t.Errorf("the running handler's context ended %s after Stop's ctx did; want within a second", late)
+		}
+		if !errors.Is(cause, ErrWorkerStopping) {
+			t.Errorf("the running handler's context cause %v, want ErrWorkerStopping", cause)
+		}
+	})
+}
+
+// TestSubmitMarkerSurvivesFastClockCreate: a fresh Store stamps its first
+// writes from its own clock, corrected only by what responses taught it,
+// and Create writes without reading first; so a store whose clock is two
+// minutes ahead creates a record whose updated_at is two minutes ahead of
+// the server. A Submit by another store then writes its marker before the
+// record; a Reconcile, or a worker's poll, that judges that marker in
+// between must not take it for a marker of a phase that is over ("written
+// before the record's last change") and delete it: the queued task would
+// be left without a marker until the next reconcile.
+func TestSubmitMarkerSurvivesFastClockCreate(t *testing.T) {
+	for _, judge := range []string{"Reconcile", "a worker's poll"} {
+		t.Run(judge, func(t *testing.T) {
+			inBubble(t, func(t *testing.T, e *advEnv) {
+				fast := e.store(&StoreOptions{Clock: func() time.Time { return time.Now().Add(2 * time.Minute) }})
+				task, err := fast.Create(e.ctx, CreateParams{Name: "created by a fast clock"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := e.admin.UploadInput(e.ctx, task.ID, strings.NewReader("a,b\n")); err != nil {
+					t.Fatal(err)
+				}
+				if ahead := e.record(task.ID).UpdatedAt.Sub(time.Now()); ahead < time.Minute {
+					t.Fatalf("setup: the created record's updated_at is %s ahead of the server, want about 2 minutes", ahead)
+				}
+				time.Sleep(10 * time.Second)
+
+				var judged error
+				var once sync.Once
+				judgeNow := func() {
+					switch judge {
+					case "Reconcile":
+						_, judged = e.store(nil).Reconcile(e.ctx, ReconcileOptions{})
+					default:
+						w, err := NewWorker(e.store(nil), HandlerFunc(advSucceed), &WorkerOptions{ID: "judge", Logger: advQuiet})
+						if err != nil {
+							judged = err
+							return
+						}
+						w.poll(e.ctx, e.ctx)
+					}
+				}
+				submitter := e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+					if advIsRecord(r, http.MethodPut, task.ID) {
+						once.Do(judgeNow) // the marker is written, the record not yet
+					}
+					return next.RoundTrip(r)
+				}))
+				got, err := submitter.Submit(e.ctx, task.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if judged != nil {
+					t.Fatal(judged)
+				}
+				if got.Status != StatusQueued {
+					t.Fatalf("Submit: task %s, want queued", got.Status)
+				}
+				if key := e.admin.MarkerKey(got); !e.has(key) {
+					t.Errorf("the submitted task has no marker %s after %s judged it between the Submit's marker and record writes", key, judge)
+				}
+			})
+		})
+	}
+}
+
+// TestClaimNeverBeforeRunAt: a scheduled task is never claimed before its
+// RunAt by the server's clock. A worker judges RunAt by its estimate of
+// the server's clock, learnt from Date headers of one-second resolution: a
+// header proves only that the server's clock had reached that second. A
+// worker whose local clock runs ahead of the server (by a fraction of a
+// second, or by more) must not take its own clock, or the upper edge of a
+// header's second, for the server's: its claim would land up to a second
+// early.
+func TestClaimNeverBeforeRunAt(t *testing.T) {
+	t.Parallel()
+	for _, ahead := range []time.Duration{300 * time.Millisecond, 1200 * time.Millisecond, 2700 * time.Millisecond} {
+		t.Run(fmt.Sprintf("local clock %s ahead", ahead), func(t *testing.T) {
+			inBubble(t, func(t *testing.T, e *advEnv) {
+				time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second))) // on a whole second of the server's
+				runAt := time.Now().Add(5 * time.Second)
+				task := e.submit(CreateParams{Name: "not before", RunAt: runAt})
+				var mu sync.Mutex
+				var claimed time.Time
+				e.mem.OnApply(func(a s3test.Applied) {
+					if a.Method == http.MethodPut && a.Key == e.recordKey(task.ID) && strings.Contains(string(a.Body), `"status":"running"`) {
+						mu.Lock()
+						if claimed.IsZero() {
+							claimed = a.Time
+						}
+						mu.Unlock()
+					}
+				})
+				st := e.store(&StoreOptions{Clock: func() time.Time { return time.Now().Add(ahead) }})
+				w := e.run(st, advSucceed, &WorkerOptions{ID: "w", PollInterval: 10 * time.Second, ReconcileInterval: -1})
+				start := advAwait(t, w.started, time.Minute, "the start")
+				mu.Lock()
+				defer mu.Unlock()
+				if claimed.Before(runAt) {
+					t.Errorf("the claim was written %s before run_at by the server's clock", runAt.Sub(claimed))
+				}
+				if start.at.Before(runAt) {
+					t.Errorf("the handler started %s before run_at", runAt.Sub(start.at))
+				}
+			})
+		})
+	}
+}
+
+// TestReconcilerLeaseAnswerLost: only the holder of the reconciler lease
+// reconciles, and it renews the lease at each of its turns. When the
+// answer to its lease write is lost after S3 applied it, the SDK sends
+// the write again, and the resend is refused (412: the lease is no longer
+// what it was when it was read). That refusal answers the holder's own
+// write: it holds the lease, and must reconcile at that turn, not skip it
+// as if another worker had taken the lease first.
+func TestReconcilerLeaseAnswerLost(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		nth  int32 // the lease write whose answer is lost
+	}{{"first take", 1}, {"renewal", 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T, e *advEnv) {
+				leaseKey := DefaultPrefix + "_reconciler"
+				isLease := func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/"+leaseKey) }
+				lose := &advLoseAnswer{match: func(r *http.Request) bool { return r.Method == http.MethodPut && isLease(r) },
+					nth: tc.nth, retryable: true}
+				var mu sync.Mutex
+				var reads, reports []time.Time
+				st := e.store(nil, lose.wrap, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+					if r.Method == http.MethodGet && isLease(r) {
+						mu.Lock()
+						reads = append(reads, time.Now())
+						mu.Unlock()
+					}
+					return next.RoundTrip(r)
+				}))
+				const interval = time.Minute
+				e.run(st, advSucceed, &WorkerOptions{ID: "w", ReconcileInterval: interval, Hooks: Hooks{OnReconcile: func(*ReconcileReport) {
+					mu.Lock()
+					reports = append(reports, time.Now())
+					mu.Unlock()
+				}}})
+				time.Sleep(5*interval + interval/2)
+				if !lose.fired.Load() {
+					t.Fatal("setup: no lease write's answer was lost")
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				// A turn reads the lease first; reads of one turn come
+				// within seconds, turns a minute apart.
+				turns := 0
+				for i, at := range reads {
+					if i == 0 || at.Sub(reads[i-1]) > 10*time.Second {
+						turns++
+					}
+				}
+				if turns < 5 {
+					t.Fatalf("setup: %d reconciler turns, want 5 or more", turns)
+				}
+				if len(reports) != turns {
+					t.Errorf("the only worker, holder of the reconciler lease, reconciled at %d of its %d turns; want every one, the one whose lease write's answer was lost too", len(reports), turns)
+				}
+			})
+		})
+	}
+}
