@@ -9,9 +9,13 @@ import (
 	"github.com/s3task/s3task/internal/s3x"
 )
 
-// serverNow returns the S3 server's time as best known: the local clock
-// corrected by the offset seen in the last response, in UTC, to the
-// millisecond. Every decision about leases and retries uses it.
+// serverNow returns the S3 server's time as best known, in UTC, to the
+// millisecond: the local clock corrected by the offset estimated from the
+// Date headers of the responses seen (see observeTime). A local clock that
+// runs ahead of the server by a second or more is never taken for the
+// server's, nor one ahead by less once a header shows it; a corrected
+// estimate never runs ahead of the server. Every decision about leases and
+// retries uses it, but for a holder's own deadline (serverLatest).
 func (s *Store) serverNow() time.Time {
 	return time.UnixMilli(s.serverClock().UnixMilli()).UTC()
 }
@@ -20,6 +24,14 @@ func (s *Store) serverNow() time.Time {
 // left until a time on the server's clock.
 func (s *Store) serverClock() time.Time {
 	return s.opts.Clock().Add(time.Duration(s.skew.Load()))
+}
+
+// serverLatest is the latest time the server's clock may read now, by the
+// Date headers seen (but for the network delay of their responses): a
+// holder judges by it how long its own lease is left, so that it stops
+// trusting it in time whichever way serverNow errs.
+func (s *Store) serverLatest() time.Time {
+	return s.opts.Clock().Add(time.Duration(s.skewMost.Load()))
 }
 
 // maxStampStepBack is how far serverNow may step back (its offset is
@@ -62,17 +74,31 @@ func (s *Store) observeErr(err error) {
 }
 
 // observeTime narrows the offset with a Date header: when it was read, the
-// server's clock stood between st and st+1s, so the offset lies between
-// st-local and that plus a second. An estimate already in that window is
-// kept, so the offset does not jitter from one response to the next; one
-// outside it moves to the window's nearer edge.
+// server's clock had reached st and not st+1s (less the response's network
+// delay), so the offset lies between st-local and that plus a second. The
+// bounds kept are the tightest that every header seen allows: the least
+// only rises, the most only falls; a header that contradicts them (a clock
+// was set) starts them again from its own window, as does the first one.
+// The estimate is kept while it lies within them, so it does not jitter
+// from one response to the next, and exact clocks stay exact; one they
+// rule out moves to the least, since a header proves only that the server's
+// clock had reached its second: from there it never runs ahead of the
+// server, and it rises with the least to the tightest bound.
 func (s *Store) observeTime(st time.Time) {
 	lo := int64(st.Sub(s.opts.Clock()))
 	hi := lo + int64(time.Second)
-	switch cur := s.skew.Load(); {
-	case cur < lo:
-		s.skew.Store(lo)
-	case cur > hi:
-		s.skew.Store(hi)
+	s.clockMu.Lock()
+	defer s.clockMu.Unlock()
+	least, most := s.skewLeast.Load(), s.skewMost.Load()
+	if !s.observed || lo > most || hi < least {
+		least, most = lo, hi
+		s.observed = true
+	} else {
+		least, most = max(least, lo), min(most, hi)
+	}
+	s.skewLeast.Store(least)
+	s.skewMost.Store(most)
+	if cur := s.skew.Load(); cur < least || cur > most {
+		s.skew.Store(least)
 	}
 }

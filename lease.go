@@ -53,11 +53,11 @@ func (w *Worker) start(base context.Context, t *Task, etag string) (settled <-ch
 
 // hold records t, just written with etag, as the lease's record, and moves
 // the deadline to the end of its lease less ClockMargin, by the server's
-// clock, mapped to the local one.
+// clock at the latest it may read (serverLatest), mapped to the local one.
 func (l *lease) hold(t *Task, etag string) {
 	l.task, l.etag = t, etag
 	if !t.LeaseExpiresAt.IsZero() {
-		left := t.LeaseExpiresAt.Sub(l.w.store.serverClock()) - l.w.opts.ClockMargin
+		left := t.LeaseExpiresAt.Sub(l.w.store.serverLatest()) - l.w.opts.ClockMargin
 		l.deadline = time.Now().Add(left)
 	}
 }
@@ -149,7 +149,7 @@ func (l *lease) heartbeats(ctx context.Context, stop <-chan struct{}, stopped ch
 // more interval and the margin: then this renewal moves it to the end of
 // the new lease, once a lease, so that polls never meet a live task.
 func (l *lease) markerDueWithin(interval time.Duration) bool {
-	return l.task.DueAt.Sub(l.w.store.serverClock()) < interval+l.w.opts.ClockMargin
+	return l.task.DueAt.Sub(l.w.store.serverLatest()) < interval+l.w.opts.ClockMargin
 }
 
 // renewIn returns how long to wait before the next renewal: interval, or

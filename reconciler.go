@@ -70,11 +70,13 @@ func (s *Store) takeReconcileLease(ctx context.Context, holder string, ttl time.
 	default:
 		return false, fmt.Errorf("s3task: read %s: %w", key, err)
 	}
-	now := s.serverNow()
-	if etag != "" && cur.Holder != holder && now.Before(cur.ExpiresAt) {
+	// Others' leases are judged by serverNow, one's own end set from the
+	// latest the server's clock may read, so that a lease lasts at least
+	// ttl by the server's clock whichever way its holder's estimate errs.
+	if etag != "" && cur.Holder != holder && s.serverNow().Before(cur.ExpiresAt) {
 		return false, nil
 	}
-	body, _ := json.Marshal(reconcileLease{Holder: holder, ExpiresAt: now.Add(ttl)})
+	body, _ := json.Marshal(reconcileLease{Holder: holder, ExpiresAt: s.serverLatest().Add(ttl).UTC().Truncate(time.Millisecond)})
 	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(body),
 		ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json")}
 	if etag == "" {

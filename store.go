@@ -10,6 +10,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -36,8 +37,14 @@ type Store struct {
 	do      CallFunc // the create and change calls, through StoreOptions.Middleware
 
 	// skew is the S3 server's clock minus the local clock, in nanoseconds,
-	// as last seen in a response's Date header.
+	// as estimated from the Date headers of the responses seen; skewLeast
+	// and skewMost are the least and the most those headers allow (see
+	// observeTime).
 	skew      atomic.Int64
+	skewLeast atomic.Int64
+	skewMost  atomic.Int64
+	clockMu   sync.Mutex   // serialises observeTime
+	observed  bool         // under clockMu: a Date header was seen
 	lastStamp atomic.Int64 // the latest time stamp returned, in Unix milliseconds
 	local     localWorkers // workers of this process, woken by Submit and Retry
 }
