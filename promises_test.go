@@ -496,3 +496,63 @@ func TestClaimNeverBeforeRunAt(t *testing.T) {
 		})
 	}
 }
+
+// TestReconcilerLeaseAnswerLost: only the holder of the reconciler lease
+// reconciles, and it renews the lease at each of its turns. When the
+// answer to its lease write is lost after S3 applied it, the SDK sends
+// the write again, and the resend is refused (412: the lease is no longer
+// what it was when it was read). That refusal answers the holder's own
+// write: it holds the lease, and must reconcile at that turn, not skip it
+// as if another worker had taken the lease first.
+func TestReconcilerLeaseAnswerLost(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		nth  int32 // the lease write whose answer is lost
+	}{{"first take", 1}, {"renewal", 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T, e *advEnv) {
+				leaseKey := DefaultPrefix + "_reconciler"
+				isLease := func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/"+leaseKey) }
+				lose := &advLoseAnswer{match: func(r *http.Request) bool { return r.Method == http.MethodPut && isLease(r) },
+					nth: tc.nth, retryable: true}
+				var mu sync.Mutex
+				var reads, reports []time.Time
+				st := e.store(nil, lose.wrap, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+					if r.Method == http.MethodGet && isLease(r) {
+						mu.Lock()
+						reads = append(reads, time.Now())
+						mu.Unlock()
+					}
+					return next.RoundTrip(r)
+				}))
+				const interval = time.Minute
+				e.run(st, advSucceed, &WorkerOptions{ID: "w", ReconcileInterval: interval, Hooks: Hooks{OnReconcile: func(*ReconcileReport) {
+					mu.Lock()
+					reports = append(reports, time.Now())
+					mu.Unlock()
+				}}})
+				time.Sleep(5*interval + interval/2)
+				if !lose.fired.Load() {
+					t.Fatal("setup: no lease write's answer was lost")
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				// A turn reads the lease first; reads of one turn come
+				// within seconds, turns a minute apart.
+				turns := 0
+				for i, at := range reads {
+					if i == 0 || at.Sub(reads[i-1]) > 10*time.Second {
+						turns++
+					}
+				}
+				if turns < 5 {
+					t.Fatalf("setup: %d reconciler turns, want 5 or more", turns)
+				}
+				if len(reports) != turns {
+					t.Errorf("the only worker, holder of the reconciler lease, reconciled at %d of its %d turns; want every one, the one whose lease write's answer was lost too", len(reports), turns)
+				}
+			})
+		})
+	}
+}

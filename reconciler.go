@@ -44,31 +44,46 @@ const fullReconcileEvery = 24
 type reconcileLease struct {
 	Holder    string    `json:"holder"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// Write is random, new at each write: a writer whose answer was lost
+	// reads the object to tell its own write from another's.
+	Write string `json:"write,omitempty"`
 }
 
 func (s *Store) reconcileKey() string { return s.opts.Prefix + "_reconciler" }
 
-// takeReconcileLease reports whether holder holds the reconciler lease now,
-// taking it or renewing it for ttl if it is free, its own, or run out.
-// Requests: one GET; and one PUT when it is taken or renewed.
-func (s *Store) takeReconcileLease(ctx context.Context, holder string, ttl time.Duration) (bool, error) {
+// readReconcileLease reads the reconciler lease and its ETag; a missing
+// object has the ETag "", a corrupt one no holder.
+func (s *Store) readReconcileLease(ctx context.Context) (reconcileLease, string, error) {
 	key := s.reconcileKey()
 	var cur reconcileLease
-	etag := ""
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
 	switch {
-	case err == nil:
-		s.observe(out.ResultMetadata)
-		data, rerr := io.ReadAll(io.LimitReader(out.Body, 4096))
-		out.Body.Close()
-		if rerr != nil {
-			return false, fmt.Errorf("s3task: read %s: %w", key, rerr)
-		}
-		etag = aws.ToString(out.ETag)
-		_ = json.Unmarshal(data, &cur) // a corrupt lease is a free one
 	case s3x.NotFound(err):
-	default:
-		return false, fmt.Errorf("s3task: read %s: %w", key, err)
+		return cur, "", nil
+	case err != nil:
+		return cur, "", fmt.Errorf("s3task: read %s: %w", key, err)
+	}
+	defer out.Body.Close()
+	s.observe(out.ResultMetadata)
+	data, err := io.ReadAll(io.LimitReader(out.Body, 4096))
+	if err != nil {
+		return cur, "", fmt.Errorf("s3task: read %s: %w", key, err)
+	}
+	_ = json.Unmarshal(data, &cur) // a corrupt lease is a free one
+	return cur, aws.ToString(out.ETag), nil
+}
+
+// takeReconcileLease reports whether holder holds the reconciler lease now,
+// taking it or renewing it for ttl if it is free, its own, or run out.
+// A write refused as if another had written first may be the SDK's resend
+// of this one's own write, applied but its answer lost: the lease is read
+// again to tell. Requests: one GET; and one PUT when it is taken or
+// renewed, and another GET if that PUT fails.
+func (s *Store) takeReconcileLease(ctx context.Context, holder string, ttl time.Duration) (bool, error) {
+	key := s.reconcileKey()
+	cur, etag, err := s.readReconcileLease(ctx)
+	if err != nil {
+		return false, err
 	}
 	// Others' leases are judged by serverNow, one's own end set from the
 	// latest the server's clock may read, so that a lease lasts at least
@@ -76,7 +91,8 @@ func (s *Store) takeReconcileLease(ctx context.Context, holder string, ttl time.
 	if etag != "" && cur.Holder != holder && s.serverNow().Before(cur.ExpiresAt) {
 		return false, nil
 	}
-	body, _ := json.Marshal(reconcileLease{Holder: holder, ExpiresAt: s.serverLatest().Add(ttl).UTC().Truncate(time.Millisecond)})
+	mine := reconcileLease{Holder: holder, ExpiresAt: s.serverLatest().Add(ttl).UTC().Truncate(time.Millisecond), Write: newRevision()}
+	body, _ := json.Marshal(mine)
 	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(body),
 		ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json")}
 	if etag == "" {
@@ -85,6 +101,9 @@ func (s *Store) takeReconcileLease(ctx context.Context, holder string, ttl time.
 		in.IfMatch = aws.String(etag)
 	}
 	if _, err := s.client.PutObject(ctx, in); err != nil {
+		if now, _, rerr := s.readReconcileLease(ctx); rerr == nil && now.Write == mine.Write {
+			return true, nil // ours landed; the error answered a resend, or was a lost answer
+		}
 		if s3x.Lost(err) {
 			return false, nil // another worker took it first
 		}
