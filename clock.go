@@ -10,13 +10,12 @@ import (
 )
 
 // serverNow returns the S3 server's time as best known, in UTC, to the
-// millisecond: the local clock corrected by the least offset the Date
-// headers seen allow, so the earliest time the server's clock may read
-// now. It never runs ahead of the server's clock (a scheduled start, a
-// retry, another's lease's end is never taken for reached before it is)
-// and lags it by less than a second once responses have come at various
-// moments of a second. Every decision about leases and retries uses it,
-// but for a holder's own deadline (serverLatest).
+// millisecond: the local clock corrected by the offset estimated from the
+// Date headers of the responses seen (see observeTime). A local clock that
+// runs ahead of the server by a second or more is never taken for the
+// server's, nor one ahead by less once a header shows it; a corrected
+// estimate never runs ahead of the server. Every decision about leases and
+// retries uses it, but for a holder's own deadline (serverLatest).
 func (s *Store) serverNow() time.Time {
 	return time.UnixMilli(s.serverClock().UnixMilli()).UTC()
 }
@@ -28,7 +27,7 @@ func (s *Store) serverClock() time.Time {
 }
 
 // serverLatest is the latest time the server's clock may read now, by the
-// Date headers seen (and but for the network delay of their responses): a
+// Date headers seen (but for the network delay of their responses): a
 // holder judges by it how long its own lease is left, so that it stops
 // trusting it in time whichever way serverNow errs.
 func (s *Store) serverLatest() time.Time {
@@ -78,21 +77,28 @@ func (s *Store) observeErr(err error) {
 // server's clock had reached st and not st+1s (less the response's network
 // delay), so the offset lies between st-local and that plus a second. The
 // bounds kept are the tightest that every header seen allows: the least
-// offset (what serverNow uses) only rises, and the most only falls. A
-// header that contradicts them (a clock was set) starts them again from
-// its own window, as does the first one.
+// only rises, the most only falls; a header that contradicts them (a clock
+// was set) starts them again from its own window, as does the first one.
+// The estimate is kept while it lies within them, so it does not jitter
+// from one response to the next, and exact clocks stay exact; one they
+// rule out moves to the least, since a header proves only that the server's
+// clock had reached its second: from there it never runs ahead of the
+// server, and it rises with the least to the tightest bound.
 func (s *Store) observeTime(st time.Time) {
 	lo := int64(st.Sub(s.opts.Clock()))
 	hi := lo + int64(time.Second)
 	s.clockMu.Lock()
 	defer s.clockMu.Unlock()
-	least, most := s.skew.Load(), s.skewMost.Load()
+	least, most := s.skewLeast.Load(), s.skewMost.Load()
 	if !s.observed || lo > most || hi < least {
 		least, most = lo, hi
 		s.observed = true
 	} else {
 		least, most = max(least, lo), min(most, hi)
 	}
-	s.skew.Store(least)
+	s.skewLeast.Store(least)
 	s.skewMost.Store(most)
+	if cur := s.skew.Load(); cur < least || cur > most {
+		s.skew.Store(least)
+	}
 }

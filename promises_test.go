@@ -446,17 +446,26 @@ func TestSubmitMarkerSurvivesFastClockCreate(t *testing.T) {
 // RunAt by the server's clock. A worker judges RunAt by its estimate of
 // the server's clock, learnt from Date headers of one-second resolution: a
 // header proves only that the server's clock had reached that second. A
-// worker whose local clock runs ahead of the server (by a fraction of a
-// second, or by more) must not take its own clock, or the upper edge of a
-// header's second, for the server's: its claim would land up to a second
-// early.
+// worker whose local clock runs ahead of the server by a second or more
+// must not take the upper edge of a header's second for the server's
+// time: its claim would land up to a second early. One ahead by less is
+// told from an exact clock only by a header read late in a second of the
+// server's (phase), which shows the lead; from then on it must not claim
+// early either.
 func TestClaimNeverBeforeRunAt(t *testing.T) {
 	t.Parallel()
-	for _, ahead := range []time.Duration{300 * time.Millisecond, 1200 * time.Millisecond, 2700 * time.Millisecond} {
-		t.Run(fmt.Sprintf("local clock %s ahead", ahead), func(t *testing.T) {
+	for _, tc := range []struct {
+		ahead, phase time.Duration
+	}{
+		{1200 * time.Millisecond, 0},
+		{2700 * time.Millisecond, 0},
+		{1200 * time.Millisecond, 900 * time.Millisecond},
+		{300 * time.Millisecond, 800 * time.Millisecond},
+	} {
+		t.Run(fmt.Sprintf("local clock %s ahead, first header at +%s", tc.ahead, tc.phase), func(t *testing.T) {
 			inBubble(t, func(t *testing.T, e *advEnv) {
-				time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second))) // on a whole second of the server's
-				runAt := time.Now().Add(5 * time.Second)
+				time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)) + tc.phase)
+				runAt := time.Now().Truncate(time.Second).Add(5 * time.Second)
 				task := e.submit(CreateParams{Name: "not before", RunAt: runAt})
 				var mu sync.Mutex
 				var claimed time.Time
@@ -469,7 +478,7 @@ func TestClaimNeverBeforeRunAt(t *testing.T) {
 						mu.Unlock()
 					}
 				})
-				st := e.store(&StoreOptions{Clock: func() time.Time { return time.Now().Add(ahead) }})
+				st := e.store(&StoreOptions{Clock: func() time.Time { return time.Now().Add(tc.ahead) }})
 				w := e.run(st, advSucceed, &WorkerOptions{ID: "w", PollInterval: 10 * time.Second, ReconcileInterval: -1})
 				start := advAwait(t, w.started, time.Minute, "the start")
 				mu.Lock()
@@ -479,6 +488,9 @@ func TestClaimNeverBeforeRunAt(t *testing.T) {
 				}
 				if start.at.Before(runAt) {
 					t.Errorf("the handler started %s before run_at", runAt.Sub(start.at))
+				}
+				if late := start.at.Sub(runAt); late > 2*time.Second {
+					t.Errorf("the handler started %s after run_at; want within a second or so", late)
 				}
 			})
 		})

@@ -85,9 +85,9 @@ func (s *Store) takeReconcileLease(ctx context.Context, holder string, ttl time.
 	if err != nil {
 		return false, err
 	}
-	// Others' leases are judged by the earliest the server's clock may
-	// read, one's own end set from the latest, so that whichever way the
-	// estimates err a lease is never taken for run out before it has.
+	// Others' leases are judged by serverNow, one's own end set from the
+	// latest the server's clock may read, so that a lease lasts at least
+	// ttl by the server's clock whichever way its holder's estimate errs.
 	if etag != "" && cur.Holder != holder && s.serverNow().Before(cur.ExpiresAt) {
 		return false, nil
 	}

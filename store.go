@@ -37,10 +37,12 @@ type Store struct {
 	log     *slog.Logger
 	do      CallFunc // the create and change calls, through StoreOptions.Middleware
 
-	// skew is the S3 server's clock minus the local clock, in nanoseconds:
-	// the least it can be by the Date headers of the responses seen, and
-	// skewMost the most (see observeTime).
+	// skew is the S3 server's clock minus the local clock, in nanoseconds,
+	// as estimated from the Date headers of the responses seen; skewLeast
+	// and skewMost are the least and the most those headers allow (see
+	// observeTime).
 	skew      atomic.Int64
+	skewLeast atomic.Int64
 	skewMost  atomic.Int64
 	clockMu   sync.Mutex   // serialises observeTime
 	observed  bool         // under clockMu: a Date header was seen
