@@ -99,6 +99,7 @@ func (s *Store) observeTime(st time.Time) {
 	s.skewLeast.Store(least)
 	s.skewMost.Store(most)
 	if cur := s.skew.Load(); cur < least || cur > most {
+		s.reached("clock/lower-edge")
 		s.skew.Store(least)
 	}
 }

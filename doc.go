@@ -330,11 +330,19 @@
 // a task over only WorkerOptions.ClockMargin after its lease's end, and the
 // holder stops trusting its lease ClockMargin before that end. At that
 // deadline, whatever the phase of its renewals, the handler's context ends
-// with [ErrLeaseLost] and a renewal still in flight is abandoned. So no two
-// handlers of one task run at once, as long as the server's clock as the
-// workers estimate it is off by less than ClockMargin (the estimate's error
-// is the one-second resolution of the Date header plus the network delay
-// of one response).
+// with [ErrLeaseLost] and a renewal still in flight is abandoned. A worker
+// keeps the server's clock as the least of what the Date headers allow, so
+// its sense of it never runs ahead (but for the spread of S3's own clocks),
+// and judges its own deadline by the most they allow. So no two handlers
+// of one task run at once as long as the holder's lag behind the server's
+// clock, plus the spread of S3's clocks, stays under twice ClockMargin. The
+// lag adds up the one-second resolution of the Date header, the delay of
+// the answer that last set the estimate, the spread of S3's clocks, and
+// any time the holder's process stood still (a GC pause, a suspended VM)
+// across its deadline. With the default margin of 5 seconds that is
+// 10 seconds less twice the spread; the simulation puts it to the test
+// with answers up to 1.5 seconds late, clocks a quarter of a second apart
+// and freezes of up to 6.5 seconds at the lease's end.
 //
 // Attempts and outputs. Attempt n writes only output-attempt-n, created with
 // If-None-Match: *, so a late attempt can never overwrite a newer one's output,
@@ -390,12 +398,14 @@
 // phase writes the new marker before the record and deletes the old one
 // after it, so a task that needs a worker is never without a marker, and
 // deleting the marker of a phase that is over can never delete the next
-// one's. A worker lists one page of the marker folder from its head, where
-// the markers due first are, and serves them oldest first, 16 at a time
-// per free slot, at random within each 16 (so that workers polling at once
-// do not all reach for the same task), going on to the next 16 while those
-// started nothing, and stops at the first marker not yet due, whose time
-// tells it when to look again. The holder of
+// one's. A worker lists the marker folder from its head, where the markers
+// due first are, and serves them oldest first, 16 at a time per free slot,
+// at random within each 16 (so that workers polling at once do not all
+// reach for the same task), going on to the next 16, and to the next page,
+// while those started nothing, and stops at the first marker not yet due,
+// whose time tells it when to look again. A visit that failed for a
+// passing reason (a read or a claim that S3 did not answer) is tried again
+// at the next poll, a PollInterval later. The holder of
 // a running task moves its marker on to the end of the lease about once a
 // lease, so polls never meet a live task. The cost of a poll depends on the
 // page, never on the length of the queue: one LIST. Workers delete stale
@@ -414,11 +424,10 @@
 // *[RecordError] naming its key. Neither stops a worker or hides other tasks
 // from [Store.List]. Its marker stays; a worker that meets it reads the
 // record again only 10 minutes later, and goes on past it in the same
-// poll, so any number of them among the markers a poll lists (the first
-// 100 at least) delay no task behind them beyond that poll. More than a
-// page of them ahead of a task can hide it from workers for longer:
-// [Store.Reconcile] reports them (ReconcileReport.Broken), to be mended or
-// deleted.
+// poll, page after page, so any number of them delay no task behind them
+// beyond that poll; each costs a GET every 10 minutes per worker that
+// meets it. [Store.Reconcile] reports them (ReconcileReport.Broken), to be
+// mended or deleted.
 //
 // # When S3 or the network misbehaves
 //
@@ -460,8 +469,10 @@
 //     WorkerOptions.ReconcileInterval each worker asks for the reconciler
 //     lease (one GET), and only its holder reconciles, over the tasks created
 //     in the last two intervals, and over the whole ReconcileWindow at its
-//     first turn and every 24th. A holder that stops renewing is replaced
-//     within about two intervals.
+//     first turn and every 24th. A holder that stops hands the lease back,
+//     and one that dies is replaced an interval and a quarter after its
+//     last turn: a lost marker is restored within one interval while the
+//     holder lives, and within two and a quarter when it dies.
 //   - [Store.Purge] deletes finished tasks older than a cutoff, record last,
 //     never one that is queued, running or waiting for a retry.
 //   - StoreOptions.OnTerminal tells the host when a task finishes, at least
@@ -486,8 +497,7 @@
 // PUTs of the marker and the record, a GET and a PUT of the wake object,
 // and a DELETE of the old marker of a task that was waiting for its retry.
 // Schedule: GET, PUT of the new marker, PUT of the record, DELETE of the
-// old marker, and the wake object's GET and PUT when the task is due sooner
-// than it was.
+// old marker, and the wake object's GET and PUT when the task is queued.
 // List: 1 LIST plus one GET per task in the page, whatever the bucket holds.
 // PresignUpload, PresignUploadForm, PresignDownload: 1 GET (signing is
 // local); CreateForUpload creates and presigns with 1 PUT. One attempt: a

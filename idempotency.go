@@ -168,16 +168,19 @@ func (s *Store) createKeyed(ctx context.Context, t *Task) (*Task, error) {
 			// The key's writer has not written the task yet, or never will:
 			// write it ourselves, under the ID the key names. Whichever of us
 			// is second finds it there.
+			s.reached("key/adopt")
 			adopt := t.clone()
 			at, _ := IDTime(k.id)
 			adopt.ID, adopt.CreatedAt, adopt.InputPath = k.id, at, s.inputKey(k.id)
 			return s.writeKeyed(ctx, adopt, k)
 		case age < keyStaleAfter:
+			s.reached("key/conflict")
 			return nil, fmt.Errorf("%w: idempotency key %s names task %s, which its writer has not written since %s; try again after %s",
 				ErrConflict, obj, k.id, k.written.Format(time.RFC3339), k.written.Add(keyStaleAfter).Format(time.RFC3339))
 		}
-		// A key left behind by a task that was purged or never written:
-		// take it over.
+		// A key left behind by a task that was purged, being purged, or
+		// never written: take it over.
+		s.reached("key/takeover")
 		etag = k.etag
 	}
 }

@@ -133,6 +133,7 @@ func (l *lease) heartbeats(ctx context.Context, stop <-chan struct{}, stopped ch
 		default:
 		}
 		if expired {
+			l.w.store.reached("lease/deadline")
 			l.lose(ErrLeaseLost, nil)
 			return
 		}
@@ -222,6 +223,7 @@ func (l *lease) finish(ctx context.Context, handlerErr error) {
 			}
 		})
 	case evRelease:
+		l.w.store.reached("lease/release")
 		l.w.store.wake(wctx, l.w.store.MarkerKey(t))
 		l.log.Info("s3task: task released for another worker")
 		l.w.hook("OnRelease", func(h *Hooks) {
@@ -265,6 +267,7 @@ func (l *lease) write(ctx context.Context, e event) error {
 	if errors.Is(err, errLost) && got.Status == StatusRunning && got.WorkerID == e.worker && got.Attempt == e.attempt {
 		// Still ours: an earlier write of this attempt landed although its
 		// answer was lost, so our ETag was stale. Decide again from it.
+		s.reached("lease/still-ours")
 		if next, _, err = transition(got, e, s.serverNow()); err != nil {
 			return err
 		}
@@ -275,10 +278,11 @@ func (l *lease) write(ctx context.Context, e event) error {
 		l.hold(got, etag)
 		return nil
 	case errors.Is(err, errLost), errors.Is(err, errOvertaken), errors.Is(err, errGone):
-		cause := ErrLeaseLost
+		cause, branch := ErrLeaseLost, "lease/lost"
 		if got != nil && got.Status == StatusAbandoned {
-			cause = ErrTaskCanceled
+			cause, branch = ErrTaskCanceled, "lease/cancelled"
 		}
+		s.reached(branch)
 		l.lose(cause, got)
 		return &lostLeaseError{cause: cause}
 	}

@@ -139,6 +139,7 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 		}
 	}
 	drop := func(key string) {
+		s.reached("reconcile/removed")
 		r.Removed = append(r.Removed, key)
 		if !opts.DryRun {
 			note(s.dropMarker(ctx, key))
@@ -170,6 +171,7 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 		}
 		delete(byID, t.ID)
 		if want != "" && !has {
+			s.reached("reconcile/restored")
 			r.Restored = append(r.Restored, t.ID)
 			if !opts.DryRun {
 				note(s.putMarker(ctx, want))
@@ -443,6 +445,7 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOption
 				return false
 			}
 			if held {
+				s.reached("purge/key-held")
 				r.Kept++ // a Create of its key may still be under way: see CreateParams.Key
 				return true
 			}

@@ -137,6 +137,7 @@ func (n *notifier) run(ctx context.Context) {
 			delete(n.held, no.t.ID)
 		default:
 			no.failures++
+			n.w.store.reached("notify/retry")
 			no.next = time.Now().Add(min(notifyBackoffMin<<min(no.failures-1, 16), notifyBackoffMax))
 		}
 		n.mu.Unlock()
@@ -158,6 +159,7 @@ func (n *notifier) deliver(ctx context.Context, no *notice) error {
 		t, etag, err = s.read(rctx, t.ID)
 		cancel()
 		if errors.Is(err, ErrNotFound) {
+			s.reached("notify/gone")
 			n.w.log.Info("s3task: task deleted before its OnTerminal notice went out; dropping the notice", "task_id", no.t.ID)
 			return nil
 		}
@@ -210,6 +212,7 @@ func (s *Store) deliverWithin(ctx context.Context, t *Task, etag string, d time.
 		_, _, err := s.apply(wctx, t, etag, event{kind: evNotified, status: t.Status, attempt: t.Attempt})
 		if err != nil {
 			if errors.Is(err, ErrInvalidTransition) {
+				s.reached("notify/superseded")
 				return nil // retried meanwhile: a later result has a notice of its own
 			}
 			s.log.WarnContext(ctx, "s3task: record notice", "task_id", t.ID, "err", err)

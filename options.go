@@ -114,8 +114,11 @@ type StoreOptions struct {
 	// call succeeds. A worker calls the hook on a goroutine of its own, one
 	// notice at a time, retrying a failed one after 5 seconds, doubling up
 	// to 10 minutes, so a slow or failing hook delays no claim; a panic in
-	// it counts as a failure. A task retried before its notice went out is not
-	// notified for the failure. Duplicates are possible: key the receiver on
+	// it counts as a failure. A notice left to the workers waits its turn
+	// in the queue: a fleet whose slots are all busy lists no markers. A
+	// task retried before its notice went out is not notified for the
+	// failure; one that failed for good and is then cancelled is notified
+	// again, as abandoned. Duplicates are possible: key the receiver on
 	// the task ID and status. Set the same hook on every Store sharing the
 	// bucket; a worker without it leaves pending notices to one with it. The
 	// hook gets a copy of the record and should return quickly.

@@ -12,18 +12,22 @@ import (
 // order, so that workers polling at once spread over the oldest tasks. When
 // the visits of a few started nothing (records that cannot be read, tasks
 // of types its handler does not serve, tasks others took), and none failed
-// for a passing reason, it goes on with the next few of the same page: so
-// the markers of tasks it cannot run, which it then leaves alone for a
-// while (unreadableRecheck, unservedRecheck), never hide a task behind them
-// in the page it listed (at least the first 100 markers); that task starts
-// in the same poll. It reads one page, and the next only if a page held
-// nothing to visit (markers of notices this worker holds, of tasks it knows
-// not to be due, or that it left alone for a while). It reports whether it
-// ran out of slots with markers left to visit, and the earliest time, by
-// the server's clock, at which a task it saw will need a worker (zero if
+// for a passing reason, it goes on with the next few, and with the next
+// page once the page is done: so the markers of tasks it cannot run, which
+// it then leaves alone for a while (unreadableRecheck, unservedRecheck),
+// never hide a task behind them, however many there are; that task starts
+// in the same poll. Each of them costs a GET once per recheck period. It
+// stops at the page that started a task, or reached markers not yet due,
+// or whose visits failed for a passing reason. It reports whether it ran
+// out of slots with markers left to visit, and the earliest time, by the
+// server's clock, at which a task it saw will need a worker (zero if
 // none). A poll that started tasks from a page full of due markers reports
 // itself saturated too: more are due behind that page.
-func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time) {
+//
+// known is the earliest due time the worker knew of before: a poll whose
+// listing fails keeps it, so that a scheduled start or a retry the worker
+// learnt of is not forgotten until the next news.
+func (w *Worker) poll(ctx, base context.Context, known time.Time) (saturated bool, due time.Time) {
 	s := w.store
 	start, started, seen := time.Now(), 0, 0
 	soonest := func(t time.Time) { due = sooner(due, t) }
@@ -50,7 +54,12 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 			ok, when, taken, vfailed := w.visit(vctx, base, m)
 			cancel()
 			w.adapt(taken)
-			failed = failed || vfailed
+			if vfailed {
+				// A read or a claim that failed for a passing reason is
+				// tried again at the next poll, not at the next news.
+				failed = true
+				soonest(s.serverNow().Add(w.opts.PollInterval))
+			}
 			if ok {
 				started++
 				continue
@@ -81,7 +90,7 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 			if ctx.Err() == nil {
 				w.log.Warn("s3task: poll", "err", err)
 			}
-			return false, due
+			return false, sooner(due, known)
 		}
 		listed = true
 		for _, key := range stray {
@@ -125,16 +134,20 @@ func (w *Worker) poll(ctx, base context.Context) (saturated bool, due time.Time)
 			if failed {
 				break
 			}
+			if len(rest) > 0 {
+				s.reached("poll/next-head")
+			}
 		}
 		if (len(rest) > 0 || more && !ahead) && started > 0 {
 			// Due markers are left behind the head this poll worked
 			// through while slots freed: list again now.
 			return true, due
 		}
-		if ahead || !more || len(todo) > 0 {
-			break
+		if ahead || !more || started > 0 || len(rest) > 0 {
+			break // a page left to do (a visit failed) is done next time
 		}
 		after = max(lastKey(ms), lastString(stray))
+		s.reached("poll/next-page")
 	}
 	if w.legacy && ctx.Err() == nil {
 		// Markers named active/<id> by earlier versions sort after every
@@ -187,6 +200,7 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 		// someone mends it or a newer worker comes, so it is read again
 		// only now and then, not at every poll.
 		log.Warn("s3task: cannot read task; leaving it alone for a while", "err", err, "for", unreadableRecheck)
+		s.reached("poll/unreadable")
 		return false, s.serverNow().Add(unreadableRecheck), false, false
 	case err != nil:
 		if ctx.Err() == nil {
@@ -204,11 +218,14 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 			// already); its writer deletes the marker itself.
 			return false, t.UpdatedAt.Add(cleanupGrace), true, false
 		case staleMarker(m, t, now):
+			s.reached("poll/stale-marker")
 			stale = append(stale, m.key)
-		case !t.needsMarker() || t.Status == StatusCreated:
-			// Newer than the record: a change under way writes its
-			// marker first. Look again soon, and less often the longer it
-			// stays; Reconcile removes a leftover.
+		default:
+			// Newer than the record: a change under way (a submit, a
+			// claim, a release, a retry) writes its marker first. Look
+			// again soon, not when the record as it is now says (its
+			// lease's end, say), and less often the longer it stays;
+			// Reconcile removes a leftover.
 			defer func() {
 				if !started {
 					due = now.Add(min(max(now.Sub(m.written), time.Second), time.Minute))
@@ -225,15 +242,10 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 	case t.Terminal():
 		w.settle(ctx, t, etag, stale...)
 		return false, due, false, false
-	case t.Status == StatusFailed && now.Before(t.RetryAt):
-		drop()
-		return false, t.RetryAt, false, false
-	case t.Status == StatusQueued && now.Before(t.RunAt):
-		drop()
-		return false, t.DueAt, false, false
 	case !serves(w.h, t.Type):
 		// Left for a worker that serves the type; a task's type never
 		// changes, so this one looks again only now and then.
+		s.reached("poll/unserved")
 		drop()
 		return false, now.Add(unservedRecheck), false, false
 	case t.Status == StatusRunning:
@@ -247,6 +259,7 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 		}
 		log.Info("s3task: recovering task from an expired lease", "attempt", t.Attempt, "holder", t.WorkerID)
 		if expired.Status == StatusFailed { // no attempts left
+			s.reached("poll/expired-final")
 			got, gotETag, err := s.commitMarked(ctx, t, etag, expired, stale...)
 			if err == nil {
 				w.notifyIfPending(got, gotETag)
@@ -259,13 +272,20 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 		if err != nil {
 			return false, due, false, false
 		}
+		s.reached("poll/takeover")
 		ok, lost := w.claim(ctx, base, t, etag, next, stale)
 		return ok, due, lost, !ok && !lost
 	}
 	next, _, err := transition(t, w.claimEvent(), now)
 	if err != nil {
+		// Not due yet (a scheduled start, a retry): the state machine
+		// decides, and the record says when it will be; or created, and
+		// Submit's wake will bring us back.
 		drop()
-		return false, due, false, false // created: Submit's wake will bring us back
+		if t.DueAt.After(now) {
+			return false, t.DueAt, false, false
+		}
+		return false, due, false, false
 	}
 	ok, lost := w.claim(ctx, base, t, etag, next, stale)
 	return ok, due, lost, !ok && !lost
@@ -332,9 +352,15 @@ func (w *Worker) claim(ctx, base context.Context, t *Task, etag string, next *Ta
 	defer cancel()
 	got, gotETag, err := w.store.commitMarked(cctx, t, etag, next, stale...)
 	if err != nil {
-		lost := errors.Is(err, errLost) || errors.Is(err, errOvertaken)
+		// Refused although nobody wrote the record since it was read (a
+		// 409 ConditionalRequestConflict): not lost to another worker,
+		// and tried again at the next poll.
+		lost := (errors.Is(err, errLost) || errors.Is(err, errOvertaken)) && (got == nil || got.Revision != t.Revision)
 		if !lost {
 			w.log.Warn("s3task: claim", "task_id", t.ID, "err", err)
+		}
+		if !lost && errors.Is(err, errLost) {
+			w.store.reached("poll/claim-refused")
 		}
 		return false, lost
 	}

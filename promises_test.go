@@ -415,7 +415,7 @@ func TestSubmitMarkerSurvivesFastClockCreate(t *testing.T) {
 							judged = err
 							return
 						}
-						w.poll(e.ctx, e.ctx)
+						w.poll(e.ctx, e.ctx, time.Time{})
 					}
 				}
 				submitter := e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {

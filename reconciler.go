@@ -20,9 +20,14 @@ import (
 // The fleet's reconciler. Every ReconcileInterval each worker asks for the
 // reconciler lease, a small object (<prefix>_reconciler) naming a worker
 // and when its claim runs out. Only its holder reconciles; the others pay
-// one GET. The holder renews the lease at each of its turns; if it stops
-// renewing (it died, or left), the lease runs out after two intervals and
-// the next worker to ask takes it over with a compare-and-set.
+// one GET. The holder renews the lease at each of its turns, for an
+// interval and a quarter (leaseFor). A holder that stops gracefully hands
+// it back (an expired lease, written with a compare-and-set), so the next
+// worker to ask takes it; one that dies leaves it to run out, a quarter of
+// an interval after its next turn was due, and then the next worker to ask
+// takes it over with a compare-and-set. So a lost marker is restored within
+// an interval while the holder lives, and within two and a quarter when it
+// dies, as long as a worker runs.
 //
 // To keep the holder's bill flat, a turn walks the tasks created in the
 // last two intervals, where lost markers come from in practice, and every
@@ -73,6 +78,32 @@ func (s *Store) readReconcileLease(ctx context.Context) (reconcileLease, string,
 	return cur, aws.ToString(out.ETag), nil
 }
 
+// leaseFor returns how long a reconciler lease taken at a turn lasts: an
+// interval and a quarter, so that a holder whose turn comes a little late
+// keeps it, and one that died is replaced soon after.
+func leaseFor(interval time.Duration) time.Duration { return interval + interval/4 }
+
+// releaseReconcileLease hands holder's lease back, if it still holds it,
+// by writing it expired with a compare-and-set. Requests: one GET, and a
+// PUT if holder holds it.
+func (s *Store) releaseReconcileLease(ctx context.Context, holder string) error {
+	cur, etag, err := s.readReconcileLease(ctx)
+	if err != nil || etag == "" || cur.Holder != holder || !s.serverNow().Before(cur.ExpiresAt) {
+		return err
+	}
+	key := s.reconcileKey()
+	body, _ := json.Marshal(reconcileLease{Holder: holder, ExpiresAt: s.serverNow(), Write: s.revision(key)})
+	_, err = s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(body),
+		ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json"), IfMatch: aws.String(etag)})
+	if err != nil && !s3x.Lost(err) {
+		return fmt.Errorf("s3task: write %s: %w", key, err)
+	}
+	if err == nil {
+		s.reached("reconciler/released")
+	}
+	return nil
+}
+
 // takeReconcileLease reports whether holder holds the reconciler lease now,
 // taking it or renewing it for ttl if it is free, its own, or run out.
 // A write refused as if another had written first may be the SDK's resend
@@ -91,7 +122,7 @@ func (s *Store) takeReconcileLease(ctx context.Context, holder string, ttl time.
 	if etag != "" && cur.Holder != holder && s.serverNow().Before(cur.ExpiresAt) {
 		return false, nil
 	}
-	mine := reconcileLease{Holder: holder, ExpiresAt: s.serverLatest().Add(ttl).UTC().Truncate(time.Millisecond), Write: newRevision()}
+	mine := reconcileLease{Holder: holder, ExpiresAt: s.serverLatest().Add(ttl).UTC().Truncate(time.Millisecond), Write: s.revision(key)}
 	body, _ := json.Marshal(mine)
 	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(body),
 		ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json")}
@@ -102,12 +133,18 @@ func (s *Store) takeReconcileLease(ctx context.Context, holder string, ttl time.
 	}
 	if _, err := s.client.PutObject(ctx, in); err != nil {
 		if now, _, rerr := s.readReconcileLease(ctx); rerr == nil && now.Write == mine.Write {
+			s.reached("reconciler/answer-lost")
 			return true, nil // ours landed; the error answered a resend, or was a lost answer
 		}
 		if s3x.Lost(err) {
 			return false, nil // another worker took it first
 		}
 		return false, fmt.Errorf("s3task: write %s: %w", key, err)
+	}
+	if cur.Holder == holder {
+		s.reached("reconciler/renewed")
+	} else {
+		s.reached("reconciler/taken")
 	}
 	return true, nil
 }
@@ -154,16 +191,30 @@ const turnFloor = 30 * time.Second
 // request.
 func (r *reconciler) wait() { r.wg.Wait() }
 
+// release hands the lease back when the worker stops, if it held it at its
+// last turn, so that another worker takes it at its next turn rather than
+// after the lease runs out. Call it after wait.
+func (r *reconciler) release() {
+	if r.turns == 0 {
+		return
+	}
+	ctx, cancel := r.w.bounded(context.Background())
+	defer cancel()
+	if err := r.w.store.releaseReconcileLease(ctx, r.w.opts.ID); err != nil {
+		r.w.log.Warn("s3task: hand back the reconciler lease", "err", err)
+	}
+}
+
 // turn takes or renews the lease and, if this worker holds it, reconciles.
-// A turn takes at most as long as the lease it holds (two intervals, and
-// never less than turnFloor): on an S3 that stops answering it gives up,
-// and the next turn tries again. stop ends when the worker stops.
+// A turn takes at most as long as the lease it holds (leaseFor, and never
+// less than turnFloor): on an S3 that stops answering it gives up, and the
+// next turn tries again. stop ends when the worker stops.
 func (r *reconciler) turn(stop context.Context) {
 	w, s := r.w, r.w.store
 	interval := w.opts.ReconcileInterval
-	ctx, cancel := context.WithTimeout(stop, max(2*interval, turnFloor))
+	ctx, cancel := context.WithTimeout(stop, max(leaseFor(interval), turnFloor))
 	defer cancel()
-	mine, err := s.takeReconcileLease(ctx, w.opts.ID, 2*interval)
+	mine, err := s.takeReconcileLease(ctx, w.opts.ID, leaseFor(interval))
 	if stop.Err() != nil {
 		return // stopped: not worth a report
 	}

@@ -123,21 +123,26 @@ func (s *Store) commit(ctx context.Context, cur *Task, etag string, next *Task) 
 		// Purge deleted the task, the only way a record goes. Before our
 		// write or after it landed? A refusal may answer the SDK's resend
 		// of a write that landed, so it cannot tell.
+		s.reached("commit/gone")
 		return nil, "", fmt.Errorf("%w: write %s: %w, and the record is gone since: %w", ErrOutcomeUnknown, key, err, errGone)
 	case rerr != nil:
 		return nil, "", fmt.Errorf("%w: write %s: %w (and reading it back: %w)", ErrOutcomeUnknown, key, err, rerr)
 	}
 	switch landed(cur, n, now) {
 	case landedHere:
+		s.reached("commit/landed-after-doubt")
 		return now, nowETag, nil
 	case overtaken:
+		s.reached("commit/overtaken")
 		return now, nowETag, errOvertaken
 	case notLanded:
+		s.reached("commit/not-landed")
 		if s3x.Lost(err) {
 			return now, nowETag, errLost
 		}
 		return nil, "", fmt.Errorf("s3task: write %s: %w", key, err)
 	}
+	s.reached("commit/unknown")
 	return nil, "", fmt.Errorf("%w: write %s: %w, and %d writes followed it", ErrOutcomeUnknown, key, err, now.Writes-n.Writes)
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3task/s3task/internal/entropy"
+	"github.com/s3task/s3task/internal/probe"
 	"github.com/s3task/s3task/internal/s3x"
 )
 
@@ -54,12 +55,24 @@ type Store struct {
 	// for revisions and IDs, math/rand/v2 for the rest.
 	rnd *entropy.Source
 	ids *idGen
+	// probe, if set, is told of every branch of internal/probe.Branches
+	// the store, or a Worker on it, takes.
+	probe func(branch string)
 }
 
 func init() {
 	entropy.Use = func(store any, src *entropy.Source) {
 		s := store.(*Store)
 		s.rnd, s.ids = src, &idGen{read: func(b []byte) { src.Read("id", b) }}
+	}
+	probe.Use = func(store any, f func(string)) { store.(*Store).probe = f }
+}
+
+// reached reports a branch of internal/probe.Branches to the store's
+// probe, if it has one.
+func (s *Store) reached(branch string) {
+	if s.probe != nil {
+		s.probe(branch)
 	}
 }
 
@@ -488,12 +501,12 @@ func (s *Store) cancel(ctx context.Context, id, reason string) (*Task, error) {
 // the S3 server's clock, rounded up to a whole millisecond), and returns
 // it. A queued task's marker moves to that time, so no worker looks at it
 // before, and one starts it within PollInterval after, without listing in
-// between: a marker moved nearer, now or still ahead, is announced in the
-// wake object as a Submit's is, since idle workers would otherwise wait
-// for the later time of their last listing. Zero (or a time past) makes a
-// scheduled task run now. Requests: GET, PUT marker, PUT record, DELETE
-// old marker, and GET and PUT wake when the task is due sooner than it
-// was; a created task only gets its record written.
+// between: the moved marker is announced in the wake object as a Submit's
+// is, so that idle workers note its time, which they may not have seen
+// (they may have been busy when it was last listed). Zero (or a time past)
+// makes a scheduled task run now. Requests: GET, PUT marker, PUT record,
+// DELETE old marker, GET and PUT wake; a created task only gets its record
+// written.
 //
 // Errors: [ErrInvalidID]; [ErrNotFound]; a *[TransitionError] unless the
 // task is created or queued; [ErrConflict]; [ErrOutcomeUnknown]; S3 errors
@@ -514,10 +527,9 @@ func (s *Store) schedule(ctx context.Context, id string, at time.Time) (*Task, e
 	if err != nil {
 		return nil, err
 	}
-	if changed && got.Status == StatusQueued && (t.DueAt.IsZero() || got.DueAt.Before(t.DueAt)) {
-		// Idle workers keep the earliest due time of their last listing,
-		// which a later one cannot improve; a nearer one they must learn,
-		// and one still ahead they only note, to list then.
+	if changed && got.Status == StatusQueued {
+		// A time still ahead idle workers only note, to list then.
+		s.reached("schedule/announced")
 		s.wake(ctx, s.MarkerKey(got))
 	}
 	return got, nil

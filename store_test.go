@@ -906,8 +906,9 @@ func TestSchedule(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// New marker, record, old marker; no wake: there is nothing to do yet.
-		e.wantCounts(t, map[string]int{"GET": 1, "PUT": 2, "DELETE": 1})
+		// New marker, record, old marker, and the wake object: idle workers
+		// note when to list.
+		e.wantCounts(t, map[string]int{"GET": 2, "PUT": 3, "DELETE": 1})
 		want := task
 		want.RunAt, want.DueAt = at, at
 		if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {

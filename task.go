@@ -289,8 +289,11 @@ type event struct {
 // It is pure: no I/O, no clock, no randomness; t is not modified.
 func transition(t *Task, e event, now time.Time) (next *Task, write bool, err error) {
 	next, write, err = decide(t, e, now)
-	if write && next.Terminal() && !t.Terminal() {
-		next.NotifyPending = e.notify
+	if write && next.Terminal() && (!t.Terminal() || next.Status != t.Status) {
+		// A new result: finished, or finished otherwise (a final failure
+		// cancelled). Its notice replaces one still owed for the last,
+		// even if this writer has no hook.
+		next.NotifyPending = e.notify || t.NotifyPending
 	}
 	return next, write, err
 }
@@ -460,12 +463,12 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		n.Status = StatusAbandoned
 		n.CancelReason = e.reason
 		n.RetryAt, n.LeaseExpiresAt = time.Time{}, time.Time{}
-		// A notice left pending (asked for now, or one of an earlier
-		// result) is due now, and needs a marker named so: not the one of
-		// a start, a retry or a lease's end still ahead, which no worker
-		// visits before then. A created task has none at all.
-		notice := t.NotifyPending || e.notify && !t.Terminal()
-		if notice && (t.DueAt.IsZero() || t.DueAt.After(now)) {
+		// A notice left pending (asked for now, the abandonment being a new
+		// result even of a task that had failed for good, or one of an
+		// earlier result) is due now, and needs a marker named so: not the
+		// one of a start, a retry or a lease's end still ahead, which no
+		// worker visits before then. A created task has none at all.
+		if (t.NotifyPending || e.notify) && (t.DueAt.IsZero() || t.DueAt.After(now)) {
 			n.DueAt = now
 		}
 		return n, true, nil

@@ -949,8 +949,8 @@ func TestTransitionCancel(t *testing.T) {
 	}}
 	// With a notice, from every start state: a notice left pending is due
 	// now, so a task due later (a start or a retry still ahead, a lease's
-	// end) is due now; one due already keeps its marker; a finished one
-	// gets no second notice, nor a new due time.
+	// end) is due now; one due already keeps its marker; a final failure
+	// cancelled is a new result, with a notice of its own.
 	abandonedWith := func(pending bool, due time.Time) outcome {
 		return becomes(func(t *Task) {
 			t.Status = StatusAbandoned
@@ -970,7 +970,7 @@ func TestTransitionCancel(t *testing.T) {
 		"running":                 abandonedWith(true, transitionNow), // not at its lease's end
 		"completed":               denied,
 		"failed, retry scheduled": abandonedWith(true, time.Time{}), // the retry fell due already
-		"failed, final":           abandonedWith(false, time.Time{}),
+		"failed, final":           abandonedWith(true, time.Time{}), // a new result; due already
 		"abandoned":               unchanged,
 		"completed, being purged": denied,
 	}
@@ -1672,7 +1672,7 @@ func TestTransitionNotice(t *testing.T) {
 		{"complete without a hook", "running", evComplete, false, false},
 		{"fail with retries left: not finished", "running", evFail, true, false},
 		{"cancel with a hook", "queued", evCancel, true, true},
-		{"cancel of a finished task: no second notice", "failed, final", evCancel, true, false},
+		{"cancel of a final failure: a new result, with its notice", "failed, final", evCancel, true, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -103,6 +103,7 @@ func (s *Store) wake(ctx context.Context, key string) {
 			break
 		}
 	}
+	s.reached("wake/fallback")
 	newETag, err := s.putWake(ctx, formatWake([]wakeNote{{rev: note.rev, key: "*"}}), "-")
 	if err != nil {
 		s.log.WarnContext(ctx, "s3task: write wake object", "err", err)

@@ -207,6 +207,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	case <-grace.C:
 		w.log.Info("s3task: shutdown timeout: stopping running handlers")
 	case <-rs.hurry:
+		w.store.reached("stop/hurry")
 		w.log.Info("s3task: stop deadline: stopping running handlers")
 	}
 	stop(ErrWorkerStopping)
@@ -271,7 +272,12 @@ func (w *Worker) loop(ctx, base context.Context) {
 	}
 	cancel()
 	rec := w.newReconciler()
-	defer rec.wait()
+	defer func() {
+		// The lease goes back off the way of the shutdown: Run waits for
+		// it as for a handler, which no Stop's deadline waits for.
+		rec.wait()
+		w.wg.Go(rec.release)
+	}()
 	kicked := func() {
 		listNow = true
 		if etag := w.takeKick(); etag != "" {
@@ -314,7 +320,7 @@ func (w *Worker) loop(ctx, base context.Context) {
 		}
 		if listNow {
 			var saturated bool
-			saturated, due = w.poll(ctx, base)
+			saturated, due = w.poll(ctx, base, due)
 			lastList, listNow = time.Now(), saturated
 			if saturated {
 				continue // poll again as soon as a slot frees

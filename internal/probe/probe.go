@@ -1,0 +1,53 @@
+// Package probe lets the simulation see which branches of the protocol a
+// run reached: the rare ones (an answer lost and a competitor's write
+// after it, a lease still ours after a doubtful write, a key taken over)
+// are where defects hide, and a run that never reached one says nothing
+// about it. A Store given a probe reports each branch of Branches as it
+// takes it; without one (always, outside this module) it reports nothing
+// and pays one nil check.
+package probe
+
+// Use makes store, a *s3task.Store, report every branch it reaches, and
+// those of the Workers on it, to f, which must be safe for concurrent
+// use. Package s3task sets it when it is initialised.
+var Use func(store any, f func(branch string))
+
+// Branches names every branch the library reports, with what taking it
+// means.
+var Branches = map[string]string{
+	"commit/landed-after-doubt": "a write whose answer was unclear (lost, 409, 412 to a resend, 5xx) proved by its revision to have landed",
+	"commit/overtaken":          "a write whose answer was unclear proved by the prior revisions to have landed, with others' writes after it",
+	"commit/not-landed":         "a write whose answer was unclear proved not to have landed",
+	"commit/unknown":            "a write whose outcome the record could not tell (ErrOutcomeUnknown)",
+	"commit/gone":               "a write whose record was deleted (purged) before it could be told",
+	"lease/still-ours":          "a lease write refused because an earlier write of the same attempt had landed unseen, decided again and written",
+	"lease/deadline":            "a lease given up at its deadline, the renewals having failed",
+	"lease/lost":                "a lease write that found the task taken over",
+	"lease/cancelled":           "a lease write that found the task cancelled",
+	"lease/release":             "an attempt given back on shutdown",
+	"poll/takeover":             "a task taken over from an expired lease",
+	"poll/expired-final":        "a task failed for good by an expired lease with no attempt left",
+	"poll/unreadable":           "an unreadable record (corrupt, or of a newer schema) left alone for a while",
+	"poll/unserved":             "a task of a type the worker does not serve left alone for a while",
+	"poll/stale-marker":         "a marker of a phase that is over deleted by a visit",
+	"poll/next-head":            "a poll going on to the next few due markers, the first few having started nothing",
+	"poll/next-page":            "a poll going on to the next page, the first having held nothing to start",
+	"poll/claim-refused":        "a claim refused though nobody had written the record (409), tried again at the next poll",
+	"key/adopt":                 "a keyed Create writing the task its key names, whose writer had not",
+	"key/takeover":              "a keyed Create taking over a key whose task was purged or never written",
+	"key/conflict":              "a keyed Create refused between the adoption window and the takeover",
+	"purge/key-held":            "a keyed task kept by Purge because its key was written less than 10 minutes ago",
+	"notify/retry":              "a failed OnTerminal call left for a later try",
+	"notify/gone":               "the notice of a task purged before it went out dropped",
+	"notify/superseded":         "a delivered notice not recorded, the task having been retried meanwhile",
+	"reconcile/restored":        "a missing marker restored by Reconcile",
+	"reconcile/removed":         "a stale marker removed by Reconcile",
+	"reconciler/taken":          "the reconciler lease taken over from another worker, or first written",
+	"reconciler/renewed":        "the reconciler lease renewed by its holder",
+	"reconciler/released":       "the reconciler lease handed back by a worker that stops",
+	"reconciler/answer-lost":    "a reconciler lease write whose answer was lost, found to be the holder's own",
+	"schedule/announced":        "a start moved, nearer or later, announced to idle workers",
+	"wake/fallback":             "a wake announcement that kept losing its compare-and-set, written as 'list now'",
+	"stop/hurry":                "running handlers cancelled at once because a Stop's context ended",
+	"clock/lower-edge":          "a server-clock estimate the Date headers ruled out moved to their lower edge",
+}
