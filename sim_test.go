@@ -1,9 +1,13 @@
 package s3task_test
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
+	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +15,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/s3task/s3task/internal/probe"
 	"github.com/s3task/s3task/internal/sim"
 )
 
@@ -18,6 +23,8 @@ var (
 	simSeeds = flag.Int("sim.seeds", 200, "TestSimulation: number of seeds to simulate (20 with -short)")
 	simTasks = flag.Int("sim.tasks", 50, "TestSimulation: task lives per seed")
 	simSeed  = flag.Uint64("sim.seed", 0, "TestSimulation: simulate only this seed")
+	simCover = flag.Bool("sim.require", true, "TestSimulation: fail a run of 100 seeds or more that misses a required branch of the library (the mutants command turns it off: a mutation may remove a branch)")
+	simFrom  = flag.Uint64("sim.from", 1, "TestSimulation: the first seed (with -sim.seeds or S3TASK_SIM_SOAK, to shard a long run over processes)")
 	simTrace = flag.String("sim.trace", "", "TestSimulation: print the story of these tasks (IDs, comma-separated; \"all\": those with violations; \"kind=K\": those with violations of kind K)")
 	simReqs  = flag.Bool("sim.requests", false, "TestSimulation: with -sim.trace, also tell of every request near the tasks: theirs, listings and the wake object's")
 )
@@ -29,6 +36,8 @@ type simTally struct {
 	seeds      int
 	violations int
 	byKind     map[sim.Kind][]simFinding
+	reached    map[string]int // branches of the library reached, over the seeds simulated here
+	here       int            // seeds simulated in this process
 }
 
 // simFinding is one violation with the seed that found it.
@@ -42,17 +51,40 @@ func (t *simTally) add(seed uint64, h *sim.History, vs []sim.Violation) {
 	defer t.mu.Unlock()
 	t.lives += h.TaskLives()
 	t.seeds++
+	t.here++
 	t.violations += len(vs)
+	for b, n := range h.Reached {
+		t.reached[b] += n
+	}
 	for _, v := range vs {
 		t.byKind[v.Kind] = append(t.byKind[v.Kind], simFinding{seed, v})
 	}
 }
 
-// report prints, per kind, how many violations how many seeds found, with
-// the first example, then the summary line.
-func (t *simTally) report() {
+// report prints the branches of the library the seeds reached and,
+// per kind, how many violations how many seeds found, with the first
+// example, then the summary line. A run of 100 seeds or more fails if it
+// missed a branch of sim.Required.
+func (t *simTally) report(tb testing.TB) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var missed []string
+	for _, b := range slices.Sorted(maps.Keys(probe.Branches)) {
+		required := slices.Contains(sim.Required, b)
+		mark := " "
+		if required {
+			mark = "*"
+		}
+		if t.here >= 100 && (testing.Verbose() || t.reached[b] == 0) {
+			fmt.Printf("sim: reached %s %-26s %7d  %s\n", mark, b, t.reached[b], probe.Branches[b])
+		}
+		if required && t.reached[b] == 0 {
+			missed = append(missed, b)
+		}
+	}
+	if len(missed) > 0 && t.here >= 100 && *simCover {
+		tb.Errorf("%d seeds never reached %d required branches of the library: %s", t.here, len(missed), strings.Join(missed, ", "))
+	}
 	for _, k := range sim.Kinds() {
 		fs := t.byKind[k]
 		if len(fs) == 0 {
@@ -69,15 +101,27 @@ func (t *simTally) report() {
 	fmt.Printf("simulated: %d task lives, %d seeds, %d violations\n", t.lives, t.seeds, t.violations)
 }
 
+// simRaceSeeds is how many of the seeds a test binary built with the race
+// detector simulates itself; see TestSimulation.
+const simRaceSeeds = 24
+
 // TestSimulation plays the whole protocol, seed by seed, in a deterministic
 // simulation with virtual time (see internal/sim) and checks the recorded
 // history against the guarantees of the design. -sim.seeds and -sim.tasks
 // size it, -sim.seed=K replays one seed, and S3TASK_SIM_SOAK=<task lives>
 // runs a long soak instead.
+//
+// The race detector makes the simulation several times slower and finds
+// nothing more in it after a few dozen seeds, so a binary built with it
+// (the README's test command) simulates the first simRaceSeeds seeds
+// itself, and the rest at the same time in a `go test` of its own without
+// it; the summary line counts both. Without the go command it simulates
+// them all.
 func TestSimulation(t *testing.T) {
 	t.Parallel()
 	var seeds []uint64
 	tasks := *simTasks
+	var rest *simRest
 	switch soak := os.Getenv("S3TASK_SIM_SOAK"); {
 	case *simSeed != 0:
 		seeds = []uint64{*simSeed}
@@ -86,20 +130,31 @@ func TestSimulation(t *testing.T) {
 		if err != nil || lives <= 0 {
 			t.Fatalf("S3TASK_SIM_SOAK=%q: want a number of task lives", soak)
 		}
-		for s := 1; s <= (lives+tasks-1)/tasks; s++ {
-			seeds = append(seeds, uint64(s))
+		for s := range uint64((lives + tasks - 1) / tasks) {
+			seeds = append(seeds, *simFrom+s)
 		}
 	default:
 		n := *simSeeds
 		if testing.Short() && n > 20 {
 			n = 20
 		}
-		for s := 1; s <= n; s++ {
-			seeds = append(seeds, uint64(s))
+		if simRace && n > simRaceSeeds {
+			rest = startSimRest(t, *simFrom+simRaceSeeds, n-simRaceSeeds, tasks)
+			if rest != nil {
+				n = simRaceSeeds
+			}
+		}
+		for s := range uint64(n) {
+			seeds = append(seeds, *simFrom+s)
 		}
 	}
-	tally := &simTally{byKind: map[sim.Kind][]simFinding{}}
-	t.Cleanup(tally.report)
+	tally := &simTally{byKind: map[sim.Kind][]simFinding{}, reached: map[string]int{}}
+	t.Cleanup(func() {
+		if rest != nil {
+			rest.wait(t, tally)
+		}
+		tally.report(t)
+	})
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
@@ -146,5 +201,58 @@ func simTraces(t *testing.T, h *sim.History, vs []sim.Violation) {
 		var b strings.Builder
 		sim.Trace(&b, h, id)
 		t.Logf("task %s:\n%s", id, b.String())
+	}
+}
+
+// simRest is a `go test` of the simulation's other seeds, without the race
+// detector, running beside the test that started it.
+type simRest struct {
+	cmd      *exec.Cmd
+	out      bytes.Buffer
+	from     uint64
+	n        int
+	finished chan error
+}
+
+// startSimRest starts simulating n seeds from from in a `go test` without
+// the race detector; nil if the go command cannot be started.
+func startSimRest(t *testing.T, from uint64, n, tasks int) *simRest {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Logf("no go command (%v): simulating every seed under the race detector", err)
+		return nil
+	}
+	r := &simRest{from: from, n: n, finished: make(chan error, 1)}
+	r.cmd = exec.Command(goTool, "test", "-run", "^TestSimulation$", "-count=1", "-timeout=30m",
+		fmt.Sprintf("-sim.from=%d", from), fmt.Sprintf("-sim.seeds=%d", n), fmt.Sprintf("-sim.tasks=%d", tasks), ".")
+	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.out
+	if err := r.cmd.Start(); err != nil {
+		t.Logf("cannot start %s (%v): simulating every seed under the race detector", r.cmd, err)
+		return nil
+	}
+	go func() { r.finished <- r.cmd.Wait() }()
+	return r
+}
+
+var simSummary = regexp.MustCompile(`(?m)^simulated: (\d+) task lives, (\d+) seeds, (\d+) violations$`)
+
+// wait waits for the other seeds and adds them to tally; their violations
+// fail t, with their report.
+func (r *simRest) wait(t *testing.T, tally *simTally) {
+	err := <-r.finished
+	m := simSummary.FindSubmatch(r.out.Bytes())
+	if m == nil {
+		t.Errorf("%s: %v, and no summary:\n%s", r.cmd, err, r.out.Bytes())
+		return
+	}
+	lives, _ := strconv.Atoi(string(m[1]))
+	seeds, _ := strconv.Atoi(string(m[2]))
+	violations, _ := strconv.Atoi(string(m[3]))
+	tally.mu.Lock()
+	tally.lives, tally.seeds, tally.violations = tally.lives+lives, tally.seeds+seeds, tally.violations+violations
+	tally.mu.Unlock()
+	if err != nil || violations > 0 {
+		t.Errorf("seeds %d to %d, simulated without the race detector by %s, failed: %v\n%s",
+			r.from, r.from+uint64(r.n)-1, r.cmd, err, r.out.Bytes())
 	}
 }

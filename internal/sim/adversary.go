@@ -224,6 +224,9 @@ func (n *link) wrap(next http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		start := time.Now()
 		resp, sent, err := n.roundTrip(next, r)
+		if strings.HasSuffix(r.URL.Path, "/_wake") && (err != nil || resp.StatusCode >= 400 && resp.StatusCode != http.StatusNotFound) {
+			n.w.event(n.name, EventWakeFailed, start, time.Now())
+		}
 		if n.w.cfg.Requests {
 			q := Request{Proc: n.name, Op: s3test.Op(r), Key: r.URL.Path, Sent: start, Done: time.Now()}
 			if resp != nil {
@@ -274,6 +277,12 @@ func (n *link) roundTrip(next http.RoundTripper, r *http.Request) (_ *http.Respo
 		}
 	}
 	f, delay := n.draw(r, rng)
+	if strings.HasPrefix(n.name, "op") && r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/status.json") && rng.Chance(0.1*n.w.cfg.Faults) {
+		// An operator's change held up for seconds, while workers and the
+		// notifier write the record, once or more: the call must tell from
+		// the prior revisions that its write did not land.
+		delay += rng.Dur(2*time.Second, 10*time.Second)
+	}
 	n.mu.Lock()
 	if time.Now().Before(n.slowUntil) {
 		delay += rng.Dur(time.Second, 8*time.Second)
@@ -296,6 +305,17 @@ func (n *link) roundTrip(next http.RoundTripper, r *http.Request) (_ *http.Respo
 	}
 	if f != noFault {
 		n.w.count(faultNames[f])
+	}
+	// An operator's record write refused in a made-up way is answered
+	// seconds later, so that others may write the record meanwhile, once
+	// or more: the call must then tell from the prior revisions that its
+	// write did not land, rather than take the later writes for its own.
+	if (f == fault500 || f == fault503 || f == fault409) && strings.HasPrefix(n.name, "op") &&
+		r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/status.json") {
+		n.w.count("slow-refusal")
+		if err := n.wait(ctx, rng.Dur(2*time.Second, 10*time.Second)); err != nil {
+			return nil, false, err
+		}
 	}
 	switch f {
 	case fault500:

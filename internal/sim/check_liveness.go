@@ -9,12 +9,13 @@ import (
 )
 
 // checkMarkers: no pending task lacks its marker for longer than the
-// reconcile interval (plus ten minutes for the reconcile run itself), and
-// at the end no finished, notified task, and no task without a record, has
-// one.
+// documented bound of the fleet's reconciler, two intervals and a quarter
+// (its holder may die just after its turn), plus ten minutes for the
+// reconcile run itself, and at the end no finished, notified task, and no
+// task without a record, has one.
 func checkMarkers(x *index) []Violation {
 	var vs []Violation
-	limit := x.p.ReconcileInterval + 10*time.Minute
+	limit := x.p.ReconcileInterval*9/4 + 10*time.Minute
 	since := map[string]time.Time{}
 	reported := map[string]bool{}
 	for _, s := range x.h.Snapshots {
@@ -60,15 +61,24 @@ func checkMarkers(x *index) []Violation {
 }
 
 // checkNotices: when every store has the hook, every result of a task
-// (each write that finished it) is delivered to OnTerminal within
-// Params.NoticeBound, as the record of that result (its status and
-// attempt), unless the task was retried first (then the next result has a
+// (each write that finished it, or changed how it finished: a final
+// failure cancelled) is delivered to OnTerminal within Params.NoticeBound,
+// as the record of that result (its status and attempt), unless the task
+// was retried or finished otherwise first (then the next result has a
 // notice of its own) or a Purge dropped the notice on purpose; and no hook
-// call that succeeded was given a result the task never had.
+// call that succeeded was given a result the task never had. A notice left
+// to the fleet waits its turn in the queue: the bound counts only the time
+// in which some worker was available (up, with a free slot, its network
+// fine), and so polling.
 func checkNotices(x *index) []Violation {
 	if !x.h.Hooked {
 		return nil
 	}
+	var spans []span
+	for _, wi := range x.h.Workers {
+		spans = append(spans, x.available(wi.Name)...)
+	}
+	avail := merge(spans)
 	delivered := map[string][]Notice{}
 	for _, n := range x.h.Notices {
 		delivered[n.TaskID] = append(delivered[n.TaskID], n)
@@ -86,10 +96,11 @@ func checkNotices(x *index) []Violation {
 			if t == nil {
 				continue
 			}
-			if len(results) > 0 && prev.NotifyPending && (!t.Terminal() || t.Purging && !t.NotifyPending) {
+			next := t.Terminal() && (prev == nil || !prev.Terminal() || prev.Status != t.Status)
+			if len(results) > 0 && prev.NotifyPending && (!t.Terminal() || next || t.Purging && !t.NotifyPending) {
 				results[len(results)-1].dropped = true
 			}
-			if t.Terminal() && (prev == nil || !prev.Terminal()) {
+			if next {
 				results = append(results, &result{w: w})
 			}
 			prev = t
@@ -108,7 +119,7 @@ func checkNotices(x *index) []Violation {
 			if r.dropped {
 				continue
 			}
-			f, due := r.w, r.w.Time.Add(x.p.NoticeBound)
+			f, due := r.w, after(avail, r.w.Time, x.p.NoticeBound)
 			calls, ok := 0, false
 			var first time.Time
 			for _, n := range delivered[id] {
@@ -126,7 +137,7 @@ func checkNotices(x *index) []Violation {
 				// the run ended before the bound: nothing to say
 			case ok:
 				vs = append(vs, Violation{Kind: KindNotice, Task: id, Time: due, Msg: fmt.Sprintf(
-					"task %s finished (%s) at %s and its OnTerminal notice was delivered only at %s, over %s later (%d calls)",
+					"task %s finished (%s) at %s and its OnTerminal notice was delivered only at %s, over %s of available workers later (%d calls)",
 					id, describe(f.Record), x.at(f.Time), x.at(first), x.p.NoticeBound, calls)})
 			default:
 				vs = append(vs, Violation{Kind: KindNotice, Task: id, Time: due, Msg: fmt.Sprintf(

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/s3task/s3task"
@@ -15,7 +16,11 @@ import (
 // learn of it from the wake object, and of a later start from the time its
 // marker is named after. The worker must have been idle for a PollInterval
 // before (so that it has looked at the wake object since) and stay idle
-// until the bound.
+// until the bound. The wake object is a hint: if the writer that made the
+// task due could not get its announcement written (a request for the wake
+// object failed within seconds), workers learn of the task at their next
+// listing (MaxPollInterval, the safety net), which checkClaimDelay covers;
+// unless the start was so far ahead that they have listed since.
 func checkPickup(x *index) []Violation {
 	avail := map[string][]span{}
 	for _, wi := range x.h.Workers {
@@ -28,6 +33,13 @@ func checkPickup(x *index) []Violation {
 			continue
 		}
 		for _, d := range x.dues(id) {
+			told := x.announced(d.by)
+			if _, trouble := x.during(d.by.Proc, d.by.Time, d.by.Time.Add(30*time.Second), EventWakeFailed); told.IsZero() && trouble &&
+				d.From.Before(d.by.Time.Add(x.p.MaxPollInterval+x.p.PollInterval)) {
+				continue
+			}
+			// Workers learn of it when it is announced, or listed.
+			d.From = later(d.From, told)
 			deadline := d.From.Add(x.p.PickupBound)
 			if d.To.Before(deadline) || !x.marked(id, d.From, deadline) {
 				continue // claimed (or changed) in time, or without a marker
@@ -47,12 +59,36 @@ func checkPickup(x *index) []Violation {
 	return vs
 }
 
+// due is a stretch in which a task was queued and due, and the write that
+// made it so.
+type due struct {
+	span
+	by *Write
+}
+
+// announced returns when the process that wrote w got a wake
+// announcement written after it, if it did within half a minute (its
+// requests may be slow); zero if not.
+func (x *index) announced(w *Write) time.Time {
+	key := x.h.Prefix + "_wake"
+	for i := sort.Search(len(x.h.Writes), func(i int) bool { return x.h.Writes[i].Seq > w.Seq }); i < len(x.h.Writes); i++ {
+		o := &x.h.Writes[i]
+		if o.Time.After(w.Time.Add(30 * time.Second)) {
+			break
+		}
+		if o.Key == key && o.Proc == w.Proc {
+			return o.Time
+		}
+	}
+	return time.Time{}
+}
+
 // dues returns the stretches in which task id was queued and due: from
 // the later of the write that queued it (or changed its start) and its
 // start, to its next write.
-func (x *index) dues(id string) []span {
+func (x *index) dues(id string) []due {
 	ws := x.records[id]
-	var out []span
+	var out []due
 	for i, w := range ws {
 		t := w.Record
 		if t == nil || t.Purging || t.Status != s3task.StatusQueued || used(w) >= t.MaxAttempts {
@@ -69,7 +105,7 @@ func (x *index) dues(id string) []span {
 			}
 		}
 		if from := later(w.Time, t.RunAt); from.Before(to) {
-			out = append(out, span{from, to})
+			out = append(out, due{span{from, to}, w})
 		}
 	}
 	return out

@@ -152,7 +152,8 @@ func checkAttempts(x *index) []Violation {
 // other worker happened to be there to overlap with it. A handler already
 // told to stop (ErrWorkerStopping), which its worker can tell nothing
 // more, is excused while its worker is paused, frozen or cut off, as in
-// checkOverlap.
+// checkOverlap, and so is one whose task was cancelled by then: nobody
+// takes an abandoned task over.
 func checkOverrun(x *index) []Violation {
 	var vs []Violation
 	for _, id := range sortedKeys(x.runs) {
@@ -166,6 +167,9 @@ func checkOverrun(x *index) []Violation {
 			}
 			limit := lease.Add(x.p.ClockMargin - x.p.DateSpread)
 			if lease.IsZero() || !end.After(limit) {
+				continue
+			}
+			if t := x.stateBefore(id, limit); t == nil || t.Status == s3task.StatusAbandoned {
 				continue
 			}
 			if r.Cause == CauseStopping && r.CtxEnd.Before(limit) {

@@ -67,6 +67,21 @@ func (s *story) snapshot(d time.Duration, tasks map[string]s3task.Task, markers 
 	s.h.Snapshots = append(s.h.Snapshots, snap)
 }
 
+// key gives task id idempotency key k, in each of its records and its
+// Create call, as a Create with that key would have.
+func (s *story) key(id, k string) {
+	for i := range s.h.Writes {
+		if r := s.h.Writes[i].Record; r != nil && r.ID == id {
+			r.IdempotencyKey = k
+		}
+	}
+	for i := range s.h.Calls {
+		if c := &s.h.Calls[i]; isCreateCall(c.Kind) && c.TaskID == id {
+			c.Key = k
+		}
+	}
+}
+
 // The writes of clean, by index.
 const (
 	wCreated = iota
@@ -186,11 +201,11 @@ func TestCheckFindsEachKind(t *testing.T) {
 		{KindMarker, "a finished, notified task keeps its marker at the end", func(s *story, run *HandlerRun) {
 			s.h.Snapshots[len(s.h.Snapshots)-1].Markers[id] = true
 		}},
-		{KindMarker, "a queued task goes without its marker for over the reconcile interval", func(s *story, run *HandlerRun) {
+		{KindMarker, "a queued task goes without its marker for over the reconciler's bound", func(s *story, run *HandlerRun) {
 			q := s3task.Task{ID: storyOther, Status: s3task.StatusQueued}
 			snaps := s.h.Snapshots
 			s.h.Snapshots = nil
-			for m := time.Duration(0); m <= 2*time.Hour; m += 10 * time.Minute {
+			for m := time.Duration(0); m <= 3*time.Hour; m += 10 * time.Minute {
 				s.snapshot(m, map[string]s3task.Task{storyOther: q})
 			}
 			s.h.Snapshots = append(s.h.Snapshots, snaps...)
@@ -224,6 +239,70 @@ func TestCheckFindsEachKind(t *testing.T) {
 		{KindStuck, "a task is still running at the end", func(s *story, run *HandlerRun) {
 			s.h.Snapshots[len(s.h.Snapshots)-1].Tasks[id] = TaskState{Status: s3task.StatusRunning, Pending: true}
 		}},
+		{KindKey, "a second task is created with the key of a live one", func(s *story, run *HandlerRun) {
+			s.key(id, "invoice-2000-01")
+			s.record(10*time.Second, "op2", storyOther, func(t *s3task.Task) { t.IdempotencyKey = "invoice-2000-01" })
+		}},
+		{KindKey, "a keyed Create returns the key's task although it was marked for purging", func(s *story, run *HandlerRun) {
+			s.key(id, "invoice-2000-01")
+			marked := s.record(40*time.Minute, "op1", id, func(t *s3task.Task) { t.Purging = true })
+			from := s.next()
+			s.h.Calls = append(s.h.Calls, Call{Proc: "op2", Kind: CallCreate, TaskID: id, Key: "invoice-2000-01",
+				Start: s.at(40*time.Minute + time.Second), End: s.at(40*time.Minute + 2*time.Second), StartSeq: from, EndSeq: s.next(), Task: marked.Record})
+		}},
+		{KindOverrun, "the handler runs to 90s, past the lease it renewed at 22s (to 82s), renewing it no more", func(s *story, run *HandlerRun) {
+			for i := wOutput; i < len(s.h.Writes); i++ { // the output, the completion and what follows come a minute later
+				s.h.Writes[i].Time = s.h.Writes[i].Time.Add(time.Minute)
+			}
+			run.Return, run.CtxEnd = run.Return.Add(time.Minute), run.CtxEnd.Add(time.Minute)
+			n := &s.h.Notices[0]
+			n.Start, n.End = n.Start.Add(time.Minute), n.End.Add(time.Minute)
+		}},
+		{KindPickup, "a second task, queued and announced at 71s, waits for the next listing at 2m while w1 idles", func(s *story, run *HandlerRun) {
+			// w1 is free from 61s (30s after its notice of the first task).
+			s.record(70*time.Second, "op1", storyOther, func(t *s3task.Task) {})
+			s.object(71*time.Second, "op1", "PUT", "p/active/"+storyOther, "")
+			s.record(71*time.Second, "op1", storyOther, func(t *s3task.Task) { t.Status = s3task.StatusQueued })
+			s.object(71*time.Second, "op1", "PUT", "p/_wake", "")
+			s.record(2*time.Minute, "w1", storyOther, func(t *s3task.Task) {
+				t.Status, t.Attempt, t.WorkerID, t.LeaseExpiresAt = s3task.StatusRunning, 1, "w1", s.at(3*time.Minute)
+			})
+			s.h.Runs = append(s.h.Runs, &HandlerRun{Task: storyOther, Attempt: 1, Worker: "w1", Start: s.at(2 * time.Minute), StartSeq: s.next(),
+				Returned: true, Return: s.at(125 * time.Second), ReturnSeq: s.next(), OK: true})
+			s.record(125*time.Second, "w1", storyOther, func(t *s3task.Task) {
+				t.Status, t.LeaseExpiresAt, t.NotifyPending = s3task.StatusCompleted, time.Time{}, true
+			})
+			r := s.h.Runs[len(s.h.Runs)-1]
+			r.CtxEnd, r.CtxEndSeq, r.Cause = s.at(125*time.Second), s.next(), CauseOther
+			s.h.Notices = append(s.h.Notices, Notice{Proc: "w1", TaskID: storyOther, Status: s3task.StatusCompleted, Attempt: 1,
+				Start: s.at(125 * time.Second), End: s.at(126 * time.Second), StartSeq: s.next(), OK: true})
+			done := s.record(126*time.Second, "w1", storyOther, func(t *s3task.Task) { t.NotifyPending = false })
+			s.object(126*time.Second, "w1", "DELETE", "p/active/"+storyOther, "")
+			s.h.Snapshots[len(s.h.Snapshots)-1].Tasks[storyOther] = stateOf(done.Record)
+		}},
+		{KindCost, "w1 reads the record of a purged task again and again", func(s *story, run *HandlerRun) {
+			s.record(40*time.Minute, "op1", id, func(t *s3task.Task) { t.Purging = true })
+			s.object(40*time.Minute, "op1", "DELETE", "p/"+id+"/status.json", "")
+			delete(s.h.Snapshots[len(s.h.Snapshots)-1].Tasks, id)
+			s.h.GoneReads = map[string]int{id + " w1": 12}
+		}},
+		{KindStop, "w1 is stopped at 10s with 5s to finish, but its handler's context lives on to 30s", func(s *story, run *HandlerRun) {
+			s.event("w1", EventStop, 10*time.Second, 10*time.Second)
+			s.event("w1", EventStopBy, 10*time.Second, 15*time.Second)
+		}},
+	}
+	// Every kind has a story, so a new kind cannot come without one.
+	told := map[Kind]bool{}
+	for _, tc := range tests {
+		told[tc.kind] = true
+		if !slices.Contains(Kinds(), tc.kind) {
+			t.Errorf("a story of kind %s, which Kinds does not list", tc.kind)
+		}
+	}
+	for _, k := range Kinds() {
+		if !told[k] {
+			t.Errorf("kind %s has no story in TestCheckFindsEachKind", k)
+		}
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.kind)+"/"+tc.why, func(t *testing.T) {

@@ -32,6 +32,23 @@ func merge(spans []span) []span {
 	return out
 }
 
+// after returns the moment at which d of the time covered by spans (sorted
+// and disjoint) has passed since from; the far future if it never does.
+func after(spans []span, from time.Time, d time.Duration) time.Time {
+	for _, s := range spans {
+		if !s.To.After(from) {
+			continue
+		}
+		start := later(s.From, from)
+		if left := s.To.Sub(start); d <= left {
+			return start.Add(d)
+		} else {
+			d -= left
+		}
+	}
+	return time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+}
+
 // intersect returns the common parts of two sorted disjoint span lists.
 func intersect(a, b []span) []span {
 	var out []span

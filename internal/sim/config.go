@@ -10,7 +10,7 @@ type Config struct {
 	// Tasks is how many task lives the operators start. Default 50.
 	Tasks int
 	// Workers is the size of the fleet, kept by replacing crashed and
-	// stopped workers. Default: 2 or 3, from the seed.
+	// stopped workers. Default: 2 or 3, from the seed; 2 more with a Burst.
 	Workers int
 	// Operators is how many operator processes create tasks and race
 	// Cancel, Retry and Purge. Default 2.
@@ -23,10 +23,11 @@ type Config struct {
 	// stopping and pausing processes. Default: 2 to 8 minutes, from the
 	// seed.
 	Turbulence time.Duration
-	// Long spreads the arrivals over 3 hours and 20 minutes, in which the
-	// fleet's reconciler runs, renews its lease and hands it over, and the
-	// adversary deletes the markers of pending tasks for Reconcile to
-	// restore. Default: one seed in 25.
+	// Long spreads the arrivals over 4 hours, in which the fleet's
+	// reconciler runs, renews its lease and hands it over, and, in the first
+	// 90 minutes, the adversary deletes the markers of pending tasks for
+	// Reconcile to restore. The first worker is never crashed or stopped,
+	// so that a holder lives to renew. Default: one seed in 15.
 	Long bool
 	// Planted is how many unreadable records (corrupt JSON, or a schema
 	// version from the future) are planted at the start, each with a
@@ -38,7 +39,8 @@ type Config struct {
 	// six seeds of seven, 120 to 250 in the rest; negative: none.
 	Burst int
 	// Cap is how long after the turbulence the run waits for every task to
-	// finish before it reports the rest as stuck. Default 90 minutes.
+	// finish before it reports the rest as stuck. Default 90 minutes, and
+	// 20 seconds more per task of a Burst.
 	Cap time.Duration
 	// Faults scales the per-request fault and latency probabilities; 0
 	// means 1, negative means none.
@@ -56,13 +58,11 @@ func (c Config) withDefaults(rng *Rand) Config {
 	if c.Tasks <= 0 {
 		c.Tasks = 50
 	}
-	if c.Workers <= 0 {
-		c.Workers = 2 + rng.IntN(2)
-	}
+	workers := 2 + rng.IntN(2)
 	if c.Operators <= 0 {
 		c.Operators = 2
 	}
-	long := rng.Chance(1.0 / 25)
+	long := rng.Chance(1.0 / 15)
 	planted := rng.Chance(0.25)
 	nPlanted := rng.IntN(131) + 20
 	burst := rng.Chance(1.0 / 7)
@@ -75,17 +75,23 @@ func (c Config) withDefaults(rng *Rand) Config {
 		c.Burst = nBurst
 	}
 	c.Planted, c.Burst = max(c.Planted, 0), max(c.Burst, 0)
+	if c.Workers <= 0 {
+		c.Workers = workers
+		if c.Burst > 0 {
+			c.Workers += 2
+		}
+	}
 	if c.Arrivals <= 0 {
 		c.Arrivals = rng.Dur(6*time.Minute, 10*time.Minute)
 		if c.Long {
-			c.Arrivals = 200 * time.Minute
+			c.Arrivals = 4 * time.Hour
 		}
 	}
 	if c.Turbulence <= 0 {
 		c.Turbulence = rng.Dur(2*time.Minute, 8*time.Minute)
 	}
 	if c.Cap <= 0 {
-		c.Cap = 90 * time.Minute
+		c.Cap = 90*time.Minute + time.Duration(c.Burst)*20*time.Second
 	}
 	switch {
 	case c.Faults == 0:

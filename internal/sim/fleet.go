@@ -177,16 +177,22 @@ func (w *World) chaos(ops []*proc) {
 			return
 		}
 		w.mu.Lock()
-		fleet := slices.Clone(w.workers)
+		all := append(slices.Clone(w.workers), ops...)
+		// A long run keeps its first worker up: a fleet that lives long
+		// enough for its reconciler's holder to renew the lease.
+		fleet := slices.DeleteFunc(slices.Clone(w.workers), func(p *proc) bool { return w.cfg.Long && p.name == "w1" })
 		w.mu.Unlock()
-		all := append(slices.Clone(fleet), ops...)
 		now := time.Now()
 		switch w.rng.Pick(3, 2, 3, 2, 2, 2) {
-		case 0: // a frozen process: its requests hang
+		case 0: // a process whose requests hang
 			p := all[w.rng.IntN(len(all))]
 			d := w.rng.Dur(time.Minute, 5*time.Minute)
+			pick, early, freeze := w.rng.Float64(), w.rng.Dur(0, w.h.Params.ClockMargin+time.Second), w.rng.Dur(w.h.Params.ClockMargin, w.h.Params.MaxFreeze)
 			p.link.pause(d)
 			w.event(p.name, EventPause, now, now.Add(d))
+			if p.worker != nil {
+				w.freezeAtDeadline(p, pick, early, freeze) // its renewals hang too
+			}
 		case 1: // a network blip: requests fail for seconds
 			p := all[w.rng.IntN(len(all))]
 			p.link.outage(w.rng.Dur(3*time.Second, 20*time.Second))
@@ -198,8 +204,8 @@ func (w *World) chaos(ops []*proc) {
 			slow := w.rng.Dur(15*time.Second, 40*time.Second)
 			p.link.slow(slow)
 			cut := w.rng.Dur(40*time.Second, 3*time.Minute)
-			target := w.rng.Chance(0.7)
-			pick, early, freeze := w.rng.Float64(), w.rng.Dur(0, time.Second), w.rng.Dur(w.h.Params.ClockMargin, w.h.Params.MaxFreeze)
+			target := w.rng.Chance(0.9)
+			pick, early, freeze := w.rng.Float64(), w.rng.Dur(0, w.h.Params.ClockMargin+time.Second), w.rng.Dur(w.h.Params.ClockMargin, w.h.Params.MaxFreeze)
 			w.wg.Go(func() {
 				if w.sleep(slow) {
 					p.link.outage(cut)
@@ -227,11 +233,13 @@ func (w *World) chaos(ops []*proc) {
 // worker p, just cut off from S3, cannot renew its leases, and will stop
 // trusting each at its deadline, the lease's end less ClockMargin (by its
 // sense of the server's clock, which may lag). The adversary freezes the
-// process from early before the deadline of one of them (pick chooses
-// which), for freeze: ClockMargin or longer, within MaxFreeze. The
-// handler then ends only when the process thaws, and must still end before
-// another worker may take the task over, at the lease's end plus
-// ClockMargin.
+// process from early before the end of one of the leases (pick chooses
+// which; early is up to ClockMargin and a second, so from just before
+// the deadline to the lease's end), for freeze: ClockMargin or longer,
+// within MaxFreeze. A handler whose deadline falls in the freeze ends only
+// when the process thaws, and must still end before another worker may
+// take the task over, at the lease's end plus ClockMargin: so the holder
+// must stop at its deadline, not at the lease's end.
 func (w *World) freezeAtDeadline(p *proc, pick float64, early, freeze time.Duration) {
 	held := w.running(p.name)
 	if len(held) == 0 {
@@ -239,7 +247,7 @@ func (w *World) freezeAtDeadline(p *proc, pick float64, early, freeze time.Durat
 	}
 	slices.SortFunc(held, func(a, b *s3task.Task) int { return strings.Compare(a.ID, b.ID) })
 	end := held[int(pick*float64(len(held)))].LeaseExpiresAt
-	p.link.freezeAt(end.Add(-w.h.Params.ClockMargin-early), freeze)
+	p.link.freezeAt(end.Add(-early), freeze)
 }
 
 // shutdown stops the whole fleet and waits for every goroutine of the world.

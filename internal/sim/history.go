@@ -42,6 +42,9 @@ type History struct {
 	// GoneReads counts, by "<task> <process>", the reads of a deleted
 	// record.
 	GoneReads map[string]int
+	// Reached counts the branches of the library the run reached, by name
+	// (see internal/probe).
+	Reached map[string]int
 	// Requests lists every request and what became of it, if
 	// Config.Requests asked for them.
 	Requests []Request
@@ -54,8 +57,7 @@ type Params struct {
 	ClockMargin       time.Duration
 	MaxPollInterval   time.Duration
 	ReconcileInterval time.Duration
-
-	PollInterval time.Duration
+	PollInterval      time.Duration
 
 	// PickupBound is how soon a task that falls due must be claimed while
 	// a worker serving its type is idle. See KindPickup.
@@ -260,15 +262,16 @@ type EventKind string
 
 // The process events.
 const (
-	EventStart  EventKind = "start"   // a worker's Run began
-	EventStop   EventKind = "stop"    // a worker's Run context was cancelled (graceful stop)
-	EventCrash  EventKind = "crash"   // a process died: client cut, handlers dead
-	EventExit   EventKind = "exit"    // a worker's Run returned
-	EventPause  EventKind = "pause"   // a process's requests hung from Start to End
-	EventOutage EventKind = "outage"  // a process's requests failed from Start to End
-	EventSlow   EventKind = "slow"    // a process's requests took seconds longer from Start to End
-	EventFreeze EventKind = "freeze"  // a process stood still from Start to End: requests, handlers, timers
-	EventStopBy EventKind = "stop-by" // Worker.Stop was called at Start with a context that ended at End
+	EventStart      EventKind = "start"       // a worker's Run began
+	EventStop       EventKind = "stop"        // a worker's Run context was cancelled (graceful stop)
+	EventCrash      EventKind = "crash"       // a process died: client cut, handlers dead
+	EventExit       EventKind = "exit"        // a worker's Run returned
+	EventPause      EventKind = "pause"       // a process's requests hung from Start to End
+	EventOutage     EventKind = "outage"      // a process's requests failed from Start to End
+	EventSlow       EventKind = "slow"        // a process's requests took seconds longer from Start to End
+	EventFreeze     EventKind = "freeze"      // a process stood still from Start to End: requests, handlers, timers
+	EventStopBy     EventKind = "stop-by"     // Worker.Stop was called at Start with a context that ended at End
+	EventWakeFailed EventKind = "wake-failed" // a request for the wake object failed from Start to End
 )
 
 // ProcEvent is something that happened to a process. Start, stop, crash

@@ -110,6 +110,13 @@ func (p *proc) create(n int) {
 		params.RunAt = time.Now().Add(p.rng.Dur(24*time.Hour, 7*24*time.Hour))
 		far = true
 	}
+	later := w.cfg.Long && time.Since(w.h.Start) < 90*time.Minute && p.rng.Chance(0.15)
+	if later {
+		// Hours ahead: it waits, marked, while the vandal is about, and
+		// only Reconcile can bring its marker back; no operator touches
+		// it.
+		params.RunAt, far = time.Now().Add(p.rng.Dur(time.Hour, 150*time.Minute)), false
+	}
 	if p.rng.Chance(0.35) {
 		params.Key = w.key(p.rng)
 	}
@@ -139,7 +146,9 @@ func (p *proc) create(n int) {
 	_, known := w.index[id]
 	if !known {
 		w.index[id] = n
-		w.ids = append(w.ids, id)
+		if !later {
+			w.ids = append(w.ids, id) // the tasks operators meddle with
+		}
 	}
 	w.mu.Unlock()
 	if known {

@@ -71,20 +71,27 @@ func (w *World) plant(n int) error {
 	return nil
 }
 
-// vandal deletes the marker of a pending task now and then, until the
-// turbulence ends: an index lost by hand or by a bug, which only Reconcile
-// restores (and the checker then requires it to, within the reconcile
-// interval).
+// vandal deletes the marker of a pending task now and then, in the first
+// 90 minutes: an index lost by hand or by a bug, which only Reconcile
+// restores (and the checker then requires it to, within the bound the
+// reconciler documents, which the run leaves time for).
 func (w *World) vandal() {
 	rng := NewRand(w.cfg.Seed, "vandal")
 	raw := w.outsider("vandal")
+	until := time.Now().Add(90 * time.Minute)
 	for {
-		if pause(rng.Dur(10*time.Minute, 40*time.Minute), w.quiet) != 0 {
+		if pause(rng.Dur(5*time.Minute, 20*time.Minute), w.quiet) != 0 || time.Now().After(until) {
 			return
 		}
+		// The markers of tasks that wait for a start hours ahead (not the
+		// days ahead of those an operator moves or cancels): nothing but
+		// Reconcile puts them back before then.
 		var keys []string
+		soon, far := time.Now().Add(30*time.Minute), time.Now().Add(12*time.Hour)
 		for _, key := range w.mem.Keys(w.prefix + "active/") {
-			if id := markerTask(strings.TrimPrefix(key, w.prefix+"active/")); !w.planted[id] {
+			name := strings.TrimPrefix(key, w.prefix+"active/")
+			due, err := time.Parse(markerTimeLayout, strings.SplitN(name, "_", 2)[0])
+			if err == nil && due.After(soon) && due.Before(far) && !w.planted[markerTask(name)] {
 				keys = append(keys, key)
 			}
 		}

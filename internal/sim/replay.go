@@ -78,5 +78,6 @@ func (h *History) Encode(out io.Writer) error {
 	}
 	fmt.Fprintf(bw, "stats %s\n", js(h.Stats))
 	fmt.Fprintf(bw, "gone reads %s\n", js(h.GoneReads))
+	fmt.Fprintf(bw, "reached %s\n", js(h.Reached))
 	return bw.Flush()
 }

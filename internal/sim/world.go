@@ -18,6 +18,7 @@ import (
 
 	"github.com/s3task/s3task"
 	"github.com/s3task/s3task/internal/entropy"
+	"github.com/s3task/s3task/internal/probe"
 	"github.com/s3task/s3task/internal/s3test"
 )
 
@@ -96,6 +97,7 @@ func newWorld(cfg Config) (*World, error) {
 		Hooked:    w.hooked,
 		Stats:     map[string]int{},
 		GoneReads: map[string]int{},
+		Reached:   map[string]int{},
 	}
 	mem.OnApply(w.applied)
 	return w, nil
@@ -106,6 +108,13 @@ func (w *World) next() int64 { return w.seq.Add(1) }
 
 // now returns the virtual time and the next sequence number.
 func (w *World) now() (time.Time, int64) { return time.Now(), w.next() }
+
+// reach counts a branch of the library reached (see internal/probe).
+func (w *World) reach(branch string) {
+	w.mu.Lock()
+	w.h.Reached[branch]++
+	w.mu.Unlock()
+}
 
 // count adds one to a statistic.
 func (w *World) count(kind string) {
@@ -139,6 +148,7 @@ func (w *World) newProc(name string) (*proc, error) {
 		return nil, err
 	}
 	entropy.Use(st, entropy.New(w.cfg.Seed, "lib/"+name))
+	probe.Use(st, w.reach)
 	p.store = st
 	return p, nil
 }

@@ -1,0 +1,39 @@
+package sim
+
+// Required lists the branches of the library (internal/probe.Branches)
+// that a run of the simulation over many seeds must reach: a promise the
+// simulation never puts to the test is one nobody checks. TestSimulation
+// fails a run of 100 seeds or more that misses one. The branches left out
+// are reached too rarely to require at that size (see the coverage report
+// of a run); a soak reaches them.
+var Required = []string{
+	"commit/landed-after-doubt",
+	"commit/overtaken",
+	"commit/not-landed",
+	"lease/still-ours",
+	"lease/deadline",
+	"lease/lost",
+	"lease/cancelled",
+	"lease/release",
+	"poll/takeover",
+	"poll/expired-final",
+	"poll/unreadable",
+	"poll/unserved",
+	"poll/stale-marker",
+	"poll/next-head",
+	"poll/next-page",
+	"poll/claim-refused",
+	"key/adopt",
+	"key/takeover",
+	"purge/key-held",
+	"notify/retry",
+	"notify/gone",
+	"reconcile/restored",
+	"reconcile/removed",
+	"reconciler/taken",
+	"reconciler/renewed",
+	"reconciler/released",
+	"schedule/announced",
+	"stop/hurry",
+	"clock/lower-edge",
+}

@@ -1,0 +1,6 @@
+//go:build race
+
+package s3task_test
+
+// simRace says the test binary was built with the race detector.
+const simRace = true
