@@ -4,7 +4,6 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -37,25 +36,25 @@ func TestMutationsApply(t *testing.T) {
 			if strings.TrimSpace(m.Promise) == "" {
 				t.Error("no Promise")
 			}
-			if m.Old == m.New {
-				t.Error("Old and New are the same")
+			for _, e := range m.edits() {
+				if e.Old == e.New {
+					t.Errorf("%s: Old and New are the same", e.File)
+				}
+				if strings.TrimSpace(e.Old) == "" {
+					t.Errorf("%s: Old is empty", e.File)
+				}
+				if strings.HasSuffix(e.File, "_test.go") || strings.HasPrefix(e.File, "internal/sim/") {
+					t.Errorf("%s: mutate the library, not its tests or the simulation", e.File)
+				}
 			}
-			if strings.TrimSpace(m.Old) == "" {
-				t.Error("Old is empty")
-			}
-			if strings.HasSuffix(m.File, "_test.go") || strings.HasPrefix(m.File, "internal/sim/") {
-				t.Errorf("%s: mutate the library, not its tests or the simulation", m.File)
-			}
-			src, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(m.File)))
+			files, err := m.mutate(root)
 			if err != nil {
 				t.Fatal(err)
 			}
-			mutated, err := m.apply(string(src))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := parser.ParseFile(token.NewFileSet(), m.File, mutated, parser.SkipObjectResolution); err != nil {
-				t.Errorf("the mutated file does not parse: %v", err)
+			for path, mutated := range files {
+				if _, err := parser.ParseFile(token.NewFileSet(), path, mutated, parser.SkipObjectResolution); err != nil {
+					t.Errorf("the mutated file does not parse: %v", err)
+				}
 			}
 		})
 	}

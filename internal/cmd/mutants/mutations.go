@@ -1,14 +1,23 @@
 package main
 
 // mutation is one small, deliberate breakage of the library: Old, which
-// must occur exactly once in File, is replaced by New.
+// must occur exactly once in File, is replaced by New, and so is each edit
+// of Also, for a breakage that takes more than one place (a rule the
+// library keeps in two).
 type mutation struct {
 	Name    string // short, kebab-case
 	Promise string // the guarantee of the docs it breaks, in one sentence
 	File    string // relative to the repository root
 	Old     string // exact code, found exactly once in File
 	New     string // what replaces it
+	Also    []edit
 }
+
+// edit is one more replacement of a mutation.
+type edit struct{ File, Old, New string }
+
+// edits returns every replacement of m.
+func (m mutation) edits() []edit { return append([]edit{{m.File, m.Old, m.New}}, m.Also...) }
 
 // mutations breaks the library, never the simulation: each one is a bug the
 // simulation's checker should find.
@@ -17,8 +26,8 @@ var mutations = []mutation{
 		Name:    "lease-margin",
 		Promise: "The holder stops trusting its lease ClockMargin before the lease's end, so no two handlers of one task run at once.",
 		File:    "lease.go",
-		Old:     `left := t.LeaseExpiresAt.Sub(l.w.store.serverClock()) - l.w.opts.ClockMargin`,
-		New:     `left := t.LeaseExpiresAt.Sub(l.w.store.serverClock())`,
+		Old:     `left := t.LeaseExpiresAt.Sub(l.w.store.serverLatest()) - l.w.opts.ClockMargin`,
+		New:     `left := t.LeaseExpiresAt.Sub(l.w.store.serverLatest())`,
 	},
 	{
 		Name:    "late-output",
@@ -45,13 +54,10 @@ var mutations = []mutation{
 	},
 	{
 		Name:    "retry-no-marker",
-		Promise: "Each phase of a task that needs a worker has a marker of its own, a failed task's named after its retry time, so deleting the marker of a phase that is over never deletes the next one's.",
-		File:    "task.go",
-		Old: `			n.RetryAt = now.Add(max(e.retryDelay, 0))
-			n.DueAt = ceilMS(n.RetryAt)
-`,
-		New: `			n.RetryAt = now.Add(max(e.retryDelay, 0))
-`,
+		Promise: "A change writes the marker of the phase it starts before the record, so a task waiting for its retry always has a marker for a worker to find it by.",
+		File:    "marker.go",
+		Old:     `	if want != "" && want != old {`,
+		New:     `	if want != "" && want != old && next.RetryAt.IsZero() {`,
 	},
 	{
 		Name:    "refused-put-wins",
@@ -76,9 +82,106 @@ var mutations = []mutation{
 	},
 	{
 		Name:    "claim-before-runat",
-		Promise: "No worker claims a scheduled task before its RunAt by the server's clock; this breaks the state machine's check, which a poll never reaches early (its visit checks RunAt first, and the marker is named after RunAt), so only Worker.RunTask could claim a second early.",
+		Promise: "No worker claims a scheduled task before its RunAt by the server's clock: here the task falls due, and may be claimed, a second early.",
 		File:    "task.go",
 		Old:     `case t.Status == StatusQueued && now.Before(t.RunAt):`,
 		New:     `case t.Status == StatusQueued && now.Add(time.Second).Before(t.RunAt):`,
+		Also: []edit{
+			{"task.go", `n.DueAt = ceilMS(later(now, t.RunAt))`, `n.DueAt = ceilMS(later(now, t.RunAt.Add(-time.Second)))`},
+			{"task.go", `n.DueAt = ceilMS(later(now, e.at))`, `n.DueAt = ceilMS(later(now, e.at.Add(-time.Second)))`},
+		},
+	},
+	{
+		Name:    "clock-upper-edge",
+		Promise: "A worker's sense of the server's clock never runs ahead of it (the lower edge of what the Date headers allow), so no claim lands before RunAt or a retry's time.",
+		File:    "clock.go",
+		Old: `		s.skew.Store(least)
+	}
+}`,
+		New: `		s.skew.Store(most)
+	}
+}`,
+	},
+	{
+		Name:    "key-adopt-late",
+		Promise: "A keyed Create writes the task its key names only within a minute of the key: after that, and after a purge, it takes the key over, so a purged task never comes back and one key never has two live tasks.",
+		File:    "idempotency.go",
+		Old:     `		case age < keyAdoptWithin:`,
+		New:     `		case true:`,
+		Also: []edit{{"idempotency.go",
+			`ctx, cancel := context.WithDeadline(ctx, time.Now().Add(k.written.Add(keyAdoptWithin).Sub(s.serverClock())))`,
+			`ctx, cancel := context.WithCancel(ctx)`}},
+	},
+	{
+		Name:    "unserved-claimed",
+		Promise: "A worker claims only tasks of the types its handler serves, and leaves the others to a worker that does.",
+		File:    "poll.go",
+		Old:     `	case !serves(w.h, t.Type):`,
+		New:     `	case false:`,
+	},
+	{
+		Name:    "unreadable-hides",
+		Promise: "Unreadable records (corrupt, or of a newer schema) never hide a due task behind them: a poll goes on past the few it visited first.",
+		File:    "poll.go",
+		Old:     `		for len(rest) > 0 && started == 0 && ctx.Err() == nil {`,
+		New:     `		for len(rest) == len(todo) && len(rest) > 0 && started == 0 && ctx.Err() == nil {`,
+	},
+	{
+		Name:    "submit-no-wake",
+		Promise: "Submit tells idle workers through the wake object, so one starts the task within PollInterval, not at its next listing (MaxPollInterval).",
+		File:    "store.go",
+		Old: `	got, changed, err := s.apply(ctx, t, etag, e)
+	if changed {
+		s.wake(ctx, s.MarkerKey(got))
+	}
+	return got, err`,
+		New: `	got, _, err := s.apply(ctx, t, etag, e)
+	return got, err`,
+	},
+	{
+		Name:    "schedule-silent",
+		Promise: "Schedule tells idle workers of the new start, so the task starts within PollInterval of its new RunAt.",
+		File:    "store.go",
+		Old:     `	if changed && got.Status == StatusQueued {`,
+		New:     `	if changed && got.Status == StatusQueued && t.DueAt.IsZero() {`,
+	},
+	{
+		Name:    "cancel-notice-waits",
+		Promise: "A cancel that leaves an OnTerminal notice pending makes the task due now, so its notice does not wait for the start or retry it was scheduled for.",
+		File:    "task.go",
+		Old:     `		if (t.NotifyPending || e.notify) && (t.DueAt.IsZero() || t.DueAt.After(now)) {`,
+		New:     `		if (t.NotifyPending || e.notify) && t.DueAt.IsZero() {`,
+	},
+	{
+		Name:    "notice-of-purged-retried",
+		Promise: "The notice of a task deleted before it went out is dropped, not tried again for as long as the worker runs.",
+		File:    "notify.go",
+		Old: `		if errors.Is(err, ErrNotFound) {
+			s.reached("notify/gone")`,
+		New: `		if false {
+			s.reached("notify/gone")`,
+	},
+	{
+		Name:    "stop-ignores-deadline",
+		Promise: "Once the context given to Worker.Stop ends, running handlers are cancelled at once.",
+		File:    "worker.go",
+		Old: `	case <-rs.hurry:
+		w.store.reached("stop/hurry")`,
+		New: `	case <-make(chan struct{}):
+		w.store.reached("stop/hurry")`,
+	},
+	{
+		Name:    "reconcile-no-restore",
+		Promise: "Reconcile restores the marker of every task that needs a worker, so a lost marker never strands a task.",
+		File:    "maintenance.go",
+		Old:     `				note(s.putMarker(ctx, want))`,
+		New:     `				_ = want`,
+	},
+	{
+		Name:    "recancel-no-notice",
+		Promise: "Every result of a task is notified: a final failure that is then cancelled gets a notice as abandoned.",
+		File:    "task.go",
+		Old:     `	if write && next.Terminal() && (!t.Terminal() || next.Status != t.Status) {`,
+		New:     `	if write && next.Terminal() && !t.Terminal() {`,
 	},
 }
