@@ -205,23 +205,33 @@ func holdFirst(match func(r *http.Request) bool, held, release chan struct{}) fu
 	}
 }
 
+// cancelledWithKey returns an in-process S3, a Store on it, and a task
+// created with key and cancelled, whose key was written 11 minutes ago by
+// the server's clock: a Purge may delete it.
+func cancelledWithKey(t *testing.T, key string) (*s3tasktest.S3, *s3task.Store, *s3task.Task) {
+	t.Helper()
+	s3 := s3tasktest.NewS3(t)
+	store := s3.NewStore(t, nil)
+	ctx := context.Background()
+	task, err := store.Create(ctx, s3task.CreateParams{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Cancel(ctx, task.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	s3.Advance(11 * time.Minute)
+	return s3, store, task
+}
+
 // TestCreateWithKeyRacingPurge: a Create that finds its key naming a task
 // and reads the task's record while a Purge deletes it must not write that
 // task again. It did: the purged task came back (status created) under a
 // key the Purge had deleted, and the next Create with the key made another
 // task, so one key had two live tasks.
 func TestCreateWithKeyRacingPurge(t *testing.T) {
-	s3 := s3tasktest.NewS3(t)
-	store := s3.NewStore(t, nil)
+	s3, store, first := cancelledWithKey(t, "k")
 	ctx := context.Background()
-	first, err := store.Create(ctx, s3task.CreateParams{Key: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Cancel(ctx, first.ID, "test"); err != nil {
-		t.Fatal(err)
-	}
-	s3.Advance(11 * time.Minute)
 
 	held, release := make(chan struct{}), make(chan struct{})
 	racing := s3.NewStore(t, nil, holdFirst(func(r *http.Request) bool {
@@ -268,17 +278,8 @@ func TestCreateWithKeyRacingPurge(t *testing.T) {
 // object and then deleted it, whatever it named by then: the second
 // deleted the key of the new task, and the next Create made another one.
 func TestCreateWithKeyRacingTwoPurges(t *testing.T) {
-	s3 := s3tasktest.NewS3(t)
-	store := s3.NewStore(t, nil)
+	s3, store, first := cancelledWithKey(t, "k")
 	ctx := context.Background()
-	first, err := store.Create(ctx, s3task.CreateParams{Key: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Cancel(ctx, first.ID, "test"); err != nil {
-		t.Fatal(err)
-	}
-	s3.Advance(11 * time.Minute)
 
 	// The first Purge is held at its delete of the key's object, if it
 	// deletes it.

@@ -113,20 +113,5 @@ func (x *index) dues(id string) []due {
 
 // marked reports whether task id had a marker all through [from, to].
 func (x *index) marked(id string, from, to time.Time) bool {
-	since := map[string]time.Time{}
-	var spans []span
-	for _, w := range x.markers[id] {
-		start, on := since[w.Key]
-		switch {
-		case w.Method == "PUT" && !on:
-			since[w.Key] = w.Time
-		case w.Method == "DELETE" && on:
-			delete(since, w.Key)
-			spans = append(spans, span{start, w.Time})
-		}
-	}
-	for _, start := range since {
-		spans = append(spans, span{start, x.h.End})
-	}
-	return len(subtract([]span{{from, to}}, merge(spans))) == 0
+	return len(subtract([]span{{from, to}}, x.markedSpans(id))) == 0
 }

@@ -191,8 +191,13 @@ func (x *index) claimable(id string) []span {
 		}
 		spans = append(spans, span{from, to})
 	}
-	// A task may have several markers at once (one per phase, while a
-	// change moves it): it is marked while any of them is there.
+	return intersect(merge(spans), x.markedSpans(id))
+}
+
+// markedSpans returns when task id had a marker, sorted and disjoint. A
+// task may have several markers at once (one per phase, while a change
+// moves it): it is marked while any of them is there.
+func (x *index) markedSpans(id string) []span {
 	var marked []span
 	since := map[string]time.Time{}
 	for _, w := range x.markers[id] {
@@ -208,7 +213,7 @@ func (x *index) claimable(id string) []span {
 	for _, from := range since {
 		marked = append(marked, span{from, x.h.End})
 	}
-	return intersect(merge(spans), merge(marked))
+	return merge(marked)
 }
 
 // checkClaimDelay: while a worker is up, unpaused and has a free slot, no
