@@ -398,7 +398,7 @@ func TestSubmitMarkerSurvivesFastClockCreate(t *testing.T) {
 				if err := e.admin.UploadInput(e.ctx, task.ID, strings.NewReader("a,b\n")); err != nil {
 					t.Fatal(err)
 				}
-				if ahead := e.record(task.ID).UpdatedAt.Sub(time.Now()); ahead < time.Minute {
+				if ahead := time.Until(e.record(task.ID).UpdatedAt); ahead < time.Minute {
 					t.Fatalf("setup: the created record's updated_at is %s ahead of the server, want about 2 minutes", ahead)
 				}
 				time.Sleep(10 * time.Second)
