@@ -15,27 +15,47 @@
 //     with the process name and lets the adversary lose answers after the
 //     write was applied, make up 500, 503 and 409 answers, add latency, pause
 //     the process (its requests hang) or cut it off for a few seconds;
+//   - a timing adversary at the ClockMargin boundary delivers answers late
+//     after S3 stamped their Date, spreads the servers' clocks, freezes a
+//     whole process (its requests, handlers and timers) across a lease's
+//     deadline, and applies writes after their client was told they failed
+//     (see Params for the limits, which are those the library documents);
 //   - workers crash (their client is cut for good and their handlers die)
-//     or are stopped gracefully, and are replaced by new ones;
-//   - operators create and submit tasks and race Cancel, Retry and Purge
-//     against the workers;
+//     or are stopped gracefully, some with a Stop deadline of seconds, and
+//     are replaced by new ones; some serve only some of the task types;
+//   - operators create and submit tasks (a third with idempotency keys,
+//     some of them reused; some scheduled seconds, minutes, hours or days
+//     ahead) and race Cancel, Retry, Schedule and Purge against the
+//     workers;
+//   - some worlds plant unreadable records at the head of the queue, or a
+//     burst of tasks longer than a listing page, or last four hours, in
+//     which the reconciler's lease changes hands and markers are deleted
+//     behind the fleet's back;
 //   - handlers take from a second to a few minutes, succeed with or without
 //     an output, fail, fail for good, ask for a later retry, panic, ignore
 //     their context for a while, or try to write an output after it ended;
-//   - OnTerminal hooks succeed, fail, fail for a long while, or are slow.
+//   - OnTerminal hooks succeed, fail, fail for a long while, or are slow
+//     (some ignoring their context).
 //
 // [Check] is a pure function of the [History] and returns every
-// [Violation] it finds; see the Kind constants for what is checked. The
-// decisions of the world come from math/rand/v2 PCG generators seeded from
-// the seed, one per process, so a seed replays the same world as far as the
-// scheduler and the library's own randomness allow.
+// [Violation] it finds; see the Kind constants for what is checked.
+//
+// A seed replays exactly ([History.Encode] gives the same bytes): the
+// world's decisions come from PCG generators seeded from the seed, each
+// request's from what it is and when it is sent, the library's through
+// internal/entropy, keyed by what each draw is for; and every request
+// takes a moment of its own, so that nothing two goroutines do at the same
+// instant of virtual time is ordered by the Go scheduler. Each process's
+// Store also reports the branches of internal/probe it takes
+// (History.Reached); [Required] lists those a run of many seeds must
+// reach.
 //
 // The root package's TestSimulation runs it:
 //
-//	go test -run 'TestSimulation$' -v .                  # seeds 1..200, 50 task lives each
+//	go test -run 'TestSimulation$' -v .                  # seeds 1..200, about 70 task lives each
 //	go test -run 'TestSimulation$' -sim.seed=17 -v .     # replay one seed
-//	go test -run 'TestSimulation$' -sim.seed=17 -sim.trace=all -v .   # and tell the story of its tasks
-//	S3TASK_SIM_SOAK=1000000 go test -run 'TestSimulation$' -timeout 0 .  # a long soak
+//	go test -run 'TestSimulation$' -sim.seed=17 -sim.trace=all -sim.requests -v .  # and tell the story of its tasks
+//	go test -run 'TestSimulation$' -sim.seeds=7150 -sim.from=7151 -timeout 0 .     # one shard of a soak
 //
 // [Trace] writes everything the history holds about one task.
 package sim
