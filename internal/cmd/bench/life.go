@@ -144,12 +144,15 @@ func runLife(ctx context.Context, e *env, _ io.Writer) (result, error) {
 	fast := func(o *s3task.WorkerOptions) { o.PollInterval = 50 * time.Millisecond }
 	specs := []lifeSpec{
 		{name: "short task (< 1 heartbeat)", worker: fast},
-		{name: "long task (2.5 heartbeats)", maxLives: 5, work: 500 * time.Millisecond,
+		// A lease of seconds, not less: a holder judges its lease by the
+		// latest the server's clock may read, which one-second Date headers
+		// know only to within a second.
+		{name: "long task (2.5 heartbeats)", maxLives: 5, work: 2500 * time.Millisecond,
 			worker: func(o *s3task.WorkerOptions) {
 				fast(o)
-				o.LeaseDuration, o.HeartbeatInterval, o.ClockMargin = 600*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
+				o.LeaseDuration, o.HeartbeatInterval, o.ClockMargin = 3*time.Second, time.Second, 500*time.Millisecond
 			},
-			note: "LeaseDuration 600ms, HeartbeatInterval 200ms, handler 500ms"},
+			note: "LeaseDuration 3s, HeartbeatInterval 1s, handler 2.5s"},
 		{name: "attempt 1 fails, automatic retry", maxLives: 5, fail: "transient",
 			worker: func(o *s3task.WorkerOptions) { fast(o); o.MaxPollInterval = 800 * time.Millisecond },
 			note:   "RetryAfter 300ms; MaxPollInterval 800ms"},
