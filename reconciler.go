@@ -91,17 +91,30 @@ func (s *Store) releaseReconcileLease(ctx context.Context, holder string) error 
 	if err != nil || etag == "" || cur.Holder != holder || !s.serverNow().Before(cur.ExpiresAt) {
 		return err
 	}
-	key := s.reconcileKey()
-	body, _ := json.Marshal(reconcileLease{Holder: holder, ExpiresAt: s.serverNow(), Write: s.revision(key)})
-	_, err = s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(body),
-		ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json"), IfMatch: aws.String(etag)})
+	err = s.putReconcileLease(ctx, reconcileLease{Holder: holder, ExpiresAt: s.serverNow(), Write: s.revision(s.reconcileKey())}, etag)
 	if err != nil && !s3x.Lost(err) {
-		return fmt.Errorf("s3task: write %s: %w", key, err)
+		return fmt.Errorf("s3task: write %s: %w", s.reconcileKey(), err)
 	}
 	if err == nil {
 		s.reached("reconciler/released")
 	}
 	return nil
+}
+
+// putReconcileLease writes l over the lease read with etag, or as the
+// first lease if etag is empty, with a compare-and-set either way.
+func (s *Store) putReconcileLease(ctx context.Context, l reconcileLease, etag string) error {
+	key := s.reconcileKey()
+	body, _ := json.Marshal(l)
+	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(body),
+		ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json")}
+	if etag == "" {
+		in.IfNoneMatch = aws.String("*")
+	} else {
+		in.IfMatch = aws.String(etag)
+	}
+	_, err := s.client.PutObject(ctx, in)
+	return err
 }
 
 // takeReconcileLease reports whether holder holds the reconciler lease now,
@@ -123,15 +136,7 @@ func (s *Store) takeReconcileLease(ctx context.Context, holder string, ttl time.
 		return false, nil
 	}
 	mine := reconcileLease{Holder: holder, ExpiresAt: s.serverLatest().Add(ttl).UTC().Truncate(time.Millisecond), Write: s.revision(key)}
-	body, _ := json.Marshal(mine)
-	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(body),
-		ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json")}
-	if etag == "" {
-		in.IfNoneMatch = aws.String("*")
-	} else {
-		in.IfMatch = aws.String(etag)
-	}
-	if _, err := s.client.PutObject(ctx, in); err != nil {
+	if err := s.putReconcileLease(ctx, mine, etag); err != nil {
 		if now, _, rerr := s.readReconcileLease(ctx); rerr == nil && now.Write == mine.Write {
 			s.reached("reconciler/answer-lost")
 			return true, nil // ours landed; the error answered a resend, or was a lost answer
