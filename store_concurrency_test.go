@@ -457,11 +457,12 @@ func TestReconcileConcurrentWithWorkers(t *testing.T) {
 	// Stale markers (a reconcile that restored a marker the task's next
 	// phase had just replaced) are dropped by the workers as they visit
 	// them once due, if they were written before the record's last change.
-	// Those written after it may be a change under way (a Retry writes its
-	// marker before the record): the workers leave them, and a reconcile
-	// drops them once they are ten minutes old.
+	// Those written within the skew allowance of it are left to the
+	// change's writer for a few seconds, so a worker may or may not have
+	// dropped them yet when it stops; whatever is left, the reconcile
+	// below drops.
 	var kept []string
-	waitUntilOr(t, testWait, "the workers drop every marker of a phase that is over", func() bool {
+	leftovers := func() bool {
 		kept = kept[:0]
 		for _, m := range e.listMarkers(t) {
 			task, err := e.store.Get(e.ctx, m.id)
@@ -472,9 +473,14 @@ func TestReconcileConcurrentWithWorkers(t *testing.T) {
 			kept = append(kept, m.key)
 		}
 		return true
-	}, func() string { return e.describeMarkers(t) })
+	}
+	waitUntilOr(t, testWait, "the workers drop every marker of a phase that is over", leftovers,
+		func() string { return e.describeMarkers(t) })
 	for _, stopWorker := range workers {
 		stopWorker()
+	}
+	if !leftovers() {
+		t.Fatalf("after the workers stopped, a marker is left that is not a completed task's leftover:\n%s", e.describeMarkers(t))
 	}
 	e.srv.Advance(11 * time.Minute)
 	r, err := e.newStore(t, nil).Reconcile(e.ctx, s3task.ReconcileOptions{})
