@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -184,7 +186,8 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 	}
 	// Markers whose task the walk did not meet: in range, the task has no
 	// record (a folder without status.json was reported as broken).
-	for id, ms := range byID {
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		ms := byID[id]
 		if at, _ := IDTime(id); at.Before(opts.Since) || brokenID(r.Broken, s.recordKey(id)) {
 			continue
 		}

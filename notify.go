@@ -82,12 +82,14 @@ func (n *notifier) holds(id string, written time.Time) bool {
 }
 
 // first returns the held notice due first, and how long until it is due.
+// Of notices due at the same moment (taken by one poll) the one of the
+// lowest task ID comes first, so the order does not hang on the map's.
 func (n *notifier) first() (*notice, time.Duration) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var first *notice
 	for _, no := range n.held {
-		if first == nil || no.next.Before(first.next) {
+		if first == nil || no.next.Before(first.next) || no.next.Equal(first.next) && no.t.ID < first.t.ID {
 			first = no
 		}
 	}
