@@ -217,6 +217,13 @@ func (s *Store) deliverWithin(ctx context.Context, t *Task, etag string, d time.
 				s.reached("notify/superseded")
 				return nil // retried meanwhile: a later result has a notice of its own
 			}
+			if errors.Is(err, errGone) {
+				// Purged while the hook ran: the commit's re-read found no
+				// record, so there is no notice left to record, and none
+				// to try again (which would read the record once more).
+				s.reached("notify/gone-after-call")
+				return nil
+			}
 			s.log.WarnContext(ctx, "s3task: record notice", "task_id", t.ID, "err", err)
 			return err
 		}

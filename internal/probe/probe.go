@@ -39,6 +39,7 @@ var Branches = map[string]string{
 	"purge/key-held":            "a keyed task kept by Purge because its key was written less than 10 minutes ago",
 	"notify/retry":              "a failed OnTerminal call left for a later try",
 	"notify/gone":               "the notice of a task purged before it went out dropped",
+	"notify/gone-after-call":    "a delivered notice not recorded, the task having been purged while the hook ran",
 	"notify/superseded":         "a delivered notice not recorded, the task having been retried meanwhile",
 	"reconcile/restored":        "a missing marker restored by Reconcile",
 	"reconcile/removed":         "a stale marker removed by Reconcile",
