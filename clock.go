@@ -15,7 +15,8 @@ import (
 // runs ahead of the server by a second or more is never taken for the
 // server's, nor one ahead by less once a header shows it; a corrected
 // estimate never runs ahead of the server. Every decision about leases and
-// retries uses it, but for a holder's own deadline (serverLatest).
+// retries uses it, but for a holder's own deadline (serverLatest) and
+// whether a start or a retry has come (serverEarliest).
 func (s *Store) serverNow() time.Time {
 	return time.UnixMilli(s.serverClock().UnixMilli()).UTC()
 }
@@ -24,6 +25,30 @@ func (s *Store) serverNow() time.Time {
 // left until a time on the server's clock.
 func (s *Store) serverClock() time.Time {
 	return s.opts.Clock().Add(time.Duration(s.skew.Load()))
+}
+
+// serverEarliest is the earliest time the server's clock may read now, by
+// the Date headers seen (see observeTime): the local clock corrected by the
+// least offset they allow, in UTC, to the millisecond. serverNow may lie
+// anywhere above it within what they allow (the local clock itself, while
+// no header rules it out), up to a second ahead of the server. A claim
+// judges RunAt and RetryAt by it, which no margin covers, so that a task
+// never starts early however little the worker's clock leads the server's.
+// Before the first header it is the local clock, as serverNow is.
+func (s *Store) serverEarliest() time.Time {
+	return time.UnixMilli(s.opts.Clock().Add(time.Duration(s.skewLeast.Load())).UnixMilli()).UTC()
+}
+
+// dueLead is how far serverNow may lead serverEarliest, rounded up to a
+// millisecond: a worker that sees a start or a retry ahead looks again that
+// much after its time by serverNow, when serverEarliest has reached it,
+// rather than at its time, when the claim would be refused.
+func (s *Store) dueLead() time.Duration {
+	d := max(time.Duration(s.skew.Load()-s.skewLeast.Load()), 0)
+	if r := d % time.Millisecond; r != 0 {
+		d += time.Millisecond - r
+	}
+	return d
 }
 
 // serverLatest is the latest time the server's clock may read now, by the

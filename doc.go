@@ -331,9 +331,11 @@
 // holder stops trusting its lease ClockMargin before that end. At that
 // deadline, whatever the phase of its renewals, the handler's context ends
 // with [ErrLeaseLost] and a renewal still in flight is abandoned. A worker
-// keeps the server's clock as the least of what the Date headers allow, so
-// its sense of it never runs ahead (but for the spread of S3's own clocks),
-// and judges its own deadline by the most they allow. So no two handlers
+// estimates the server's clock within what the Date headers allow (its own
+// clock while they allow it, their least once they rule it out), judges
+// whether a start or a retry has come by the least they allow, so that it
+// never claims a task early (but for the spread of S3's own clocks), and
+// judges its own deadline by the most they allow. So no two handlers
 // of one task run at once as long as the holder's lag behind the server's
 // clock, plus the spread of S3's clocks, stays under twice ClockMargin. The
 // lag adds up the one-second resolution of the Date header, the delay of

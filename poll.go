@@ -101,7 +101,7 @@ func (w *Worker) poll(ctx, base context.Context, known time.Time) (saturated boo
 		ahead := false // the page reached markers not yet due
 		for _, m := range ms {
 			if m.due.After(now) {
-				soonest(m.due)
+				soonest(m.due.Add(s.dueLead())) // a start is judged by serverEarliest
 				ahead = true
 				break
 			}
@@ -276,14 +276,16 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 		ok, lost := w.claim(ctx, base, t, etag, next, stale)
 		return ok, due, lost, !ok && !lost
 	}
-	next, _, err := transition(t, w.claimEvent(), now)
+	claim := w.claimEvent()
+	next, _, err := transition(t, claim, now)
 	if err != nil {
 		// Not due yet (a scheduled start, a retry): the state machine
 		// decides, and the record says when it will be; or created, and
-		// Submit's wake will bring us back.
+		// Submit's wake will bring us back. A start or a retry is judged
+		// by serverEarliest, which lags now by up to dueLead.
 		drop()
-		if t.DueAt.After(now) {
-			return false, t.DueAt, false, false
+		if at := t.DueAt.Add(s.dueLead()); at.After(now) {
+			return false, at, false, false
 		}
 		return false, due, false, false
 	}
@@ -328,7 +330,7 @@ func (w *Worker) pageSize() int {
 }
 
 func (w *Worker) claimEvent() event {
-	return event{kind: evClaim, worker: w.opts.ID, lease: w.opts.LeaseDuration, margin: w.opts.ClockMargin}
+	return event{kind: evClaim, worker: w.opts.ID, lease: w.opts.LeaseDuration, margin: w.opts.ClockMargin, earliest: w.store.serverEarliest()}
 }
 
 // claim writes the claim, which moves the task's marker to the end of the

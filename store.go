@@ -463,8 +463,9 @@ func (s *Store) retry(ctx context.Context, id string) (*Task, error) {
 // (queued, running, or waiting for a retry). With an OnTerminal hook, the
 // task's notice is due now, and keeps a marker due now until it is
 // delivered, by this call or, if the hook fails here, by a worker: a task
-// whose marker named a later time (never submitted, scheduled, waiting for
-// a retry, running) gets that marker first (one PUT), and its old marker
+// that had no marker (never submitted, or failed for good with its notice
+// delivered) or whose marker named a later time (scheduled, waiting for a
+// retry, running) gets that marker first (one PUT), and its old marker
 // goes after the record; once the hook has run, a PUT of the record
 // records the notice, and the marker goes.
 //

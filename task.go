@@ -268,6 +268,12 @@ type event struct {
 	move    bool          // heartbeat: move the marker to the new lease's end
 	at      time.Time     // schedule: the earliest start (zero: now); abandon-unsent: created before this
 
+	// earliest, for a claim, is the earliest the server's clock may read
+	// (zero: now), by which RunAt and RetryAt are judged: now, the
+	// estimate, may run ahead of the server by up to a second, and no
+	// margin covers a start.
+	earliest time.Time
+
 	progress   *Progress     // heartbeat, complete, fail: counters to record
 	output     string        // complete: the attempt's output key
 	errMsg     string        // fail: what went wrong
@@ -342,13 +348,17 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		return deny("only a created task can be submitted")
 
 	case evClaim:
+		due := now // the time RunAt and RetryAt are judged by
+		if !e.earliest.IsZero() && e.earliest.Before(now) {
+			due = e.earliest
+		}
 		switch {
-		case t.Status == StatusQueued && now.Before(t.RunAt):
+		case t.Status == StatusQueued && due.Before(t.RunAt):
 			return deny("it is scheduled to start at %s", t.RunAt.Format(time.RFC3339))
 		case t.Status == StatusQueued:
 		case t.Status == StatusFailed && t.RetryAt.IsZero():
 			return deny("its failure is final")
-		case t.Status == StatusFailed && now.Before(t.RetryAt):
+		case t.Status == StatusFailed && due.Before(t.RetryAt):
 			return deny("its retry is not due until %s", t.RetryAt.Format(time.RFC3339))
 		case t.Status == StatusFailed:
 		default:
@@ -467,8 +477,12 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		// result even of a task that had failed for good, or one of an
 		// earlier result) is due now, and needs a marker named so: not the
 		// one of a start, a retry or a lease's end still ahead, which no
-		// worker visits before then. A created task has none at all.
-		if (t.NotifyPending || e.notify) && (t.DueAt.IsZero() || t.DueAt.After(now)) {
+		// worker visits before then. A created task has none at all. Nor
+		// does a task that failed for good with its notice delivered: the
+		// marker its DueAt names is that of a phase over, which a worker
+		// that reads the record before this write lands deletes as the
+		// marker of a finished task; the new one needs a name of its own.
+		if (t.NotifyPending || e.notify) && (t.DueAt.IsZero() || t.DueAt.After(now) || !t.needsMarker()) {
 			n.DueAt = now
 		}
 		return n, true, nil

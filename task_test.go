@@ -950,7 +950,9 @@ func TestTransitionCancel(t *testing.T) {
 	// With a notice, from every start state: a notice left pending is due
 	// now, so a task due later (a start or a retry still ahead, a lease's
 	// end) is due now; one due already keeps its marker; a final failure
-	// cancelled is a new result, with a notice of its own.
+	// cancelled is a new result, with a notice of its own, and a marker
+	// due now: the one its due time names went with its own notice, and a
+	// worker that reads the record before the cancel lands deletes it.
 	abandonedWith := func(pending bool, due time.Time) outcome {
 		return becomes(func(t *Task) {
 			t.Status = StatusAbandoned
@@ -969,8 +971,8 @@ func TestTransitionCancel(t *testing.T) {
 		"queued, scheduled":       abandonedWith(true, transitionNow), // not at its start, half an hour ahead
 		"running":                 abandonedWith(true, transitionNow), // not at its lease's end
 		"completed":               denied,
-		"failed, retry scheduled": abandonedWith(true, time.Time{}), // the retry fell due already
-		"failed, final":           abandonedWith(true, time.Time{}), // a new result; due already
+		"failed, retry scheduled": abandonedWith(true, time.Time{}),   // the retry fell due already
+		"failed, final":           abandonedWith(true, transitionNow), // a new result; its marker went with the notice, and the new one needs a name of its own
 		"abandoned":               unchanged,
 		"completed, being purged": denied,
 	}
@@ -1777,5 +1779,29 @@ func TestTransitionNotifiedIsForOneResult(t *testing.T) {
 	next, write, err := transition(done, event{kind: evNotified, status: StatusCompleted, attempt: 2}, transitionNow)
 	if err != nil || !write || next.NotifyPending {
 		t.Errorf("notice of completed/2 = (%+v, %v, %v), want it recorded", next, write, err)
+	}
+}
+
+// TestTransitionClaimJudgesStartByEarliest: a claim judges RunAt and
+// RetryAt by the earliest the server's clock may read, not by the estimate
+// (now), which may lead the server's clock by up to a second: a worker
+// whose clock leads the server's by less than its Date headers show must
+// not start a task before its RunAt, nor a retry before its time.
+func TestTransitionClaimJudgesStartByEarliest(t *testing.T) {
+	t.Parallel()
+	at := transitionNow.Add(-100 * time.Millisecond) // due by the estimate, not yet by the earliest
+	claim := event{kind: evClaim, worker: evWorker, lease: evLease, margin: evMargin, earliest: transitionNow.Add(-300 * time.Millisecond)}
+	for name, task := range map[string]*Task{
+		"scheduled": fresh(func(t *Task) { t.Status, t.RunAt, t.DueAt = StatusQueued, at, at })(),
+		"retry":     submittedAs(StatusFailed, 1, "worker-z", func(t *Task) { t.RetryAt, t.DueAt = at, at })(),
+	} {
+		if _, _, err := transition(task, claim, transitionNow); !errors.Is(err, ErrInvalidTransition) {
+			t.Errorf("%s: claim at %s, earliest %s, due %s: err %v, want a refusal", name, transitionNow, claim.earliest, at, err)
+		}
+		late := claim
+		late.earliest = at
+		if _, _, err := transition(task, late, transitionNow); err != nil {
+			t.Errorf("%s: claim with the earliest at its due time: %v", name, err)
+		}
 	}
 }

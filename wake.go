@@ -229,7 +229,7 @@ func (w *Worker) wakeNews(ctx context.Context, body []byte) (list bool, due time
 		case m.due.After(now):
 			// Scheduled for later: the marker's name says when, and the
 			// poll loop lists then, not now.
-			due = sooner(due, m.due)
+			due = sooner(due, m.due.Add(s.dueLead())) // a start is judged by serverEarliest
 			continue
 		}
 		if gone, err := s.markerGone(ctx, n.key); err != nil || !gone {

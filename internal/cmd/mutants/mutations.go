@@ -84,8 +84,8 @@ var mutations = []mutation{
 		Name:    "claim-before-runat",
 		Promise: "No worker claims a scheduled task before its RunAt by the server's clock: here the task falls due, and may be claimed, a second early.",
 		File:    "task.go",
-		Old:     `case t.Status == StatusQueued && now.Before(t.RunAt):`,
-		New:     `case t.Status == StatusQueued && now.Add(time.Second).Before(t.RunAt):`,
+		Old:     `case t.Status == StatusQueued && due.Before(t.RunAt):`,
+		New:     `case t.Status == StatusQueued && due.Add(time.Second).Before(t.RunAt):`,
 		Also: []edit{
 			{"task.go", `n.DueAt = ceilMS(later(now, t.RunAt))`, `n.DueAt = ceilMS(later(now, t.RunAt.Add(-time.Second)))`},
 			{"task.go", `n.DueAt = ceilMS(later(now, e.at))`, `n.DueAt = ceilMS(later(now, e.at.Add(-time.Second)))`},
@@ -93,7 +93,7 @@ var mutations = []mutation{
 	},
 	{
 		Name:    "clock-upper-edge",
-		Promise: "A worker's sense of the server's clock never runs ahead of it (the lower edge of what the Date headers allow), so no claim lands before RunAt or a retry's time.",
+		Promise: "A worker's sense of the server's clock never runs ahead of it once the Date headers rule it out, and a claim judges RunAt and a retry's time by the lower edge of what they allow, so no claim lands before them.",
 		File:    "clock.go",
 		Old: `		s.skew.Store(least)
 	}
@@ -101,6 +101,9 @@ var mutations = []mutation{
 		New: `		s.skew.Store(most)
 	}
 }`,
+		Also: []edit{
+			{"clock.go", `s.opts.Clock().Add(time.Duration(s.skewLeast.Load())).UnixMilli()`, `s.opts.Clock().Add(time.Duration(s.skewMost.Load())).UnixMilli()`},
+		},
 	},
 	{
 		Name:    "key-adopt-late",
@@ -149,8 +152,8 @@ var mutations = []mutation{
 		Name:    "cancel-notice-waits",
 		Promise: "A cancel that leaves an OnTerminal notice pending makes the task due now, so its notice does not wait for the start or retry it was scheduled for.",
 		File:    "task.go",
-		Old:     `		if (t.NotifyPending || e.notify) && (t.DueAt.IsZero() || t.DueAt.After(now)) {`,
-		New:     `		if (t.NotifyPending || e.notify) && t.DueAt.IsZero() {`,
+		Old:     `		if (t.NotifyPending || e.notify) && (t.DueAt.IsZero() || t.DueAt.After(now) || !t.needsMarker()) {`,
+		New:     `		if (t.NotifyPending || e.notify) && (t.DueAt.IsZero() || !t.needsMarker()) {`,
 	},
 	{
 		Name:    "notice-of-purged-retried",
