@@ -470,11 +470,15 @@
 //     Workers run it on their own, one for the whole fleet: every
 //     WorkerOptions.ReconcileInterval each worker asks for the reconciler
 //     lease (one GET), and only its holder reconciles, over the tasks created
-//     in the last two intervals, and over the whole ReconcileWindow at its
-//     first turn and every 24th. A holder that stops hands the lease back,
-//     and one that dies is replaced an interval and a quarter after its
-//     last turn: a lost marker is restored within one interval while the
-//     holder lives, and within two and a quarter when it dies.
+//     in the last two intervals and the older ones it found waiting for a
+//     worker (read again only if their marker changed), and over the whole
+//     ReconcileWindow at its first turn and every 24th; a turn an error cut
+//     short is tried again within minutes. A holder that stops hands the
+//     lease back, and one that dies is replaced an interval and a quarter
+//     after its last turn: a lost marker is restored within one interval
+//     while the holder lives, and within two and a quarter when it dies
+//     (an interval and a quarter more for each next holder that dies
+//     before its turn ends).
 //   - [Store.Purge] deletes finished tasks older than a cutoff, record last,
 //     never one that is queued, running or waiting for a retry.
 //   - StoreOptions.OnTerminal tells the host when a task finishes, at least

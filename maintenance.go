@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -124,9 +125,24 @@ func (s *Store) abandonUnsent(ctx context.Context, t *Task, cutoff time.Time) (b
 // repair failed, the report with the first such error (the next run retries
 // it). Unreadable records are reported, not returned.
 func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*ReconcileReport, error) {
+	r, _, err := s.reconcile(ctx, opts, nil)
+	return r, err
+}
+
+// reconcile is Reconcile that also rechecks the tasks of watch (an ID and
+// the marker key its record called for when last read, "" if it could not
+// be read) that the walk does not meet, created before opts.Since: a task
+// whose marker was listed as it was is left alone, any other is read again
+// and its marker restored if it needs one. It returns, beside the report,
+// the tasks to watch at the next run: those met or rechecked that need a
+// marker, and those whose record could not be read for a reason that may
+// pass. The fleet's reconciler walks only recent tasks at most turns, and
+// this is how the older tasks that wait for a worker keep their markers
+// from one turn to the next: one GET per such task that changed.
+func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[string]string) (*ReconcileReport, map[string]string, error) {
 	markers, stray, err := s.allMarkers(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	byID := map[string][]marker{}
 	for _, m := range markers {
@@ -148,8 +164,10 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 		}
 	}
 	cutoff, abandons := s.unsentCutoff(now)
+	pending, met := map[string]string{}, map[string]bool{}
 	_, err = s.walk(ctx, time.Time{}, opts.Since, 0, func(t *Task) bool {
 		r.Tasks++
+		met[t.ID] = true
 		if abandons && t.Status == StatusCreated && t.CreatedAt.Before(cutoff) {
 			if opts.DryRun {
 				r.Abandoned = append(r.Abandoned, t.ID)
@@ -172,6 +190,9 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 			}
 		}
 		delete(byID, t.ID)
+		if want != "" {
+			pending[t.ID] = want
+		}
 		if want != "" && !has {
 			s.reached("reconcile/restored")
 			r.Restored = append(r.Restored, t.ID)
@@ -180,9 +201,50 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 			}
 		}
 		return true
-	}, func(re *RecordError) { r.Broken = append(r.Broken, re) })
+	}, func(re *RecordError) {
+		r.Broken = append(r.Broken, re)
+		if id, ok := s.recordID(re.Key); ok && passing(re) {
+			pending[id] = ""
+		}
+	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	for _, id := range slices.Sorted(maps.Keys(watch)) {
+		was := watch[id]
+		if at, _ := IDTime(id); met[id] || !at.Before(opts.Since) {
+			continue // met by the walk, or in its range and gone
+		}
+		if was != "" && slices.ContainsFunc(byID[id], func(m marker) bool { return m.key == was }) {
+			pending[id] = was // as it was
+			continue
+		}
+		t, _, err := s.read(ctx, id)
+		var re *RecordError
+		switch {
+		case errors.Is(err, ErrNotFound):
+			continue // purged
+		case errors.As(err, &re):
+			r.Broken = append(r.Broken, re)
+			continue
+		case err != nil:
+			r.Broken = append(r.Broken, &RecordError{Key: s.recordKey(id), Err: err})
+			pending[id] = was // the next run reads it again
+			continue
+		}
+		r.Tasks++
+		want := s.markerOf(t)
+		if want == "" {
+			continue // finished: out of the watch
+		}
+		pending[id] = want
+		if !slices.ContainsFunc(byID[id], func(m marker) bool { return m.key == want }) {
+			s.reached("reconcile/restored")
+			r.Restored = append(r.Restored, id)
+			if !opts.DryRun {
+				note(s.putMarker(ctx, want))
+			}
+		}
 	}
 	// Markers whose task the walk did not meet: in range, the task has no
 	// record (a folder without status.json was reported as broken).
@@ -206,12 +268,24 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(r.Restored) > 0 && !opts.DryRun {
 		s.wake(ctx, "") // the restored tasks are new to idle workers
 	}
-	return r, firstErr
+	return r, pending, firstErr
+}
+
+// recordID returns the task ID of a record key.
+func (s *Store) recordID(key string) (string, bool) {
+	id, ok := strings.CutSuffix(strings.TrimPrefix(key, s.opts.Prefix), "/status.json")
+	return id, ok && ParseID(id) == nil
+}
+
+// passing reports whether re may read well on a later try: the GET failed,
+// rather than the record being corrupt, of an unknown schema, or missing.
+func passing(re *RecordError) bool {
+	return !errors.Is(re, ErrCorruptRecord) && !errors.Is(re, ErrUnsupportedSchema) && !errors.Is(re, ErrNotFound)
 }
 
 // abandonUnsentSince abandons the created tasks created before the

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/s3task/s3task/internal/s3test"
 )
 
@@ -573,4 +574,46 @@ func TestNotifierTiesInIDOrder(t *testing.T) {
 			t.Fatalf("first() = %v, want the notice of the lowest ID among the earliest", no)
 		}
 	}
+}
+
+// TestReconcilerRestoresOldTaskMarker: the fleet's reconciler walks only
+// the tasks created in its last two intervals at most turns, yet a lost
+// marker is restored within an interval whatever the task's age: a task
+// scheduled hours ahead, created long before the walk's range, that loses
+// its marker gets it back at the holder's next turn, not at its next full
+// walk (the 24th turn).
+func TestReconcilerRestoresOldTaskMarker(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		const interval = time.Minute
+		task := e.submit(CreateParams{Name: "later", RunAt: time.Now().Add(6 * time.Hour)})
+		marker := e.markerKey(task.ID)
+		if marker == "" {
+			t.Fatal("setup: the scheduled task has no marker")
+		}
+		var mu sync.Mutex
+		var restored []time.Time
+		e.run(e.store(nil), advSucceed, &WorkerOptions{ID: "w", ReconcileInterval: interval, Hooks: Hooks{OnReconcile: func(r *ReconcileReport) {
+			for _, id := range r.Restored {
+				if id == task.ID {
+					mu.Lock()
+					restored = append(restored, time.Now())
+					mu.Unlock()
+				}
+			}
+		}}})
+		// Past the first (full) turn and the two intervals recent walks
+		// cover: from here a turn's walk no longer meets the task.
+		time.Sleep(3*interval + interval/2)
+		if _, err := e.raw.Client.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: &e.mem.Bucket, Key: &marker}); err != nil {
+			t.Fatal(err)
+		}
+		lost := time.Now()
+		time.Sleep(interval + interval/4)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(restored) == 0 || !e.has(marker) {
+			t.Fatalf("the marker of a task created %s before it was lost was not restored within %s (restores at %v; marker there: %t)",
+				lost.Sub(task.CreatedAt).Round(time.Second), interval+interval/4, restored, e.has(marker))
+		}
+	})
 }

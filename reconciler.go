@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,12 +28,19 @@ import (
 // an interval after its next turn was due, and then the next worker to ask
 // takes it over with a compare-and-set. So a lost marker is restored within
 // an interval while the holder lives, and within two and a quarter when it
-// dies, as long as a worker runs.
+// dies (an interval and a quarter more for each next holder that dies
+// before its turn ends), as long as a worker runs.
 //
 // To keep the holder's bill flat, a turn walks the tasks created in the
-// last two intervals, where lost markers come from in practice, and every
-// fullReconcileEvery turns (and at a holder's first turn) the whole
-// ReconcileWindow.
+// last two intervals (or since an interval before its last turn whose walk
+// ended, if that is earlier), and every fullReconcileEvery turns (and at a
+// holder's first turn, until one ends) the whole ReconcileWindow. The
+// older tasks that its walks found waiting for a worker it keeps rechecking
+// from turn to turn against the marker listing, reading again only those
+// whose marker is no longer the one their record called for: a marker lost
+// long after its task was created is restored at the next turn too. A turn
+// that an error cut short (the lease's write, a listing, a record or a
+// marker) is tried again a minute later, doubling up to an interval.
 //
 // Each turn also sweeps the tasks created in the same span just before
 // the abandonment cutoff (now - StoreOptions.AbandonCreatedAfter), and
@@ -160,6 +168,19 @@ type reconciler struct {
 	w     *Worker
 	next  time.Time // local clock; zero: never
 	turns int       // turns held in a row
+	// walked is the server's time of the last turn held in a row whose
+	// walk ran to its end, zero if none: the next turn walks from an
+	// interval before it, and a full turn when it is zero.
+	walked time.Time
+	// pending are the tasks that walk found waiting for a worker, with the
+	// marker each called for (see Store.reconcile): the turns that walk
+	// only recent tasks recheck the older ones among them.
+	pending map[string]string
+	// retry is when (local clock, UnixNano; 0: never) to try again, before
+	// the next turn is due, after a turn that some error cut short; fails
+	// counts those turns in a row.
+	retry atomic.Int64
+	fails int
 	busy  atomic.Bool
 	wg    sync.WaitGroup
 }
@@ -174,18 +195,31 @@ func (w *Worker) newReconciler() *reconciler {
 
 // maybeRun starts a turn if one is due and none is under way.
 func (r *reconciler) maybeRun(ctx context.Context) {
-	if r.next.IsZero() || time.Now().Before(r.next) {
+	if r.next.IsZero() {
 		return
 	}
-	r.next = time.Now().Add(r.w.opts.ReconcileInterval)
-	r.w.legacy = true // and look for markers of earlier versions again
+	if now := time.Now(); !now.Before(r.next) {
+		r.next = now.Add(r.w.opts.ReconcileInterval)
+		r.w.legacy = true // and look for markers of earlier versions again
+	} else if at := r.retry.Load(); at == 0 || now.UnixNano() < at {
+		return
+	}
 	if r.busy.CompareAndSwap(false, true) {
+		r.retry.Store(0)
 		r.wg.Go(func() {
 			defer r.busy.Store(false)
 			r.turn(ctx)
 		})
 	}
 }
+
+// retryFirst is how long after a turn that an error cut short (the lease
+// not written, a listing, a record or a marker that failed) the next is
+// tried, doubling with each such turn in a row up to the interval: what
+// the turn missed would otherwise wait a whole interval, or for a task
+// created earlier than the turns that walk recent tasks reach, until the
+// holder's next full turn.
+const retryFirst = time.Minute
 
 // turnFloor is the shortest time a reconciler turn is given, whatever the
 // interval: short intervals are for tests and small fleets, and a turn
@@ -227,16 +261,26 @@ func (r *reconciler) turn(stop context.Context) {
 		w.log.Warn("s3task: reconciler lease", "err", err)
 	}
 	if !mine {
-		r.turns = 0
+		r.retryIf(err != nil) // held by another, or not known: a write refused for an error may have landed
+		r.turns, r.walked, r.pending = 0, time.Time{}, nil
 		return
 	}
 	now := s.serverNow()
 	since := now.Add(-w.opts.ReconcileWindow)
-	if r.turns%fullReconcileEvery != 0 {
-		since = later(since, now.Add(-2*interval))
+	if r.turns%fullReconcileEvery != 0 && !r.walked.IsZero() {
+		from := now.Add(-2 * interval)
+		if back := r.walked.Add(-interval); back.Before(from) {
+			from = back // a turn since fell short: walk its span too
+		}
+		since = later(since, from)
 	}
 	r.turns++
-	rep, err := s.Reconcile(ctx, ReconcileOptions{Since: since})
+	rep, pending, err := s.reconcile(ctx, ReconcileOptions{Since: since}, r.pending)
+	if rep != nil {
+		// A turn cut short before its walk ended leaves both: the next
+		// one walks from before it, and a full one if none has ended.
+		r.walked, r.pending = now, pending
+	}
 	if rep != nil && ctx.Err() == nil {
 		// Created tasks come of age for abandonment (StoreOptions.
 		// AbandonCreatedAfter) long after the recent walk has passed them:
@@ -247,6 +291,7 @@ func (r *reconciler) turn(stop context.Context) {
 			err = errors.Join(err, aerr)
 		}
 	}
+	r.retryIf(err != nil || rep == nil || slices.ContainsFunc(rep.Broken, passing))
 	switch {
 	case stop.Err() != nil:
 		return
@@ -262,4 +307,16 @@ func (r *reconciler) turn(stop context.Context) {
 			}
 		})
 	}
+}
+
+// retryIf sets the next turn for soon if failed, with backoff, and clears
+// the backoff if not.
+func (r *reconciler) retryIf(failed bool) {
+	if !failed {
+		r.fails = 0
+		return
+	}
+	d := min(retryFirst<<min(r.fails, 16), r.w.opts.ReconcileInterval)
+	r.fails++
+	r.retry.Store(time.Now().Add(d).UnixNano())
 }
