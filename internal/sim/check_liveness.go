@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/s3task/s3task"
@@ -10,12 +11,33 @@ import (
 
 // checkMarkers: no pending task lacks its marker for longer than the
 // documented bound of the fleet's reconciler, two intervals and a quarter
-// (its holder may die just after its turn), plus ten minutes for the
-// reconcile run itself, and at the end no finished, notified task, and no
-// task without a record, has one.
+// (its holder may die just after its turn) and an interval and a quarter
+// more for each further worker that dies meanwhile (the next holder may
+// die before its turn ends), plus ten minutes for the reconcile run
+// itself; and at the end no finished, notified task, and no task without a
+// record, has one.
 func checkMarkers(x *index) []Violation {
 	var vs []Violation
-	limit := x.p.ReconcileInterval*9/4 + 10*time.Minute
+	base, lease := x.p.ReconcileInterval*9/4+10*time.Minute, x.p.ReconcileInterval*5/4
+	// limitFrom is the bound for a marker lost at from: each crash of a
+	// worker from a lease before the loss to the end of the bound, past
+	// the first, moves the end on by a lease.
+	limitFrom := func(from time.Time) time.Duration {
+		limit := base
+		for {
+			deaths := 0
+			for _, e := range x.h.Events {
+				if e.Kind == EventCrash && strings.HasPrefix(e.Proc, "w") && !e.Start.Before(from.Add(-lease)) && !e.Start.After(from.Add(limit)) {
+					deaths++
+				}
+			}
+			next := base + time.Duration(max(deaths-1, 0))*lease
+			if next == limit {
+				return limit
+			}
+			limit = next
+		}
+	}
 	since := map[string]time.Time{}
 	reported := map[string]bool{}
 	for _, s := range x.h.Snapshots {
@@ -30,7 +52,7 @@ func checkMarkers(x *index) []Violation {
 				since[id] = s.Time
 				continue
 			}
-			if s.Time.Sub(from) > limit && !reported[id] {
+			if limit := limitFrom(from); s.Time.Sub(from) > limit && !reported[id] {
 				reported[id] = true
 				vs = append(vs, Violation{Kind: KindMarker, Task: id, Time: s.Time, Msg: fmt.Sprintf(
 					"task %s has been %s without a marker since %s (over %s)", id, st.Status, x.at(from), limit)})
