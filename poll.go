@@ -24,9 +24,10 @@ import (
 // none). A poll that started tasks from a page full of due markers reports
 // itself saturated too: more are due behind that page.
 //
-// known is the earliest due time the worker knew of before: a poll whose
-// listing fails keeps it, so that a scheduled start or a retry the worker
-// learnt of is not forgotten until the next news.
+// known is the earliest due time the worker knew of before. A poll whose
+// listing fails lists again at the next poll (a PollInterval later), or
+// at known if that comes sooner: what the worker learnt is kept, as a
+// listing then sees it.
 func (w *Worker) poll(ctx, base context.Context, known time.Time) (saturated bool, due time.Time) {
 	s := w.store
 	start, started, seen := time.Now(), 0, 0
@@ -90,7 +91,16 @@ func (w *Worker) poll(ctx, base context.Context, known time.Time) (saturated boo
 			if ctx.Err() == nil {
 				w.log.Warn("s3task: poll", "err", err)
 			}
-			return false, sooner(due, known)
+			// Listed again at the next poll, not at the next news: the
+			// news that made this poll list (a wake, a due time) is
+			// spent, and the safety net is a minute away. A due time
+			// that has come is not kept, or an S3 that does not answer
+			// would be listed at once, again and again.
+			retry := s.serverNow().Add(w.opts.PollInterval)
+			if d := sooner(due, known); d.After(now) && d.Before(retry) {
+				return false, d
+			}
+			return false, retry
 		}
 		listed = true
 		for _, key := range stray {

@@ -96,7 +96,7 @@ func (s *Store) wake(ctx context.Context, key string) {
 		notes = notes[max(len(notes)-wakeKeep, 0):]
 		newETag, err := s.putWake(ctx, formatWake(notes), etag)
 		if err == nil {
-			s.local.wake(newETag)
+			s.local.wake(newETag, key)
 			return
 		}
 		if !s3x.Lost(err) {
@@ -108,7 +108,7 @@ func (s *Store) wake(ctx context.Context, key string) {
 	if err != nil {
 		s.log.WarnContext(ctx, "s3task: write wake object", "err", err)
 	}
-	s.local.wake(newETag)
+	s.local.wake(newETag, key)
 }
 
 // readWake reads the wake object's announcements and ETag; a missing
@@ -194,8 +194,9 @@ func (s *Store) markerGone(ctx context.Context, key string) (bool, error) {
 
 // wakeNews judges a changed wake object's body: it reports whether the
 // worker should list. It remembers the announcements seen, so the next
-// change shows only the new ones. It lists for a body it cannot read, for
-// news without a marker, when it may have missed announcements (none of
+// change shows only the new ones, and forgets that it left a newly
+// announced marker alone for a while. It lists for a body it cannot read,
+// for news without a marker, when it may have missed announcements (none of
 // those kept was seen before), and when an announced marker is still
 // there (or cannot be checked); not when every new one is gone, taken by
 // another worker, or is due later: it returns the earliest such time, for
@@ -207,6 +208,13 @@ func (w *Worker) wakeNews(ctx context.Context, body []byte) (list bool, due time
 	w.wakeSeen = make(map[string]bool, len(notes))
 	for _, n := range notes {
 		w.wakeSeen[n.rev] = true
+		if !prev[n.rev] {
+			// The change that wrote this marker has landed (its writer
+			// announces it after the record): a visit that found the
+			// record behind it, and left the marker alone for a while,
+			// must not hide it from the listing this news brings.
+			delete(w.skip, n.key)
+		}
 	}
 	if !ok || len(notes) == 0 || prev == nil {
 		return true, due
@@ -263,11 +271,12 @@ func (l *localWorkers) remove(w *Worker) {
 }
 
 // wake kicks every local worker; etag is the wake object's new ETag, if
-// known, so that their next check of it does not make them list again.
-func (l *localWorkers) wake(etag string) {
+// known, so that their next check of it does not make them list again, and
+// key the marker announced ("" for none).
+func (l *localWorkers) wake(etag, key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for w := range l.workers {
-		w.kick(etag)
+		w.kick(etag, key)
 	}
 }

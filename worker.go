@@ -39,6 +39,7 @@ type Worker struct {
 
 	kickMu   sync.Mutex
 	kickETag string        // the wake object's ETag as the latest local Submit left it
+	kickKeys []string      // the markers local Submits announced since the loop last woke
 	kicked   chan struct{} // pinged by Wake and by local Submits
 
 	stopMu sync.Mutex
@@ -111,15 +112,22 @@ func (w *Worker) ID() string { return w.opts.ID }
 // themselves. It costs the worker one LIST when it has a free slot, and
 // nothing when called on a worker that is not running or while one is
 // pending.
-func (w *Worker) Wake() { w.kick("") }
+func (w *Worker) Wake() { w.kick("", "") }
 
 // kick wakes the poll loop; etag, if not "", is the wake object's new ETag,
 // written by a Submit of this process, so that the loop need not list
-// again when it sees it.
-func (w *Worker) kick(etag string) {
-	if etag != "" {
+// again when it sees it, and key, if not "", the marker it announced,
+// which the loop then visits even if it left it alone for a while (see
+// wakeNews).
+func (w *Worker) kick(etag, key string) {
+	if etag != "" || key != "" {
 		w.kickMu.Lock()
-		w.kickETag = etag
+		if etag != "" {
+			w.kickETag = etag
+		}
+		if key != "" && len(w.kickKeys) < wakeKeep {
+			w.kickKeys = append(w.kickKeys, key)
+		}
 		w.kickMu.Unlock()
 	}
 	select {
@@ -128,13 +136,14 @@ func (w *Worker) kick(etag string) {
 	}
 }
 
-// takeKick returns the ETag left by the latest local kick, if any.
-func (w *Worker) takeKick() string {
+// takeKick returns the ETag left by the latest local kick, if any, and
+// the markers the kicks announced.
+func (w *Worker) takeKick() (string, []string) {
 	w.kickMu.Lock()
 	defer w.kickMu.Unlock()
-	etag := w.kickETag
-	w.kickETag = ""
-	return etag
+	etag, keys := w.kickETag, w.kickKeys
+	w.kickETag, w.kickKeys = "", nil
+	return etag, keys
 }
 
 // errAlreadyRunning is returned by a second concurrent Run.
@@ -280,8 +289,12 @@ func (w *Worker) loop(ctx, base context.Context) {
 	}()
 	kicked := func() {
 		listNow = true
-		if etag := w.takeKick(); etag != "" {
+		etag, keys := w.takeKick()
+		if etag != "" {
 			wakeETag = etag
+		}
+		for _, key := range keys {
+			delete(w.skip, key) // announced: see wakeNews
 		}
 	}
 	for ctx.Err() == nil {
