@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"bytes"
 	"fmt"
+	"regexp"
 	"sort"
 	"time"
 
@@ -17,10 +19,12 @@ import (
 // marker is named after. The worker must have been idle for a PollInterval
 // before (so that it has looked at the wake object since) and stay idle
 // until the bound. The wake object is a hint: if the writer that made the
-// task due could not get its announcement written (a request for the wake
-// object failed within seconds), workers learn of the task at their next
-// listing (MaxPollInterval, the safety net), which checkClaimDelay covers;
-// unless the start was so far ahead that they have listed since.
+// task due did not get an announcement of it written within half a minute,
+// and had a reason (a request for the wake object failed, its requests hung,
+// or the call that wrote did not know its write landed, or failed, and so
+// announced nothing), workers learn of the task at their next listing
+// (MaxPollInterval, the safety net), which checkClaimDelay covers; unless
+// the start was so far ahead that they have listed since.
 func checkPickup(x *index) []Violation {
 	avail := map[string][]span{}
 	for _, wi := range x.h.Workers {
@@ -33,8 +37,8 @@ func checkPickup(x *index) []Violation {
 			continue
 		}
 		for _, d := range x.dues(id) {
-			told := x.announced(d.by)
-			if _, trouble := x.during(d.by.Proc, d.by.Time, d.by.Time.Add(30*time.Second), EventWakeFailed); told.IsZero() && trouble &&
+			told := x.announced(d.by, id)
+			if told.IsZero() && x.unannounced(d.by, id) &&
 				d.From.Before(d.by.Time.Add(x.p.MaxPollInterval+x.p.PollInterval)) {
 				continue
 			}
@@ -66,21 +70,48 @@ type due struct {
 	by *Write
 }
 
-// announced returns when the process that wrote w got a wake
-// announcement written after it, if it did within half a minute (its
-// requests may be slow); zero if not.
-func (x *index) announced(w *Write) time.Time {
+// announced returns when the process that wrote w, which made task id
+// due, got a wake announcement of it written after it (one naming the
+// task, or telling every worker to list), if it did within half a minute
+// (its requests may be slow); zero if not. Announcements of other tasks
+// by the same process do not count: a worker that finds their markers
+// gone, or due later, does not list.
+func (x *index) announced(w *Write, id string) time.Time {
 	key := x.h.Prefix + "_wake"
 	for i := sort.Search(len(x.h.Writes), func(i int) bool { return x.h.Writes[i].Seq > w.Seq }); i < len(x.h.Writes); i++ {
 		o := &x.h.Writes[i]
 		if o.Time.After(w.Time.Add(30 * time.Second)) {
 			break
 		}
-		if o.Key == key && o.Proc == w.Proc {
+		if o.Key == key && o.Proc == w.Proc && (bytes.Contains(o.Body, []byte(id)) || wakeAll.Match(o.Body)) {
 			return o.Time
 		}
 	}
 	return time.Time{}
+}
+
+// wakeAll matches a wake object that tells every worker to list.
+var wakeAll = regexp.MustCompile(`(?m) \*$`)
+
+// unannounced reports whether the writer of w, which made task id due, had
+// a reason not to announce it: a request of it for the wake object failed
+// within half a minute, or its requests hung (a pause, a freeze), or the
+// operator call that wrote w failed or did not know whether its write
+// landed (a write applied after its client gave up on it), and so
+// announced nothing; repeating the call then finds the task queued, which
+// changes nothing and announces nothing.
+func (x *index) unannounced(w *Write, id string) bool {
+	if _, ok := x.during(w.Proc, w.Time, w.Time.Add(30*time.Second), EventWakeFailed, EventPause, EventFreeze); ok {
+		return true
+	}
+	var call *Call
+	for i := range x.h.Calls {
+		c := &x.h.Calls[i]
+		if c.Proc == w.Proc && c.TaskID == id && c.StartSeq < w.Seq && (call == nil || c.StartSeq > call.StartSeq) {
+			call = c
+		}
+	}
+	return call != nil && call.Err != ""
 }
 
 // dues returns the stretches in which task id was queued and due: from

@@ -136,7 +136,7 @@ type Write struct {
 	Proc   string    // the process whose client sent it
 	Method string    // PUT, POST or DELETE
 	Key    string    // the object key, without the bucket
-	// Body is kept for outputs only.
+	// Body is kept for outputs and the wake object only.
 	Body []byte
 	// Record is the decoded status.json of a PUT of a record; nil otherwise
 	// (and for a record that does not decode).

@@ -181,7 +181,7 @@ func (w *World) applied(a s3test.Applied) {
 		if json.Unmarshal(a.Body, &rec) == nil {
 			wr.Record, wr.Released = &rec.Task, rec.Released
 		}
-	case strings.Contains(a.Key, "/output-attempt-"):
+	case strings.Contains(a.Key, "/output-attempt-"), a.Key == w.prefix+"_wake":
 		wr.Body = append([]byte(nil), a.Body...)
 	}
 	w.mu.Lock()
