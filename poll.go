@@ -211,7 +211,7 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 		// only now and then, not at every poll.
 		log.Warn("s3task: cannot read task; leaving it alone for a while", "err", err, "for", unreadableRecheck)
 		s.reached("poll/unreadable")
-		return false, s.serverNow().Add(unreadableRecheck), false, false
+		return false, s.serverNow().Add(unreadableRecheck + s.jitter("unreadable", unreadableRecheck/2)), false, false
 	case err != nil:
 		if ctx.Err() == nil {
 			log.Warn("s3task: cannot read task; skipping it", "err", err)
@@ -309,7 +309,9 @@ const unservedRecheck = 10 * time.Minute
 
 // unreadableRecheck is how long a worker leaves the marker of a task whose
 // record it cannot read (corrupt, or of a newer schema) before it reads the
-// record again.
+// record again, and half of it the most that is added at random: many such
+// records met in one poll (a rolling upgrade) are read again spread over
+// minutes, not all in one poll ahead of the valid tasks behind them.
 const unreadableRecheck = 10 * time.Minute
 
 // cleanupGrace is how long after a change a worker leaves the marker of
