@@ -163,6 +163,13 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 			note(s.dropMarker(ctx, key))
 		}
 	}
+	restore := func(id, want string) {
+		s.reached("reconcile/restored")
+		r.Restored = append(r.Restored, id)
+		if !opts.DryRun {
+			note(s.putMarker(ctx, want))
+		}
+	}
 	cutoff, abandons := s.unsentCutoff(now)
 	pending, met := map[string]string{}, map[string]bool{}
 	_, err = s.walk(ctx, time.Time{}, opts.Since, 0, func(t *Task) bool {
@@ -194,11 +201,7 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 			pending[t.ID] = want
 		}
 		if want != "" && !has {
-			s.reached("reconcile/restored")
-			r.Restored = append(r.Restored, t.ID)
-			if !opts.DryRun {
-				note(s.putMarker(ctx, want))
-			}
+			restore(t.ID, want)
 		}
 		return true
 	}, func(re *RecordError) {
@@ -239,11 +242,7 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 		}
 		pending[id] = want
 		if !slices.ContainsFunc(byID[id], func(m marker) bool { return m.key == want }) {
-			s.reached("reconcile/restored")
-			r.Restored = append(r.Restored, id)
-			if !opts.DryRun {
-				note(s.putMarker(ctx, want))
-			}
+			restore(id, want)
 		}
 	}
 	// Markers whose task the walk did not meet: in range, the task has no

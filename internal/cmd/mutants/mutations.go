@@ -177,8 +177,8 @@ var mutations = []mutation{
 		Name:    "reconcile-no-restore",
 		Promise: "Reconcile restores the marker of every task that needs a worker, so a lost marker never strands a task.",
 		File:    "maintenance.go",
-		Old:     `				note(s.putMarker(ctx, want))`,
-		New:     `				_ = want`,
+		Old:     `			note(s.putMarker(ctx, want))`,
+		New:     `			_ = want`,
 	},
 	{
 		Name:    "recancel-no-notice",
