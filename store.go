@@ -501,8 +501,10 @@ func (s *Store) cancel(ctx context.Context, id, reason string) (*Task, error) {
 // Schedule sets the earliest time a created or queued task may start (by
 // the S3 server's clock, rounded up to a whole millisecond), and returns
 // it. A queued task's marker moves to that time, so no worker looks at it
-// before, and one starts it within PollInterval after, without listing in
-// between: the moved marker is announced in the wake object as a Submit's
+// before, and one starts it within PollInterval after (and the second by
+// which one-second Date headers may leave its clock unsure of the
+// server's: no worker starts a task early), without listing in between:
+// the moved marker is announced in the wake object as a Submit's
 // is, so that idle workers note its time, which they may not have seen
 // (they may have been busy when it was last listed). Zero (or a time past)
 // makes a scheduled task run now. Requests: GET, PUT marker, PUT record,
