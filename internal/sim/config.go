@@ -40,7 +40,7 @@ type Config struct {
 	Burst int
 	// Cap is how long after the turbulence the run waits for every task to
 	// finish before it reports the rest as stuck. Default 90 minutes, and
-	// 20 seconds more per task of a Burst.
+	// 20 seconds more per task of a Burst and per task over 50.
 	Cap time.Duration
 	// Faults scales the per-request fault and latency probabilities; 0
 	// means 1, negative means none.
@@ -91,7 +91,7 @@ func (c Config) withDefaults(rng *Rand) Config {
 		c.Turbulence = rng.Dur(2*time.Minute, 8*time.Minute)
 	}
 	if c.Cap <= 0 {
-		c.Cap = 90*time.Minute + time.Duration(c.Burst)*20*time.Second
+		c.Cap = 90*time.Minute + time.Duration(max(c.Tasks-50, 0)+c.Burst)*20*time.Second
 	}
 	switch {
 	case c.Faults == 0:
