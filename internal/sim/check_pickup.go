@@ -3,7 +3,6 @@ package sim
 import (
 	"bytes"
 	"fmt"
-	"regexp"
 	"sort"
 	"time"
 
@@ -83,15 +82,22 @@ func (x *index) announced(w *Write, id string) time.Time {
 		if o.Time.After(w.Time.Add(30 * time.Second)) {
 			break
 		}
-		if o.Key == key && o.Proc == w.Proc && (bytes.Contains(o.Body, []byte(id)) || wakeAll.Match(o.Body)) {
+		if o.Key == key && o.Proc == w.Proc && announces(o.Body, id) {
 			return o.Time
 		}
 	}
 	return time.Time{}
 }
 
-// wakeAll matches a wake object that tells every worker to list.
-var wakeAll = regexp.MustCompile(`(?m) \*$`)
+// announces reports whether a write of the wake object with body made
+// the announcement of task id: its last line, the one the write added (the
+// lines before it are the announcements kept from earlier writes), names
+// the task's marker or tells every worker to list.
+func announces(body []byte, id string) bool {
+	body = bytes.TrimRight(body, "\n")
+	last := body[bytes.LastIndexByte(body, '\n')+1:]
+	return bytes.Contains(last, []byte(id)) || bytes.HasSuffix(last, []byte(" *"))
+}
 
 // unannounced reports whether the writer of w, which made task id due, had
 // a reason not to announce it: a request of it for the wake object failed

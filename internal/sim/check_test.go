@@ -316,3 +316,25 @@ func TestCheckFindsEachKind(t *testing.T) {
 		})
 	}
 }
+
+// TestAnnounces: a write of the wake object announces only the note it
+// added, its last line; the notes kept from earlier writes, a "*" among
+// them, are not its announcement.
+func TestAnnounces(t *testing.T) {
+	const id = "7Z4EAJKXPAN0C14P3RWX2WTNMN"
+	for _, tc := range []struct {
+		body string
+		want bool
+	}{
+		{"s3task-wake 1\nr1 t/active/20000101T000657.488Z_" + id + "\n", true},
+		{"s3task-wake 1\nr0 *\nr1 t/active/20000101T000657.488Z_7Z4EAJW2656WX6BTPB3E18XE0S\n", false},
+		{"s3task-wake 1\nr0 t/active/20000101T000657.488Z_" + id + "\nr1 t/active/20000101T000700.000Z_7Z4EAJW2656WX6BTPB3E18XE0S\n", false},
+		{"s3task-wake 1\nr1 *\n", true},
+		{"s3task-wake 1\nr1 *", true},
+		{"", false},
+	} {
+		if got := announces([]byte(tc.body), id); got != tc.want {
+			t.Errorf("announces(%q) = %v, want %v", tc.body, got, tc.want)
+		}
+	}
+}
