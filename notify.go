@@ -72,13 +72,15 @@ func (n *notifier) add(t *Task, etag string) {
 	}
 }
 
-// holds reports whether the notice of task id is held here and its marker,
-// last written at written (server clock), has not been written since.
-func (n *notifier) holds(id string, written time.Time) bool {
+// holds reports whether m is the marker of a notice held here: the
+// marker the finished record calls for, not written since the record was
+// last seen. Any other marker of the task (a Retry under way writes its
+// new one before the record) is news.
+func (n *notifier) holds(m marker) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	no, ok := n.held[id]
-	return ok && written.Before(no.seen.Add(-markerSkew))
+	no, ok := n.held[m.id]
+	return ok && m.key == n.w.store.MarkerKey(no.t) && m.written.Before(no.seen.Add(-markerSkew))
 }
 
 // first returns the held notice due first, and how long until it is due.

@@ -115,7 +115,7 @@ func (w *Worker) poll(ctx, base context.Context, known time.Time) (saturated boo
 				ahead = true
 				break
 			}
-			if w.notices.holds(m.id, m.written) {
+			if w.notices.holds(m) {
 				continue // a finished task whose notice is on its way
 			}
 			if until, ok := w.skip[m.key]; ok {
@@ -172,7 +172,7 @@ func (w *Worker) poll(ctx, base context.Context, known time.Time) (saturated boo
 			w.legacy = len(ms) > 0
 			var todo []marker
 			for _, m := range ms {
-				if _, skip := w.skip[m.key]; m.due.IsZero() && !skip && !w.notices.holds(m.id, m.written) {
+				if _, skip := w.skip[m.key]; m.due.IsZero() && !skip && !w.notices.holds(m) {
 					todo = append(todo, m)
 				}
 			}
