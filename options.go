@@ -215,12 +215,6 @@ const (
 	DefaultReconcileWindow   = 24 * time.Hour
 )
 
-// MinLeaseWindow is the least time a lease may leave its holder between a
-// claim and the holder's own deadline: [WorkerOptions].LeaseDuration minus
-// ClockMargin. Within it fall the second by which S3's one-second Date
-// headers leave the server's clock unknown and a heartbeat's round trip.
-const MinLeaseWindow = 2 * time.Second
-
 // WorkerOptions configures a [Worker]. A nil *WorkerOptions, and every zero
 // field, means the documented default. NewWorker copies the struct.
 type WorkerOptions struct {
@@ -259,11 +253,7 @@ type WorkerOptions struct {
 	// ClockMargin is how long after a lease's end, by the S3 server's clock,
 	// another worker waits before taking the task over. It absorbs the
 	// one-second resolution of Date headers and network delay. It must be
-	// at least [MinLeaseWindow] shorter than LeaseDuration: the holder gives
-	// its task up ClockMargin before the lease's end by the latest the
-	// server's clock may read, which those headers place only to within a
-	// second, so a shorter window would end at once. Default
-	// [DefaultClockMargin].
+	// less than LeaseDuration. Default [DefaultClockMargin].
 	ClockMargin time.Duration
 
 	// Backoff returns the wait before retrying after attempt n (from 1)
@@ -381,8 +371,8 @@ func (o *WorkerOptions) withDefaults(storeLog *slog.Logger) (WorkerOptions, erro
 	if c.HeartbeatInterval > c.LeaseDuration/3 {
 		return bad("HeartbeatInterval (%s) must be at most a third of LeaseDuration (%s)", c.HeartbeatInterval, c.LeaseDuration)
 	}
-	if c.LeaseDuration-c.ClockMargin < MinLeaseWindow {
-		return bad("ClockMargin (%s) must be at least %s shorter than LeaseDuration (%s)", c.ClockMargin, MinLeaseWindow, c.LeaseDuration)
+	if c.ClockMargin >= c.LeaseDuration {
+		return bad("ClockMargin (%s) must be shorter than LeaseDuration (%s)", c.ClockMargin, c.LeaseDuration)
 	}
 	if len(c.ID) > 128 || !utf8.ValidString(c.ID) {
 		return bad("ID must be at most 128 bytes of UTF-8")
