@@ -286,8 +286,7 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 		ok, lost := w.claim(ctx, base, t, etag, next, stale)
 		return ok, due, lost, !ok && !lost
 	}
-	claim := w.claimEvent()
-	next, _, err := transition(t, claim, now)
+	next, _, err := transition(t, w.claimEvent(), now)
 	if err != nil {
 		// Not due yet (a scheduled start, a retry): the state machine
 		// decides, and the record says when it will be; or created, and
