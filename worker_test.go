@@ -1829,8 +1829,8 @@ func (r *reconcileTurns) get() ([]time.Time, []int) {
 // TestWorkerReconcilerLease: of two workers with a short ReconcileInterval,
 // only the one holding the reconciler lease reconciles, walking the whole
 // ReconcileWindow at its first turn and the last two intervals after; when
-// it stops, the other takes the lease over once it has run out (two
-// intervals after the last renewal) and starts with a whole walk.
+// it stops, it hands the lease back, and the other takes it over at its
+// next turn and starts with a whole walk.
 func TestWorkerReconcilerLease(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -1886,8 +1886,11 @@ func TestWorkerReconcilerLease(t *testing.T) {
 	if err := json.Unmarshal(body, &lease); err != nil {
 		t.Fatalf("reconciler lease %s: %v", body, err)
 	}
-	if lease.Holder != holder {
-		t.Errorf("reconciler lease held by %q, want %q", lease.Holder, holder)
+	// Stop hands the lease back, so other may have taken it over already
+	// (its turns come every interval); if not, the lease read is holder's,
+	// handed back, and other's first turn must not come before its end.
+	if lease.Holder != holder && lease.Holder != other {
+		t.Errorf("reconciler lease held by %q, want %q or %q", lease.Holder, holder, other)
 	}
 
 	waitUntil(t, testWait, other+" to take the reconciler over", func() bool {
@@ -1895,7 +1898,7 @@ func TestWorkerReconcilerLease(t *testing.T) {
 		return len(times) > 0
 	})
 	times, tasks := turns[other].get()
-	if times[0].Before(lease.ExpiresAt) {
+	if lease.Holder == holder && times[0].Before(lease.ExpiresAt) {
 		t.Errorf("%s reconciled at %s, %s before the lease of %s ran out", other, times[0].Format(time.StampMilli), lease.ExpiresAt.Sub(times[0]), holder)
 	}
 	if tasks[0] != old {
