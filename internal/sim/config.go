@@ -26,8 +26,11 @@ type Config struct {
 	// Long spreads the arrivals over 4 hours, in which the fleet's
 	// reconciler runs, renews its lease and hands it over, and, in the first
 	// 90 minutes, the adversary deletes the markers of pending tasks for
-	// Reconcile to restore. The first worker is never crashed or stopped,
-	// so that a holder lives to renew. Default: one seed in 15.
+	// Reconcile to restore; two more lives, created in the first minutes,
+	// wait over three hours for their start and lose their markers once
+	// they are older than two reconciler intervals. The first worker is
+	// never crashed or stopped, so that a holder lives to renew. Default:
+	// one seed in 15.
 	Long bool
 	// Planted is how many unreadable records (corrupt JSON, or a schema
 	// version from the future) are planted at the start, each with a

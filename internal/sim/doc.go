@@ -30,7 +30,8 @@
 //   - some worlds plant unreadable records at the head of the queue, or a
 //     burst of tasks longer than a listing page, or last four hours, in
 //     which the reconciler's lease changes hands and markers are deleted
-//     behind the fleet's back;
+//     behind the fleet's back, among them those of tasks waiting for a
+//     start over two reconciler intervals after they were created;
 //   - handlers take from a second to a few minutes, succeed with or without
 //     an output, fail, fail for good, ask for a later retry, panic, ignore
 //     their context for a while, or try to write an output after it ended;

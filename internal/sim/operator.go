@@ -17,8 +17,9 @@ func OutcomeUnknown(err error) bool { return errors.Is(err, s3task.ErrOutcomeUnk
 
 // creation is a task life an operator starts at a given time.
 type creation struct {
-	at   time.Time
-	life int
+	at      time.Time
+	life    int
+	sleeper bool // a long run's life that waits hours for its start (see Run)
 }
 
 // operate is the life of operator p: it starts its task lives when they
@@ -38,7 +39,7 @@ func (w *World) operate(p *proc, creations []creation, until time.Time) {
 		if create {
 			c := creations[0]
 			creations = creations[1:]
-			p.create(c.life)
+			p.create(c)
 		} else {
 			p.meddle()
 			nextMeddle = time.Now().Add(p.rng.Exp(50 * time.Second))
@@ -91,8 +92,8 @@ func (p *proc) callWith(c Call, f func(ctx context.Context) (*s3task.Task, error
 // idempotency key, half of them one that an earlier life used: its task
 // may be live (then the Create returns it, and this life, a resent
 // request, ends there), in flight, or purged.
-func (p *proc) create(n int) {
-	w := p.w
+func (p *proc) create(c creation) {
+	w, n := p.w, c.life
 	params := s3task.CreateParams{
 		Name:      fmt.Sprintf("t%d", n),
 		Type:      simTypes[p.rng.IntN(len(simTypes))],
@@ -117,7 +118,11 @@ func (p *proc) create(n int) {
 		// it.
 		params.RunAt, far = time.Now().Add(p.rng.Dur(time.Hour, 150*time.Minute)), false
 	}
-	if p.rng.Chance(0.35) {
+	if c.sleeper {
+		later, far = true, false
+		params.RunAt = time.Now().Add(p.rng.Dur(3*time.Hour, 3*time.Hour+40*time.Minute))
+	}
+	if p.rng.Chance(0.35) && !c.sleeper {
 		params.Key = w.key(p.rng)
 	}
 	forUpload := p.rng.Chance(0.4)
@@ -148,6 +153,9 @@ func (p *proc) create(n int) {
 		w.index[id] = n
 		if !later {
 			w.ids = append(w.ids, id) // the tasks operators meddle with
+		}
+		if c.sleeper {
+			w.sleepers = append(w.sleepers, id)
 		}
 	}
 	w.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,14 +75,24 @@ func (w *World) plant(n int) error {
 // vandal deletes the marker of a pending task now and then, in the first
 // 90 minutes: an index lost by hand or by a bug, which only Reconcile
 // restores (and the checker then requires it to, within the bound the
-// reconciler documents, which the run leaves time for).
+// reconciler documents, which the run leaves time for). Later, once the
+// sleepers (see Run) are older than two reconciler intervals, it deletes
+// their markers too.
 func (w *World) vandal() {
 	rng := NewRand(w.cfg.Seed, "vandal")
 	raw := w.outsider("vandal")
+	take := func(key string) {
+		if err := raw.Delete(context.Background(), key); err == nil {
+			w.count("marker-lost")
+		}
+	}
 	until := time.Now().Add(90 * time.Minute)
 	for {
-		if pause(rng.Dur(5*time.Minute, 20*time.Minute), w.quiet) != 0 || time.Now().After(until) {
+		if pause(rng.Dur(5*time.Minute, 20*time.Minute), w.quiet) != 0 {
 			return
+		}
+		if time.Now().After(until) {
+			break
 		}
 		// The markers of tasks that wait for a start hours ahead (not the
 		// days ahead of those an operator moves or cancels): nothing but
@@ -95,12 +106,20 @@ func (w *World) vandal() {
 				keys = append(keys, key)
 			}
 		}
-		if len(keys) == 0 {
-			continue
+		if len(keys) > 0 {
+			take(keys[rng.IntN(len(keys))])
 		}
-		key := keys[rng.IntN(len(keys))]
-		if err := raw.Delete(context.Background(), key); err == nil {
-			w.count("marker-lost")
+	}
+	at := w.h.Start.Add(2*w.h.Params.ReconcileInterval + rng.Dur(15*time.Minute, 35*time.Minute))
+	if pause(time.Until(at), w.quiet) != 0 {
+		return
+	}
+	w.mu.Lock()
+	sleepers := slices.Clone(w.sleepers)
+	w.mu.Unlock()
+	for _, key := range w.mem.Keys(w.prefix + "active/") {
+		if slices.Contains(sleepers, markerTask(strings.TrimPrefix(key, w.prefix+"active/"))) {
+			take(key)
 		}
 	}
 }

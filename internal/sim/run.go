@@ -50,6 +50,17 @@ func Run(cfg Config) (*History, error) {
 		o := w.rng.IntN(len(ops))
 		plans[o] = append(plans[o], creation{at: burst.Add(w.rng.Dur(0, time.Minute)), life: life})
 	}
+	// A long run has two sleepers: lives created in its first minutes that
+	// wait over three hours for their start. The vandal takes their markers
+	// once they are older than two reconciler intervals, when the turns
+	// that walk only recent tasks pass them by and only the reconciler's
+	// recheck of the older waiting tasks it found brings the markers back.
+	if cfg.Long {
+		for life := cfg.Tasks + cfg.Burst; life < cfg.Tasks+cfg.Burst+2; life++ {
+			o := w.rng.IntN(len(ops))
+			plans[o] = append(plans[o], creation{at: start.Add(w.rng.Dur(0, 10*time.Minute)), life: life, sleeper: true})
+		}
+	}
 	calm := start.Add(cfg.Arrivals + cfg.Turbulence)
 	var operators sync.WaitGroup
 	for i, p := range ops {

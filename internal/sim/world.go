@@ -47,6 +47,7 @@ type World struct {
 	keys     []string        // the idempotency keys handed out
 	deleted  map[string]bool // tasks whose record was deleted
 	planted  map[string]bool // the tasks of the unreadable records planted; written before anything runs
+	sleepers []string        // the tasks of the sleeper lives of a Long run, for the vandal
 }
 
 // proc is one simulated process: a worker or an operator, with its own

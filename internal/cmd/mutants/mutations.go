@@ -187,4 +187,11 @@ var mutations = []mutation{
 		Old:     `	if write && next.Terminal() && (!t.Terminal() || next.Status != t.Status) {`,
 		New:     `	if write && next.Terminal() && !t.Terminal() {`,
 	},
+	{
+		Name:    "watch-forgotten",
+		Promise: "A reconciler turn that walks only recent tasks still rechecks the older waiting tasks an earlier walk found, so any lost marker is restored within about an interval.",
+		File:    "reconciler.go",
+		Old:     `rep, pending, err := s.reconcile(ctx, ReconcileOptions{Since: since}, r.pending)`,
+		New:     `rep, pending, err := s.reconcile(ctx, ReconcileOptions{Since: since}, nil)`,
+	},
 }
