@@ -36,6 +36,10 @@ const (
 	NotChecked Enforcement = "not checked"
 )
 
+// checkCleanup bounds the deletes of CheckBackend's scratch objects,
+// which run after the caller's context may have ended.
+const checkCleanup = 2 * time.Second
+
 // checkRacers is how many writers race in CheckBackend's atomicity probe.
 const checkRacers = 4
 
@@ -93,7 +97,9 @@ type BackendReport struct {
 // does not exist (each must be refused); races four If-Match writes of the
 // current ETag (one must win); reads the object through a presigned GET,
 // one with an altered signature and one expired; and deletes what it
-// wrote.
+// wrote, giving those deletes at most checkCleanup (2 s) of their own, so
+// that it returns that long at most after ctx ends even when S3 has
+// stopped answering.
 //
 // Requests: eight PUTs, three GETs (presigned) and one DELETE, two when
 // the If-Match write on a missing key created it. It takes a few round
@@ -128,8 +134,10 @@ func (s *Store) CheckBackend(ctx context.Context) (*BackendReport, error) {
 	}
 	createdMissing := false
 	defer func() {
-		// Best effort: a leftover scratch object is harmless.
-		dctx := context.WithoutCancel(ctx)
+		// Best effort: a leftover scratch object is harmless, and a
+		// stalled S3 must not hold the caller past its deadline.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkCleanup)
+		defer cancel()
 		_, _ = s.client.DeleteObject(dctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key})
 		if createdMissing {
 			_, _ = s.client.DeleteObject(dctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &missing})

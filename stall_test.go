@@ -214,3 +214,34 @@ func TestStalledS3IdleWorkerKeepsPolling(t *testing.T) {
 	// may be after the task completed.
 	waitUntil(t, testWait, "a poll after the stall", func() bool { return polls.Load() > before })
 }
+
+// TestStalledS3CheckBackendReturns: CheckBackend on an S3 that has stopped
+// answering returns once its context ends, and its clean-up deletes,
+// which must outlive that context, are bounded too: it used to wait for
+// them without limit, so `s3taskctl check` hung, deaf to its -timeout and
+// to Ctrl-C, when S3 froze.
+func TestStalledS3CheckBackendReturns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	var st stall
+	store := e.newStore(t, nil, st.wrap)
+	st.on.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := store.CheckBackend(ctx)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("CheckBackend on a stalled S3: %v, want the context's deadline", err)
+		}
+	case <-time.After(testWait):
+		t.Fatalf("CheckBackend on a stalled S3 had not returned %s after its context ended", testWait)
+	}
+	if n := st.blocked.Load(); n < 2 {
+		t.Errorf("%d requests met the stall, want the first PUT and the clean-up's DELETE", n)
+	}
+}
