@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"path"
 	"strconv"
 	"strings"
@@ -482,7 +483,12 @@ type listResponse struct {
 // list: GET /tasks?limit=&cursor= -> 200 {tasks, broken, next_cursor},
 // newest first.
 func (a *api) list(w http.ResponseWriter, r *http.Request, _ string) error {
-	q := r.URL.Query()
+	// url.Values drops what it cannot decode; the answer must not be the
+	// first page when the caller asked for another.
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return badRequest("invalid_query", "query %q: %v", clip(r.URL.RawQuery, maxEcho), err)
+	}
 	opts := s3task.ListOptions{Cursor: q.Get("cursor")}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)

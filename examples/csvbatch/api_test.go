@@ -299,6 +299,9 @@ func TestListPaging(t *testing.T) {
 		t.Errorf("listed IDs (-want +got):\n%s", diff)
 	}
 	s.callError("GET", "/tasks?cursor=!!!", nil, http.StatusBadRequest, "invalid_cursor")
+	for _, query := range []string{"cursor=%zz", "limit=%zz", "limit=2&cursor=%", "a;b"} {
+		s.callError("GET", "/tasks?"+query, nil, http.StatusBadRequest, "invalid_query")
+	}
 	for _, limit := range []string{"0", "-1", "abc", "1001"} {
 		s.callError("GET", "/tasks?limit="+limit, nil, http.StatusBadRequest, "invalid_argument")
 	}
