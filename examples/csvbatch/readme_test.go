@@ -1,0 +1,137 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/s3task/s3task/internal/s3test"
+)
+
+// TestReadmeCurlFlow runs the curl flows of the READMEs as they are
+// written, against this program on a real S3 server (versitygw, which
+// checks every signature), and checks the output they end with. The only
+// changes made to each script: the program is the binary this test built,
+// pointed at the server, on a free port. A presigned PUT sent without the
+// headers it was signed with, or a flow that races the program's start,
+// fails here.
+func TestReadmeCurlFlow(t *testing.T) {
+	rc := s3test.RemoteT(t)
+	for _, tool := range []string{"bash", "curl", "jq", "openssl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is not installed (.ci/run installs it): %v", tool, err)
+			}
+			t.Skipf("%s is not installed: %v", tool, err)
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "csvbatch")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := rc.Client(func(http.RoundTripper) http.RoundTripper { return tr })
+	for _, doc := range []struct{ file, after string }{
+		{"README.md", "## The flow with curl"},
+		{"../../README.md", "The same flow with `curl`"},
+	} {
+		t.Run(doc.file, func(t *testing.T) {
+			script := readmeScript(t, doc.file, doc.after)
+			bucket, err := s3test.NewBucket(t.Context(), client, "readme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := freeAddr(t)
+			script = replaceOnce(t, script, "go run ./examples/csvbatch &", `"$CSVBATCH_BIN" $CSVBATCH_FLAGS >service.log 2>&1 &`)
+			script = replaceOnce(t, script, "API=http://127.0.0.1:8080", "API=http://"+addr)
+			out := runScript(t, script, []string{
+				"CSVBATCH_BIN=" + bin,
+				"CSVBATCH_FLAGS=-listen " + addr + " -bucket " + bucket + " -s3-endpoint " + rc.Endpoint + " -s3-path-style -poll 100ms",
+				"AWS_ACCESS_KEY_ID=" + rc.AccessKey, "AWS_SECRET_ACCESS_KEY=" + rc.SecretKey, "AWS_REGION=us-east-1",
+			})
+			for _, want := range []string{"Ada Lovelace,ada@example.com,ok", "Bob,,error: missing email"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("the flow's output lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+// readmeScript returns the first sh block of file after the text after.
+func readmeScript(t *testing.T, file, after string) string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), after)
+	if !ok {
+		t.Fatalf("%s: no %q", file, after)
+	}
+	_, rest, ok = strings.Cut(rest, "```sh\n")
+	script, _, closed := strings.Cut(rest, "\n```")
+	if !ok || !closed {
+		t.Fatalf("%s: no sh block after %q", file, after)
+	}
+	return script
+}
+
+// replaceOnce replaces old, which must occur exactly once in s: a README
+// that moves on fails the test rather than runs something else.
+func replaceOnce(t *testing.T, s, old, new string) string {
+	t.Helper()
+	if n := strings.Count(s, old); n != 1 {
+		t.Fatalf("the script has %q %d times, want once:\n%s", old, n, s)
+	}
+	return strings.Replace(s, old, new, 1)
+}
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// runScript runs script under bash -eu -o pipefail in a folder of its own,
+// with env added, for at most two minutes, and returns its standard output.
+// Whatever it leaves running (the program it starts in the background) is
+// killed with its process group.
+func runScript(t *testing.T, script string, env []string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	cmd := exec.CommandContext(ctx, "bash", "-eu", "-o", "pipefail", "-c", script)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if err != nil {
+		log, _ := os.ReadFile(filepath.Join(dir, "service.log"))
+		t.Fatalf("the script failed: %v\nstdout:\n%s\nstderr:\n%s\nthe program's log:\n%s", err, &stdout, &stderr, log)
+	}
+	return stdout.String()
+}
