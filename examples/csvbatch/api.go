@@ -240,8 +240,11 @@ func (a *api) unavailable(r *http.Request, timedOut bool) *apiError {
 	if timedOut {
 		msg = fmt.Sprintf("the storage (S3) did not answer within %s; try again in a few seconds", a.s3Timeout)
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		msg += ". The change this request asked for may or may not have been made: read the task before repeating it (a create is safe to repeat with the same Idempotency-Key)"
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/tasks":
+		msg += ". The task may or may not have been created: repeat the request with the same Idempotency-Key to get the one it made, if any"
+	case r.Method != http.MethodGet && r.Method != http.MethodHead:
+		msg += ". The change this request asked for may or may not have been made: read the task before repeating it"
 	}
 	return &apiError{status: http.StatusServiceUnavailable, code: codeS3Unavailable, message: msg}
 }

@@ -131,6 +131,10 @@ func TestS3StallAnswers503(t *testing.T) {
 		if call.method == "POST" && !strings.Contains(e.Error.Message, "may or may not") {
 			t.Errorf("%s %s: message %q does not say the outcome is unknown", call.method, call.path, e.Error.Message)
 		}
+		// Only a create takes an Idempotency-Key.
+		if create := call.path == "/tasks" && call.method == "POST"; create != strings.Contains(e.Error.Message, "Idempotency-Key") {
+			t.Errorf("%s %s: message %q: mentions Idempotency-Key %v, want %v", call.method, call.path, e.Error.Message, !create, create)
+		}
 	}
 	// Each call met the stall at most once: the SDK did not resend a
 	// request its deadline had cut short, nor did the library.

@@ -144,10 +144,10 @@ func stamp(t, now time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	d := now.Sub(t).Round(time.Second)
-	rel := d.String() + " ago"
+	d := now.Sub(t)
+	rel := span(d) + " ago"
 	if d < 0 {
-		rel = "in " + (-d).String()
+		rel = "in " + span(-d)
 	}
 	return t.UTC().Format("2006-01-02 15:04:05Z") + " (" + rel + ")"
 }
@@ -157,11 +157,29 @@ func ago(t, now time.Time) string {
 	d := now.Sub(t)
 	switch {
 	case d < time.Minute:
-		return d.Round(time.Second).String() + " ago"
+		return span(d) + " ago"
 	case d < 48*time.Hour:
-		return d.Round(time.Minute).String() + " ago"
+		return span(d.Round(time.Minute)) + " ago"
 	}
 	return t.UTC().Format("2006-01-02")
+}
+
+// span formats d, rounded to the second, the way people write it: 45s,
+// 4m, 4m12s, 3h, 3h5m (seconds left out from an hour on).
+func span(d time.Duration) string {
+	d = d.Round(time.Second)
+	h, m, s := d/time.Hour, d%time.Hour/time.Minute, d%time.Minute/time.Second
+	switch {
+	case h > 0 && m > 0:
+		return fmt.Sprintf("%dh%dm", h, m)
+	case h > 0:
+		return fmt.Sprintf("%dh", h)
+	case m > 0 && s > 0:
+		return fmt.Sprintf("%dm%ds", m, s)
+	case m > 0:
+		return fmt.Sprintf("%dm", m)
+	}
+	return fmt.Sprintf("%ds", s)
 }
 
 func byWhom(who string) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -32,5 +33,32 @@ func TestStatusTextSilentWorker(t *testing.T) {
 	short := &s3task.Task{Status: s3task.StatusRunning, UpdatedAt: at, LeaseExpiresAt: at.Add(time.Minute)}
 	if got, want := statusText(short, at.Add(45*time.Second)), "running (no report for 45s; recovered at 12:01:05Z if it stays silent)"; got != want {
 		t.Errorf("statusText = %q, want %q", got, want)
+	}
+}
+
+// TestAges: ages and relative times read as people write them, never as
+// Go's Duration.String ("4m0s").
+func TestAges(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		d          time.Duration
+		ago, stamp string
+	}{
+		{0, "0s ago", "(0s ago)"},
+		{45*time.Second + 400*time.Millisecond, "45s ago", "(45s ago)"},
+		{4 * time.Minute, "4m ago", "(4m ago)"},
+		{4*time.Minute + 12*time.Second, "4m ago", "(4m12s ago)"},
+		{3*time.Hour + 5*time.Minute + 9*time.Second, "3h5m ago", "(3h5m ago)"},
+		{3 * time.Hour, "3h ago", "(3h ago)"},
+		{-90 * time.Second, "", "(in 1m30s)"},
+		{72 * time.Hour, "2026-11-29", "(72h ago)"},
+	} {
+		at := now.Add(-tc.d)
+		if got := ago(at, now); tc.ago != "" && got != tc.ago {
+			t.Errorf("ago(now - %s) = %q, want %q", tc.d, got, tc.ago)
+		}
+		if got := stamp(at, now); !strings.HasSuffix(got, tc.stamp) {
+			t.Errorf("stamp(now - %s) = %q, want it to end %q", tc.d, got, tc.stamp)
+		}
 	}
 }
