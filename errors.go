@@ -103,7 +103,7 @@ var (
 // IDError reports an invalid task ID. It wraps [ErrInvalidID].
 type IDError struct {
 	ID     string // the rejected input, as given
-	Reason string
+	Reason string // what is wrong with it, in a few words
 }
 
 // Error describes the problem for people.
@@ -136,7 +136,7 @@ func (e *TransitionError) Unwrap() error { return ErrInvalidTransition }
 // if there is one.
 type RecordError struct {
 	Key string // the object key of the record
-	Err error
+	Err error  // why: it wraps [ErrCorruptRecord] or [ErrUnsupportedSchema], and the decoding error if any
 }
 
 // Error describes the problem for people.
@@ -150,9 +150,9 @@ func (e *RecordError) Unwrap() error { return e.Err }
 // InputSizeError reports an input larger than allowed. It wraps
 // [ErrInputTooLarge].
 type InputSizeError struct {
-	Key   string
-	Size  int64
-	Limit int64
+	Key   string // the input object
+	Size  int64  // its size in bytes
+	Limit int64  // StoreOptions.MaxInputSize
 }
 
 // Error describes the problem for people.

@@ -364,11 +364,11 @@ type Stats struct {
 	// created longer ago than StoreOptions.AbandonCreatedAfter, which the
 	// next reconcile abandons.
 	AwaitingInput        int
-	AwaitingInputExpired int
+	AwaitingInputExpired int // of AwaitingInput, those the next reconcile abandons
 	// OldestUnfinished is the oldest unfinished task, nil if none, and
 	// OldestUnfinishedAge its age by the S3 server's clock.
 	OldestUnfinished    *Task
-	OldestUnfinishedAge time.Duration
+	OldestUnfinishedAge time.Duration // by the server's clock
 	// WaitingRetry counts failed tasks with a retry scheduled.
 	WaitingRetry int
 	// OverAttempts counts the tasks whose attempt number is above

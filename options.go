@@ -36,7 +36,7 @@ type StoreOptions struct {
 	// names, e.g. ".csv" gives input.csv and output-attempt-1.csv. They may
 	// hold letters, digits, '.', '-' and '_'. Default: none.
 	InputExt  string
-	OutputExt string
+	OutputExt string // see InputExt
 
 	// MaxAttempts is the number of attempts a new task gets when
 	// CreateParams.MaxAttempts is zero. Default [DefaultMaxAttempts].

@@ -59,10 +59,10 @@ type Progress struct {
 type Task struct {
 	// Identity.
 	SchemaVersion int             `json:"schema_version"`
-	ID            string          `json:"task_id"`
+	ID            string          `json:"task_id"`             // an inverted ULID: see [NewID]
 	Type          string          `json:"task_type,omitempty"` // dispatch key for a Mux
-	Name          string          `json:"task_name"`
-	Payload       json.RawMessage `json:"payload,omitempty"` // free JSON for the handler
+	Name          string          `json:"task_name"`           // the host's label, as given to Create
+	Payload       json.RawMessage `json:"payload,omitempty"`   // free JSON for the handler
 
 	// Lifecycle.
 	Status      Status `json:"status"`
@@ -72,11 +72,11 @@ type Task struct {
 	// They do not count against MaxAttempts: Attempt - ReleasedAttempts is
 	// the number used up (see [Task.AttemptsUsed]).
 	ReleasedAttempts int    `json:"released_attempts,omitempty"`
-	LastError        string `json:"last_error,omitempty"`
+	LastError        string `json:"last_error,omitempty"` // the latest failed attempt's error, cut to 4 KiB
 	// ErrorCategory classifies LastError: a handler's [WithCategory], or
 	// one of the library's: [CategoryTransient], [CategoryPermanent],
 	// [CategoryPanic], [CategoryLeaseExpired], [CategoryShutdown],
-	// [CategoryBadPayload], [CategoryUnknownType].
+	// [CategoryBadPayload], [CategoryUnknownType], [CategoryInputChanged].
 	ErrorCategory string    `json:"error_category,omitempty"`
 	RetryAt       time.Time `json:"retry_at,omitzero"` // set on a failed task that will be retried, not before this time
 	// RunAt, if set, is the earliest time (by the S3 server's clock) the
@@ -87,7 +87,7 @@ type Task struct {
 	// queued task's start, a failed task's retry, a running task's lease
 	// check. Its active marker is named after it.
 	DueAt        time.Time `json:"due_at,omitzero"`
-	CancelReason string    `json:"cancel_reason,omitempty"`
+	CancelReason string    `json:"cancel_reason,omitempty"` // the reason given to Cancel
 	// Purging is set on a finished task that Store.Purge is deleting. No
 	// change is allowed after it, so a Retry racing with the purge cannot
 	// bring the task back while its files go.
@@ -98,28 +98,28 @@ type Task struct {
 
 	// Ownership: set while running.
 	WorkerID       string    `json:"worker_id,omitempty"`
-	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"` // by the server's clock; heartbeats move it on
 
 	// Progress of the latest attempt.
 	Progress
 
 	// Artifacts.
 	InputPath  string `json:"input_object_path"`
-	InputETag  string `json:"input_etag,omitempty"` // the input Submit verified
-	InputSize  int64  `json:"input_size,omitempty"`
+	InputETag  string `json:"input_etag,omitempty"`         // the input Submit verified
+	InputSize  int64  `json:"input_size,omitempty"`         // its size in bytes, as Submit verified it
 	OutputPath string `json:"output_object_path,omitempty"` // set when completed
 
 	// Audit.
 	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	UpdatedAt time.Time `json:"updated_at"` // the latest write, a heartbeat included
 	// SubmittedAt is when Submit queued the task; StartedAt is when its
 	// latest attempt was claimed. Both are by the S3 server's clock, and
 	// zero until then (and in records written before they existed). The
 	// first attempt waited in the queue from the later of SubmittedAt and
 	// RunAt until StartedAt.
 	SubmittedAt time.Time `json:"submitted_at,omitzero"`
-	StartedAt   time.Time `json:"started_at,omitzero"`
-	CreatedBy   string    `json:"created_by,omitempty"`
+	StartedAt   time.Time `json:"started_at,omitzero"`  // see SubmittedAt
+	CreatedBy   string    `json:"created_by,omitempty"` // [CreateParams.CreatedBy]
 	// IdempotencyKey is the caller's key the task was created with, if any
 	// (see [CreateParams.Key]).
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
@@ -129,11 +129,11 @@ type Task struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 	Revision string            `json:"revision"` // random, new on every write; tells identical bodies apart
 	// Writes counts the writes of this record, and PriorRevisions holds the
-	// revisions of the latest ones before it, newest first (at most
-	// [priorRevisions]). A writer whose answer was lost reads them to prove
-	// whether its write landed, even when others wrote after it.
+	// revisions of the latest ones before it, newest first (at most 8). A
+	// writer whose answer was lost reads them to prove whether its write
+	// landed, even when others wrote after it.
 	Writes         int64    `json:"writes,omitempty"`
-	PriorRevisions []string `json:"prior_revisions,omitempty"`
+	PriorRevisions []string `json:"prior_revisions,omitempty"` // newest first
 }
 
 // Scheduled reports whether the task is queued to start no earlier than

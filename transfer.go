@@ -20,10 +20,10 @@ import (
 // PresignedRequest is a presigned S3 request a client can send without
 // credentials until Expires.
 type PresignedRequest struct {
-	Method  string
-	URL     string
+	Method  string      // GET or PUT
+	URL     string      // the signed URL, query string included
 	Header  http.Header // headers the client must send exactly as given
-	Expires time.Time
+	Expires time.Time   // after this S3 refuses the signature
 }
 
 // PresignedForm is a presigned browser-style POST upload. Send a
@@ -31,10 +31,10 @@ type PresignedRequest struct {
 // a field named "file" (it must come last). S3 refuses a file larger than
 // MaxSize.
 type PresignedForm struct {
-	URL     string
-	Fields  map[string]string
-	MaxSize int64
-	Expires time.Time
+	URL     string            // where to POST the form
+	Fields  map[string]string // form fields to send as given, the policy and its signature among them
+	MaxSize int64             // the largest file, in bytes, the policy allows
+	Expires time.Time         // after this S3 refuses the policy
 }
 
 // MaxPresignTTL is the longest lifetime S3 allows for a presigned URL.
@@ -98,8 +98,8 @@ func (s *Store) PresignUploadForm(ctx context.Context, id string, ttl time.Durat
 // PUT, or a presigned POST form capped at StoreOptions.MaxInputSize. Either
 // will do.
 type Upload struct {
-	Put  *PresignedRequest
-	Form *PresignedForm
+	Put  *PresignedRequest // a PUT of the whole file, with its headers
+	Form *PresignedForm    // a multipart POST form, as a browser sends it
 }
 
 // CreateForUpload is [Store.Create] followed by presigning the input's
