@@ -238,6 +238,12 @@ func TestStalledS3CheckBackendReturns(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("CheckBackend on a stalled S3: %v, want the context's deadline", err)
 		}
+		// The docs promise the clean-up's 2 s at most after ctx ends; a
+		// margin for a loaded machine on top.
+		deadline, _ := ctx.Deadline()
+		if late := time.Since(deadline); late > 2*time.Second+3*time.Second {
+			t.Errorf("CheckBackend returned %s after its context ended, want at most the clean-up's 2 s (and a margin)", late.Round(time.Millisecond))
+		}
 	case <-time.After(testWait):
 		t.Fatalf("CheckBackend on a stalled S3 had not returned %s after its context ended", testWait)
 	}
