@@ -36,6 +36,7 @@ type notice struct {
 	t        *Task
 	etag     string
 	seen     time.Time // server clock: when the record was last seen finished
+	news     bool      // its marker was announced since: see lift
 	added    time.Time // local clock
 	failures int
 	next     time.Time // local clock: not before then
@@ -58,7 +59,10 @@ func (n *notifier) add(t *Task, etag string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if old, ok := n.held[t.ID]; ok && old.t.Status == t.Status && old.t.Attempt == t.Attempt {
-		return // the same result's notice
+		// The same result's notice, its record read again by a poll: still
+		// finished, so its marker is held again.
+		old.seen, old.news = n.w.store.serverNow(), false
+		return
 	}
 	now := time.Now()
 	no := &notice{t: t.clone(), etag: etag, seen: n.w.store.serverNow(), added: now, next: now}
@@ -74,13 +78,28 @@ func (n *notifier) add(t *Task, etag string) {
 
 // holds reports whether m is the marker of a notice held here: the
 // marker the finished record calls for, not written since the record was
-// last seen. Any other marker of the task (a Retry under way writes its
-// new one before the record) is news.
+// last seen, nor announced since. Any other marker of the task (a Retry
+// under way writes its new one before the record) is news.
 func (n *notifier) holds(m marker) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	no, ok := n.held[m.id]
-	return ok && m.key == n.w.store.MarkerKey(no.t) && m.written.Before(no.seen.Add(-markerSkew))
+	return ok && !no.news && m.key == n.w.store.MarkerKey(no.t) && m.written.Before(no.seen.Add(-markerSkew))
+}
+
+// lift stops holding the marker key, announced by a change that has landed:
+// a Retry whose new phase is due in the very millisecond the finished
+// record's marker names writes no marker, only the announcement. The next
+// poll reads the record; if it is still finished, add holds the marker
+// again.
+func (n *notifier) lift(key string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, no := range n.held {
+		if n.w.store.MarkerKey(no.t) == key {
+			no.news = true
+		}
+	}
 }
 
 // first returns the held notice due first, and how long until it is due.

@@ -617,3 +617,63 @@ func TestReconcilerRestoresOldTaskMarker(t *testing.T) {
 		}
 	})
 }
+
+// TestRetryOfHeldNoticeOnSameMarker: a worker holds the OnTerminal notice
+// of a task that failed for good (its hook is slow), and so passes over the
+// task's marker, which it has already read. An operator's Retry then gives
+// the new phase a due time that names that same marker (the failed record
+// kept the lease check's due time, and the Retry lands in that very
+// millisecond), so the Retry writes no marker of its own, only its
+// announcement. The package promises that a Retry starts within a
+// PollInterval or so on an idle worker: the announcement must lift the
+// hold, or the only worker of the fleet leaves the task queued for as long
+// as its hook runs.
+func TestRetryOfHeldNoticeOnSameMarker(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		task := e.submit(CreateParams{Name: "failed, then retried", MaxAttempts: 1})
+		entered := make(chan struct{})
+		var once sync.Once
+		st := e.store(&StoreOptions{OnTerminal: func(ctx context.Context, _ *Task) error {
+			once.Do(func() { close(entered) })
+			select { // slow: an hour, unless the worker stops
+			case <-ctx.Done():
+			case <-time.After(time.Hour):
+			}
+			return nil
+		}})
+		attempts := 0
+		w := e.run(st, func(context.Context, *Job) error {
+			attempts++
+			if attempts == 1 {
+				time.Sleep(5 * time.Second) // the marker is older than the record
+				return errors.New("first attempt fails")
+			}
+			return nil
+		}, &WorkerOptions{ID: "w"})
+		advAwait(t, entered, time.Minute, "the hook of the failed task")
+		failed := e.record(task.ID)
+		if failed.Status != StatusFailed || failed.DueAt.IsZero() {
+			t.Fatalf("setup: the task is %s with due time %v, want failed with its lease check's due time", failed.Status, failed.DueAt)
+		}
+		advAwait(t, w.started, time.Second, "the first attempt")
+		// The Retry lands in the millisecond its marker is named after.
+		time.Sleep(time.Until(failed.DueAt))
+		got, err := e.admin.Retry(e.ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.DueAt.Equal(failed.DueAt) {
+			t.Fatalf("setup: the Retry's due time is %v, want the failed record's %v", got.DueAt, failed.DueAt)
+		}
+		retried := time.Now()
+		select {
+		case s := <-w.started:
+			if d := s.at.Sub(retried); d > DefaultPollInterval+5*time.Second {
+				t.Errorf("the retried task started %s after the Retry; want within a PollInterval and a few round trips", d)
+			}
+		case <-time.After(30 * time.Minute):
+			t.Errorf("the retried task did not start within 30 minutes, while the worker held its earlier notice")
+		}
+	})
+}
+

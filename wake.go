@@ -213,7 +213,7 @@ func (w *Worker) wakeNews(ctx context.Context, body []byte) (list bool, due time
 			// announces it after the record): a visit that found the
 			// record behind it, and left the marker alone for a while,
 			// must not hide it from the listing this news brings.
-			delete(w.skip, n.key)
+			w.announced(n.key)
 		}
 	}
 	if !ok || len(notes) == 0 || prev == nil {

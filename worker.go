@@ -136,6 +136,14 @@ func (w *Worker) kick(etag, key string) {
 	}
 }
 
+// announced forgets, for the poll loop, that it left marker key alone: a
+// change that has landed announced it (see wakeNews), so the next listing
+// visits it, even if the task's notice is held here.
+func (w *Worker) announced(key string) {
+	delete(w.skip, key)
+	w.notices.lift(key)
+}
+
 // takeKick returns the ETag left by the latest local kick, if any, and
 // the markers the kicks announced.
 func (w *Worker) takeKick() (string, []string) {
@@ -294,7 +302,7 @@ func (w *Worker) loop(ctx, base context.Context) {
 			wakeETag = etag
 		}
 		for _, key := range keys {
-			delete(w.skip, key) // announced: see wakeNews
+			w.announced(key)
 		}
 	}
 	for ctx.Err() == nil {
