@@ -523,8 +523,11 @@
 // pays for the reconcile itself. Submit and Retry add their task's marker
 // to the wake object, so new work is picked up within PollInterval plus a
 // few round trips; the first idle worker to notice lists, and the others,
-// finding the announced marker gone (one HEAD), do not; a Worker in the process that called Submit starts at once (see
-// [Worker.Wake] for waking workers from a signal of the host's own).
+// finding the announced marker gone (one HEAD), do not; a Worker in the
+// process that called Submit starts at once (see [Worker.Wake] for waking
+// workers from a signal of the host's own). Once the record has changed,
+// the announcement goes out even if the call's context has ended: it has up
+// to 2 seconds of its own, which the call may take past its deadline.
 // BENCHMARKS.md has the measurements.
 //
 // # S3-compatible stores

@@ -677,3 +677,56 @@ func TestRetryOfHeldNoticeOnSameMarker(t *testing.T) {
 	})
 }
 
+// TestRetryAnnouncedPastItsDeadline: a Retry whose context runs out while
+// it removes the task's old marker (a best-effort step, here slowed by a
+// DELETE that does not answer) has still changed the record and returns the
+// task. Its announcement must go out all the same, or an idle worker learns
+// of the task only at its next listing, up to MaxPollInterval later.
+func TestRetryAnnouncedPastItsDeadline(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		task := e.submit(CreateParams{Name: "waiting for its retry"})
+		failer := e.run(e.store(nil), func(context.Context, *Job) error {
+			return RetryAfter(errors.New("try again later"), time.Hour)
+		}, &WorkerOptions{ID: "failer"})
+		if !advWaitFor(time.Minute, 100*time.Millisecond, func() bool {
+			r := e.record(task.ID)
+			return r.Status == StatusFailed && !r.RetryAt.IsZero()
+		}) {
+			t.Fatalf("setup: task is %s, want failed and waiting for a retry", e.record(task.ID).Status)
+		}
+		failer.stop()
+		oldMarker := e.markerKey(task.ID)
+
+		w := e.run(e.store(nil), advSucceed, &WorkerOptions{ID: "w"})
+		time.Sleep(5 * time.Second) // idle: it listed the markers, and waits
+
+		stalled := e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+			if r.Method == http.MethodDelete && strings.HasSuffix(oldMarker, r.URL.Path[strings.LastIndex(r.URL.Path, "/"):]) {
+				<-r.Context().Done() // no answer
+				return nil, r.Context().Err()
+			}
+			return next.RoundTrip(r)
+		}))
+		ctx, cancel := context.WithTimeout(e.ctx, 3*time.Second)
+		defer cancel()
+		retried := time.Now()
+		got, err := stalled.Retry(ctx, task.ID)
+		if err != nil {
+			t.Fatalf("Retry: %v", err)
+		}
+		if got.Status != StatusQueued {
+			t.Fatalf("setup: Retry returned a %s task", got.Status)
+		}
+		if ctx.Err() == nil {
+			t.Fatal("setup: the Retry's context did not run out")
+		}
+		select {
+		case s := <-w.started:
+			if d := s.at.Sub(retried); d > DefaultPollInterval+5*time.Second {
+				t.Errorf("a Retry whose context ran out in its clean-up: the task started %s after it; want within a PollInterval and a few round trips", d)
+			}
+		case <-time.After(10 * time.Minute):
+			t.Error("the retried task did not start within 10 minutes")
+		}
+	})
+}

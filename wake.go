@@ -76,13 +76,24 @@ func formatWake(notes []wakeNote) []byte {
 	return b.Bytes()
 }
 
+// wakeWithin bounds an announcement's requests, past the end of the
+// context of the call that made the change.
+const wakeWithin = 2 * time.Second
+
 // wake announces the marker key (or "" for news without one) to idle
 // workers, and kicks the workers running in this process on this Store at
 // once. It adds the announcement to the wake object with a compare-and-set;
 // if that keeps losing, it writes an object that tells every worker to
 // list. It is only a hint: a failure is logged, and workers still list the
 // markers every MaxPollInterval. Requests: a GET and a PUT.
+//
+// The change it announces has landed, so the announcement does not end
+// with ctx: a call whose caller's deadline ran out in a best-effort step
+// before it (deleting an old marker) still announces its change. It gets
+// wakeWithin of its own instead.
 func (s *Store) wake(ctx context.Context, key string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wakeWithin)
+	defer cancel()
 	note := wakeNote{rev: s.revision(s.wakeKey()), key: key}
 	if key == "" {
 		note.key = "*"
