@@ -158,6 +158,21 @@
 // Worker of the same process at once; other workers notice within
 // WorkerOptions.PollInterval.
 //
+// Where the bucket sends S3 event notifications (AWS to SQS or Lambda;
+// versitygw, MinIO and Ceph to a webhook or a message broker), give them to
+// [Worker.Notify], for example through package s3event's webhook handler:
+// a worker told that a task's marker was written reads that task's record
+// and claims it, with no LIST, a round trip after the Submit. Events are
+// hints, checked against the record, so duplicates, losses and reordering
+// cost at most a GET or a wait for the next poll; with them the polling is
+// a safety net and can be slow (PollInterval of minutes):
+//
+//	worker, err := s3task.NewWorker(store, &mux, &s3task.WorkerOptions{
+//		PollInterval: 2 * time.Minute, MaxPollInterval: 10 * time.Minute,
+//	})
+//	hook, err := s3event.NewHandler(worker, &s3event.HandlerOptions{Token: token})
+//	http.Handle("/s3-events", hook) // the URL the S3 server posts to
+//
 // # Typed payloads
 //
 // A task carries a small JSON payload for its handler. [HandleJSON]

@@ -230,7 +230,10 @@ type WorkerOptions struct {
 	// checks the wake object, which Submit and Retry touch, once per
 	// interval (one conditional GET), and lists the markers only when it
 	// changed. Each wait is shortened by up to 25% at random so workers drift
-	// apart. Default [DefaultPollInterval].
+	// apart. Default [DefaultPollInterval]. A worker fed S3 event
+	// notifications ([Worker.Notify]) learns of new work from them, and
+	// can poll every few minutes: an event it is told of does not count
+	// as a check, nor does it move the next one.
 	PollInterval time.Duration
 
 	// MaxPollInterval is the longest a worker goes without listing the

@@ -38,40 +38,10 @@ func (w *Worker) poll(ctx, base context.Context, known time.Time) (saturated boo
 			delete(w.skip, at)
 		}
 	}
-	// serve visits the markers of todo while a slot is free; it reports
-	// whether the slots ran out first, and whether a visit failed for a
-	// passing reason.
 	serve := func(todo []marker) (full, failed bool) {
-		for _, m := range todo {
-			if ctx.Err() != nil {
-				return false, failed
-			}
-			select {
-			case w.slots <- struct{}{}:
-			default:
-				return true, failed
-			}
-			vctx, cancel := w.bounded(ctx) // the reads and deletes; a claim has its own deadline
-			ok, when, taken, vfailed := w.visit(vctx, base, m)
-			cancel()
-			w.adapt(taken)
-			if vfailed {
-				// A read or a claim that failed for a passing reason is
-				// tried again at the next poll, not at the next news.
-				failed = true
-				soonest(s.serverNow().Add(w.opts.PollInterval))
-			}
-			if ok {
-				started++
-				continue
-			}
-			<-w.slots
-			if !when.IsZero() {
-				w.skip[m.key] = when
-				soonest(when)
-			}
-		}
-		return false, failed
+		full, failed, n := w.serve(ctx, base, todo, soonest)
+		started += n
+		return full, failed
 	}
 	after, listed := "", false
 	defer func() {
@@ -182,6 +152,44 @@ func (w *Worker) poll(ctx, base context.Context, known time.Time) (saturated boo
 		}
 	}
 	return false, due
+}
+
+// serve visits the markers of todo while a slot is free, noting in w.skip
+// when to look again at those that started nothing, and passing every time
+// a task will next need a worker to soonest. It reports whether the slots
+// ran out first, whether a visit failed for a passing reason, and how many
+// tasks it started.
+func (w *Worker) serve(ctx, base context.Context, todo []marker, soonest func(time.Time)) (full, failed bool, started int) {
+	for _, m := range todo {
+		if ctx.Err() != nil {
+			return false, failed, started
+		}
+		select {
+		case w.slots <- struct{}{}:
+		default:
+			return true, failed, started
+		}
+		vctx, cancel := w.bounded(ctx) // the reads and deletes; a claim has its own deadline
+		ok, when, taken, vfailed := w.visit(vctx, base, m)
+		cancel()
+		w.adapt(taken)
+		if vfailed {
+			// A read or a claim that failed for a passing reason is
+			// tried again at the next poll, not at the next news.
+			failed = true
+			soonest(w.store.serverNow().Add(w.opts.PollInterval))
+		}
+		if ok {
+			started++
+			continue
+		}
+		<-w.slots
+		if !when.IsZero() {
+			w.skip[m.key] = when
+			soonest(when)
+		}
+	}
+	return false, failed, started
 }
 
 // visit reads the task behind marker m and does what it needs: claim it,

@@ -37,6 +37,12 @@ type Worker struct {
 
 	wakeSeen map[string]bool // poll loop only: the wake object's announcements seen last
 
+	noteMu    sync.Mutex
+	notes     []ObjectEvent    // what Notify was told since the loop last took it
+	notesLost bool             // Notify dropped events: too many waited
+	noted     chan struct{}    // pinged by Notify
+	marked    map[string]noted // poll loop only: markers named by events, to visit
+
 	kickMu   sync.Mutex
 	kickETag string        // the wake object's ETag as the latest local Submit left it
 	kickKeys []string      // the markers local Submits announced since the loop last woke
@@ -86,6 +92,8 @@ func NewWorker(store *Store, h Handler, opts *WorkerOptions) (*Worker, error) {
 		legacy: true,
 		spread: pickSpread,
 		kicked: make(chan struct{}, 1),
+		noted:  make(chan struct{}, 1),
+		marked: map[string]noted{},
 	}
 	w.notices = newNotifier(w)
 	return w, nil
@@ -305,6 +313,11 @@ func (w *Worker) loop(ctx, base context.Context) {
 			w.announced(key)
 		}
 	}
+	var (
+		visitAt time.Time // server clock: when a marker named by an event falls due
+		checkAt time.Time // local clock: when the wake object is next checked
+		woke    bool      // by an event, or for a marker one named: no check of the wake object for it
+	)
 	for ctx.Err() == nil {
 		rec.maybeRun(ctx)
 		if len(w.slots) == cap(w.slots) {
@@ -314,8 +327,21 @@ func (w *Worker) loop(ctx, base context.Context) {
 			case <-w.freed:
 			case <-w.kicked:
 				kicked()
+			case <-w.noted:
+				listNow, woke = w.takeNotes() || listNow, true
 			}
 			continue
+		}
+		visitAt = time.Time{}
+		if len(w.marked) > 0 {
+			var failed bool
+			visitAt, failed = w.visitNoted(ctx, base)
+			if failed {
+				due = sooner(due, s.serverNow().Add(w.opts.PollInterval))
+			}
+			if len(w.slots) == cap(w.slots) {
+				continue
+			}
 		}
 		due = sooner(due, w.takeDue())
 		if !listNow {
@@ -324,6 +350,9 @@ func (w *Worker) loop(ctx, base context.Context) {
 				listNow = true
 			case !due.IsZero() && !s.serverNow().Before(due):
 				listNow = true
+			case woke:
+				// Woken by an event, or for a marker one named: the wake
+				// object waits for its time.
 			default:
 				bctx, cancel := w.bounded(ctx)
 				etag, body, changed, err := s.checkWake(bctx, wakeETag)
@@ -347,19 +376,30 @@ func (w *Worker) loop(ctx, base context.Context) {
 				continue // poll again as soon as a slot frees
 			}
 		}
-		// Jitter only shortens the wait, so pickup stays within PollInterval.
-		wait := w.opts.PollInterval*3/4 + s.jitter("poll", w.opts.PollInterval/4)
-		if !due.IsZero() {
+		var wait time.Duration
+		if woke && time.Now().Before(checkAt) {
+			wait = time.Until(checkAt) // as planned before the event
+		} else {
+			// Jitter only shortens the wait, so pickup stays within
+			// PollInterval.
+			wait = w.opts.PollInterval*3/4 + s.jitter("poll", w.opts.PollInterval/4)
+			checkAt = time.Now().Add(wait)
+		}
+		woke = false
+		if at := sooner(due, visitAt); !at.IsZero() {
 			// The server's clock as read here is whole milliseconds: wait
 			// at least one, or a due time within it would spin the loop.
-			wait = max(min(wait, due.Sub(s.serverClock())), time.Millisecond)
+			wait = max(min(wait, at.Sub(s.serverClock())), time.Millisecond)
 		}
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 		case <-timer.C:
+			woke = !visitAt.IsZero() && !s.serverNow().Before(visitAt)
 		case <-w.kicked:
 			kicked()
+		case <-w.noted:
+			listNow, woke = w.takeNotes() || listNow, true
 		}
 		timer.Stop()
 	}

@@ -102,6 +102,14 @@ type GatewayConfig struct {
 	// so that [Gateway.CreateUser] can add accounts besides the root one
 	// (whose access bucket policies then decide).
 	IAMDir string
+	// EventWebhookURL, if set, has the server post an S3 event notification
+	// for every object written or deleted to that URL. Something must
+	// listen there before the server starts: it posts a test event first,
+	// and refuses to start if the connection is refused.
+	EventWebhookURL string
+	// EventNATSURL and EventNATSTopic, if set, have the server publish the
+	// same notifications on a NATS server.
+	EventNATSURL, EventNATSTopic string
 }
 
 // Gateway is a running versitygw process serving the posix backend on
@@ -196,6 +204,12 @@ func (g *Gateway) start(ctx context.Context, addr string) error {
 			return fmt.Errorf("s3test: gateway IAM folder: %w", err)
 		}
 		args = append(args, "--iam-dir", g.cfg.IAMDir)
+	}
+	if g.cfg.EventWebhookURL != "" {
+		args = append(args, "--event-webhook-url", g.cfg.EventWebhookURL)
+	}
+	if g.cfg.EventNATSURL != "" {
+		args = append(args, "--event-nats-url", g.cfg.EventNATSURL, "--event-nats-topic", g.cfg.EventNATSTopic)
 	}
 	cmd := exec.Command(g.cfg.Bin, append(args, "posix", g.cfg.Dir)...)
 	cmd.Env = gatewayEnv(g.cfg.AccessKey, g.cfg.SecretKey)

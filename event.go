@@ -1,0 +1,155 @@
+package s3task
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+)
+
+// An ObjectEvent is what an S3 event notification says about one object:
+// that it was written (s3:ObjectCreated:*) or deleted (s3:ObjectRemoved:*).
+// Package s3event reads them from the JSON that S3 and the self-hosted
+// servers send, and feeds them to a worker's [Worker.Notify].
+type ObjectEvent struct {
+	// Bucket is the bucket the event names; "" stands for the worker's.
+	Bucket string
+	// Key is the object's key, decoded (event formats encode it; see
+	// package s3event).
+	Key string
+	// Removed is true for a deletion, false for a write.
+	Removed bool
+}
+
+// maxNoted bounds the markers named by events that a worker keeps to visit,
+// and the events waiting for its poll loop: past it, the worker lists the
+// markers instead, which finds them all.
+const maxNoted = 4096
+
+// noted is a marker named by an event, to visit at a time.
+type noted struct {
+	m  marker
+	at time.Time // server clock: not before then
+}
+
+// Notify tells the worker what an S3 event notification says, so that it
+// starts new work at once instead of at its next check of the wake object.
+// An event that a marker of the worker's Store was written makes the worker
+// visit that task directly, with no LIST: it reads the record and claims the
+// task if it is due and its type served, as a poll would; a marker due
+// later (a scheduled start, a retry, another worker's lease) is visited at
+// its time, unless an event says it was deleted first. An event that a
+// task's record was written makes the worker visit at once the markers of
+// that task it was told of and found ahead of their record (a Submit writes
+// its marker first). Notify reports whether the event concerns the worker;
+// events of other objects and other buckets are ignored.
+//
+// An event is only a hint: the record decides, so duplicate, late,
+// out-of-order and forged events cost a GET at most, never a wrong start.
+// Notify never blocks and makes no request itself; the poll loop does the
+// work, when it has a free slot. With events wired, the polling is a safety
+// net and can be slow: PollInterval of minutes (see
+// [WorkerOptions.PollInterval]) still finds anything an event missed.
+func (w *Worker) Notify(e ObjectEvent) bool {
+	s := w.store
+	if e.Bucket != "" && e.Bucket != s.bucket {
+		return false
+	}
+	if _, ok := s.parseMarker(e.Key); !ok {
+		if _, ok := s.recordID(e.Key); !ok {
+			return false
+		}
+	}
+	w.noteMu.Lock()
+	if len(w.notes) < maxNoted {
+		w.notes = append(w.notes, e)
+	} else {
+		w.notesLost = true
+	}
+	w.noteMu.Unlock()
+	select {
+	case w.noted <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// takeNotes moves the events Notify queued into the markers to visit (poll
+// loop only). It reports whether the worker should list instead: events
+// were dropped, or the markers to visit are too many.
+func (w *Worker) takeNotes() (listNow bool) {
+	w.noteMu.Lock()
+	notes, lost := w.notes, w.notesLost
+	w.notes, w.notesLost = nil, false
+	w.noteMu.Unlock()
+	s := w.store
+	now := s.serverNow()
+	for _, e := range notes {
+		if m, ok := s.parseMarker(e.Key); ok {
+			if e.Removed {
+				delete(w.marked, m.key)
+				continue
+			}
+			// Written just now, as far as this worker can tell: a visit
+			// never takes it for the leftover of a phase that is over.
+			m.written = now
+			w.announced(m.key)
+			if len(w.marked) >= maxNoted {
+				lost = true
+				continue
+			}
+			w.marked[m.key] = noted{m: m, at: later(now, m.due.Add(s.dueLead()))}
+			continue
+		}
+		if e.Removed {
+			continue
+		}
+		// A record written: markers of its task seen ahead of it are
+		// worth a visit now.
+		id, _ := s.recordID(e.Key)
+		for key, n := range w.marked {
+			if n.m.id == id && n.m.due.Before(now) {
+				n.at = now
+				w.marked[key] = n
+			}
+		}
+	}
+	return lost
+}
+
+// visitNoted visits the markers named by events whose time has come, while
+// a slot is free (poll loop only). A visit that did not start its task
+// keeps the marker for when the visit said to look again. It returns when
+// the next marker falls due (zero if none), and whether a visit failed for
+// a passing reason, after which the worker lists at its next poll.
+func (w *Worker) visitNoted(ctx, base context.Context) (next time.Time, failed bool) {
+	s := w.store
+	now := s.serverNow()
+	var todo []marker
+	for _, n := range w.marked {
+		if now.Before(n.at) {
+			next = sooner(next, n.at)
+		} else {
+			todo = append(todo, n.m)
+		}
+	}
+	if len(todo) == 0 {
+		return next, false
+	}
+	slices.SortFunc(todo, func(a, b marker) int { return strings.Compare(a.key, b.key) })
+	for _, m := range todo {
+		delete(w.skip, m.key)
+		full, vfailed, _ := w.serve(ctx, base, []marker{m}, func(time.Time) {})
+		if full {
+			break // every slot is taken: the loop comes back when one frees
+		}
+		failed = failed || vfailed
+		if until, ok := w.skip[m.key]; ok {
+			w.marked[m.key] = noted{m: m, at: until}
+			next = sooner(next, until)
+		} else {
+			delete(w.marked, m.key)
+		}
+	}
+	return next, failed
+}

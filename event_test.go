@@ -1,0 +1,248 @@
+package s3task
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/s3task/s3task/internal/s3test"
+)
+
+// eventOpts are a worker's options with events wired: polling is only the
+// safety net.
+func eventOpts(id string) *WorkerOptions {
+	return &WorkerOptions{ID: id, PollInterval: 2 * time.Minute, MaxPollInterval: 10 * time.Minute, ReconcileInterval: -1}
+}
+
+// opCounter counts a store's requests by operation (s3test.Op), and GETs
+// of the wake object apart.
+type opCounter struct {
+	mu  sync.Mutex
+	ops map[string]int
+}
+
+func (c *opCounter) wrap(next http.RoundTripper) http.RoundTripper {
+	return s3test.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
+		op := s3test.Op(r)
+		if strings.HasSuffix(r.URL.Path, "/_wake") {
+			op += " wake"
+		}
+		c.mu.Lock()
+		if c.ops == nil {
+			c.ops = map[string]int{}
+		}
+		c.ops[op]++
+		c.mu.Unlock()
+		return next.RoundTrip(r)
+	})
+}
+
+func (c *opCounter) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ops := c.ops
+	c.ops = nil
+	return ops
+}
+
+func total(ops map[string]int) int {
+	n := 0
+	for _, v := range ops {
+		n += v
+	}
+	return n
+}
+
+// TestNotifyStartsWithoutListing: an event that names a new task's marker
+// starts the task on an idle worker at once, with a GET of its record and
+// the claim: no LIST, no check of the wake object, however long the worker's
+// PollInterval.
+func TestNotifyStartsWithoutListing(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		var c opCounter
+		w := e.run(e.store(nil, c.wrap), advSucceed, eventOpts("w"))
+		time.Sleep(time.Second) // the first listing
+		c.take()
+
+		task := e.submit(CreateParams{Name: "told by an event"})
+		submitted := time.Now()
+		if !w.w.Notify(ObjectEvent{Bucket: e.mem.Bucket, Key: e.markerKey(task.ID)}) {
+			t.Fatal("Notify took no interest in the task's marker")
+		}
+		s := advAwait(t, w.started, time.Hour, "the start")
+		if s.id != task.ID || s.at.Sub(submitted) > 100*time.Millisecond {
+			t.Errorf("started %s %s after the event; want %s at once", s.id, s.at.Sub(submitted), task.ID)
+		}
+		if !e.awaitTerminal(task.ID, time.Minute) {
+			t.Fatal("the task did not finish")
+		}
+		ops := c.take()
+		if ops["LIST"] != 0 || ops["GET wake"] != 0 {
+			t.Errorf("requests to start and finish a task told by an event: %v; want no LIST and no GET of the wake object", ops)
+		}
+	})
+}
+
+// TestNotifyRecordEventAfterMarker: a Submit writes its marker before its
+// record, so an event for the marker can reach a worker while the record
+// still says created. The worker looks again a second later, unless the
+// record's own event comes first: then at once.
+func TestNotifyRecordEventAfterMarker(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		w := e.run(e.store(nil), advSucceed, eventOpts("w"))
+		time.Sleep(time.Second)
+		task := e.create(CreateParams{Name: "marker first"})
+		var recordWritten time.Time
+		slow := e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+			if !advIsRecord(r, http.MethodPut, task.ID) {
+				return next.RoundTrip(r)
+			}
+			// The marker is there: its event arrives before the record.
+			w.w.Notify(ObjectEvent{Key: e.markerKey(task.ID)})
+			time.Sleep(500 * time.Millisecond)
+			resp, err := next.RoundTrip(r)
+			recordWritten = time.Now()
+			w.w.Notify(ObjectEvent{Key: e.recordKey(task.ID)})
+			return resp, err
+		}))
+		if _, err := slow.Submit(e.ctx, task.ID); err != nil {
+			t.Fatal(err)
+		}
+		s := advAwait(t, w.started, time.Hour, "the start")
+		if d := s.at.Sub(recordWritten); d > 100*time.Millisecond {
+			t.Errorf("started %s after its record's event; want at once", d)
+		}
+	})
+}
+
+// TestNotifyScheduled: an event for a marker due later (a scheduled start)
+// brings the worker to it at its time, with no LIST; an event that the
+// marker was deleted (a Cancel) takes it back, and the worker reads nothing
+// at that time.
+func TestNotifyScheduled(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		var c opCounter
+		w := e.run(e.store(nil, c.wrap), advSucceed, eventOpts("w"))
+		time.Sleep(time.Second)
+		runAt := time.Now().Add(time.Minute).Truncate(time.Second)
+		kept := e.submit(CreateParams{Name: "in a minute", RunAt: runAt})
+		dropped := e.submit(CreateParams{Name: "cancelled", RunAt: runAt})
+		droppedMarker := e.markerKey(dropped.ID)
+		w.w.Notify(ObjectEvent{Key: e.markerKey(kept.ID)})
+		w.w.Notify(ObjectEvent{Key: droppedMarker})
+		if _, err := e.admin.Cancel(e.ctx, dropped.ID, "not needed"); err != nil {
+			t.Fatal(err)
+		}
+		w.w.Notify(ObjectEvent{Key: droppedMarker, Removed: true})
+		c.take()
+		s := advAwait(t, w.started, time.Hour, "the scheduled start")
+		if s.id != kept.ID || s.at.Before(runAt) || s.at.Sub(runAt) > time.Second {
+			t.Errorf("started %s at %s; want %s at %s", s.id, s.at.Format(time.RFC3339Nano), kept.ID, runAt.Format(time.RFC3339))
+		}
+		time.Sleep(time.Second)
+		ops := c.take()
+		if ops["LIST"] != 0 || ops["GET"] != 1 {
+			t.Errorf("requests of the scheduled start: %v; want no LIST and one GET (the record of the task to start, not of the cancelled one)", ops)
+		}
+	})
+}
+
+// TestNotifyStorm: every event delivered three times, out of order, to two
+// workers at once, mixed with deletions that came before their writes,
+// events of other buckets and objects, and forged keys: every task runs
+// exactly once, and Notify says which events concerned the worker.
+func TestNotifyStorm(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		var mu sync.Mutex
+		runs := map[string]int{}
+		h := func(context.Context, *Job) error { return nil }
+		var workers []*advWorker
+		for _, id := range []string{"w1", "w2"} {
+			workers = append(workers, e.run(e.store(nil), func(ctx context.Context, j *Job) error {
+				mu.Lock()
+				runs[j.Task.ID]++
+				mu.Unlock()
+				time.Sleep(time.Second)
+				return h(ctx, j)
+			}, &WorkerOptions{ID: id, Concurrency: 2, PollInterval: 2 * time.Minute, MaxPollInterval: time.Hour, ReconcileInterval: -1}))
+		}
+		time.Sleep(time.Second)
+		rng := rand.New(rand.NewPCG(1, 2))
+		var tasks []string
+		var events []ObjectEvent
+		for i := range 20 {
+			task := e.submit(CreateParams{Name: "storm"})
+			tasks = append(tasks, task.ID)
+			marker := e.markerKey(task.ID)
+			for range 3 {
+				events = append(events,
+					ObjectEvent{Bucket: e.mem.Bucket, Key: marker},
+					ObjectEvent{Key: e.recordKey(task.ID)},
+				)
+			}
+			if i%4 == 0 {
+				events = append(events, ObjectEvent{Key: marker, Removed: true})
+			}
+		}
+		rng.Shuffle(len(events), func(i, j int) { events[i], events[j] = events[j], events[i] })
+		var took atomic.Int32
+		for _, ev := range events {
+			for _, w := range workers {
+				if w.w.Notify(ev) {
+					took.Add(1)
+				}
+			}
+		}
+		if int(took.Load()) != 2*len(events) {
+			t.Errorf("Notify took %d of %d events of the workers' own objects", took.Load(), 2*len(events))
+		}
+		for _, ev := range []ObjectEvent{
+			{Bucket: "another-bucket", Key: e.markerKey(tasks[0])},
+			{Key: "elsewhere/" + tasks[0]},
+			{Key: DefaultPrefix + tasks[0] + "/input.csv"},
+			{Key: DefaultPrefix + "_wake"},
+			{Key: DefaultPrefix + "active/not-a-marker"},
+			{Key: DefaultPrefix + "active/2026-01-01T000000.000Z_" + strings.Repeat("Z", 26)},
+		} {
+			if workers[0].w.Notify(ev) {
+				t.Errorf("Notify(%+v) = true; want false for an event of another object", ev)
+			}
+		}
+		for _, id := range tasks {
+			if !e.awaitTerminal(id, 10*time.Minute) {
+				t.Fatalf("task %s did not finish", id)
+			}
+		}
+		time.Sleep(time.Minute)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range tasks {
+			if runs[id] != 1 {
+				t.Errorf("task %s ran %d times; want once", id, runs[id])
+			}
+		}
+	})
+}
+
+// TestNotifyIdleCost: an idle worker with events wired (PollInterval two
+// minutes, MaxPollInterval ten) sends under one request a minute, as
+// package s3event says.
+func TestNotifyIdleCost(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		var c opCounter
+		e.run(e.store(nil, c.wrap), advSucceed, eventOpts("w"))
+		time.Sleep(time.Minute)
+		c.take()
+		time.Sleep(time.Hour)
+		ops := c.take()
+		t.Logf("an idle hour: %v", ops)
+		if n := total(ops); n > 60 {
+			t.Errorf("an idle worker with events wired sent %d requests in an hour (%v); want at most 60", n, ops)
+		}
+	})
+}

@@ -1,0 +1,202 @@
+package s3event_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/internal/s3test"
+	"github.com/s3task/s3task/s3event"
+)
+
+// notifierFunc adapts a function to s3event.Notifier.
+type notifierFunc func(s3task.ObjectEvent) bool
+
+func (f notifierFunc) Notify(e s3task.ObjectEvent) bool { return f(e) }
+
+// TestVersitygwWebhook runs a worker woken by versitygw's own webhook
+// deliveries: with a PollInterval of ten minutes, each task submitted starts
+// long before any poll could find it, and the worker lists nothing after its
+// first listing. Then every delivery is posted again, three times, newest
+// first: no task runs twice.
+func TestVersitygwWebhook(t *testing.T) {
+	rc := s3test.RemoteT(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+
+	var worker atomic.Pointer[s3task.Worker]
+	h, err := s3event.NewHandler(notifierFunc(func(e s3task.ObjectEvent) bool {
+		if w := worker.Load(); w != nil {
+			return w.Notify(e)
+		}
+		return false
+	}), &s3event.HandlerOptions{Token: "webhook-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu         sync.Mutex
+		deliveries [][]byte
+	)
+	ts := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var buf bytes.Buffer
+		if _, err := buf.ReadFrom(r.Body); err != nil {
+			t.Errorf("read a delivery: %v", err)
+		}
+		mu.Lock()
+		deliveries = append(deliveries, buf.Bytes())
+		mu.Unlock()
+		r.Body = httpBody(buf.Bytes())
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if rec.Code != http.StatusNoContent {
+			t.Errorf("the handler answered %d to a delivery of versitygw: %s\n%s", rec.Code, rec.Body, buf.Bytes())
+		}
+		rw.WriteHeader(rec.Code)
+	}))
+	defer ts.Close()
+
+	gw, err := s3test.StartGateway(ctx, s3test.GatewayConfig{
+		Bin:             rc.GatewayBin,
+		Dir:             filepath.Join(t.TempDir(), "root"),
+		EventWebhookURL: ts.URL + "/?token=webhook-secret",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Stop()
+	client := gw.Client()
+	bucket, err := s3test.NewBucket(ctx, client, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := &s3task.StoreOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	store, err := s3task.NewStore(client, bucket, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	producer, err := s3task.NewStore(gw.Client(), bucket, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	started := make(chan string, 16)
+	var runs sync.Map
+	var polls atomic.Int32
+	w, err := s3task.NewWorker(store, s3task.HandlerFunc(func(_ context.Context, j *s3task.Job) error {
+		n, _ := runs.LoadOrStore(j.Task.ID, new(atomic.Int32))
+		n.(*atomic.Int32).Add(1)
+		started <- j.Task.ID
+		return nil
+	}), &s3task.WorkerOptions{
+		PollInterval:      10 * time.Minute,
+		MaxPollInterval:   10 * time.Minute,
+		ReconcileInterval: -1,
+		Hooks:             s3task.Hooks{OnPoll: func(s3task.PollStats) { polls.Add(1) }},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker.Store(w)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	for polls.Load() == 0 {
+		time.Sleep(10 * time.Millisecond) // the first listing
+	}
+
+	var ids []string
+	for i := range 5 {
+		task, err := producer.Create(ctx, s3task.CreateParams{Name: "woken by a webhook"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := producer.UploadInput(ctx, task.ID, bytes.NewReader([]byte("a,b\n"))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := producer.Submit(ctx, task.ID); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case id := <-started:
+			if id != task.ID {
+				t.Fatalf("task %d: started %s, want %s", i, id, task.ID)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("task %d was not started within a minute of its Submit, with the worker polling every ten", i)
+		}
+		ids = append(ids, task.ID)
+	}
+	if n := polls.Load(); n != 1 {
+		t.Errorf("the worker listed the markers %d times; want once, at start-up", n)
+	}
+	for _, id := range ids {
+		if !waitFor(ctx, func() bool {
+			got, err := producer.Get(ctx, id)
+			return err == nil && got.Status == s3task.StatusCompleted
+		}) {
+			t.Fatalf("task %s did not complete", id)
+		}
+	}
+
+	// Every delivery again, three times, the newest first.
+	mu.Lock()
+	again := slices.Clone(deliveries)
+	mu.Unlock()
+	if len(again) < 5 {
+		t.Fatalf("versitygw made %d deliveries for 5 tasks", len(again))
+	}
+	slices.Reverse(again)
+	for range 3 {
+		for _, body := range again {
+			req := httptest.NewRequest(http.MethodPost, "/?token=webhook-secret", bytes.NewReader(body))
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusNoContent {
+				t.Fatalf("a replayed delivery: %d %s", rec.Code, rec.Body)
+			}
+		}
+	}
+	time.Sleep(2 * time.Second)
+	for _, id := range ids {
+		n, _ := runs.Load(id)
+		if got := n.(*atomic.Int32).Load(); got != 1 {
+			t.Errorf("task %s ran %d times; want once", id, got)
+		}
+	}
+	t.Logf("%d deliveries from versitygw for 5 tasks", len(again))
+}
+
+func httpBody(b []byte) *readCloser { return &readCloser{bytes.NewReader(b)} }
+
+type readCloser struct{ *bytes.Reader }
+
+func (readCloser) Close() error { return nil }
+
+// waitFor polls cond every 50 ms until it holds or ctx ends.
+func waitFor(ctx context.Context, cond func() bool) bool {
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return true
+}
