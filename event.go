@@ -28,8 +28,9 @@ const maxNoted = 4096
 
 // noted is a marker named by an event, to visit at a time.
 type noted struct {
-	m  marker
-	at time.Time // server clock: not before then
+	m     marker
+	at    time.Time // server clock: not before then
+	fails int       // visits in a row that failed for a passing reason
 }
 
 // Notify tells the worker what an S3 event notification says, so that it
@@ -41,7 +42,8 @@ type noted struct {
 // its time, unless an event says it was deleted first. An event that a
 // task's record was written makes the worker visit at once the markers of
 // that task it was told of and found ahead of their record (a Submit writes
-// its marker first). Notify reports whether the event concerns the worker;
+// its marker first); one that the record was deleted (a Purge), forget
+// them. Notify reports whether the event concerns the worker;
 // events of other objects and other buckets are ignored.
 //
 // An event is only a hint: the record decides, so duplicate, late,
@@ -87,7 +89,10 @@ func (w *Worker) takeNotes() (listNow bool) {
 	for _, e := range notes {
 		if m, ok := s.parseMarker(e.Key); ok {
 			if e.Removed {
-				delete(w.marked, m.key)
+				if _, ok := w.marked[m.key]; ok {
+					s.reached("event/removed")
+					delete(w.marked, m.key)
+				}
 				continue
 			}
 			// Written just now, as far as this worker can tell: a visit
@@ -101,14 +106,16 @@ func (w *Worker) takeNotes() (listNow bool) {
 			w.marked[m.key] = noted{m: m, at: later(now, m.due.Add(s.dueLead()))}
 			continue
 		}
+		id, _ := s.recordID(e.Key)
 		if e.Removed {
+			w.forget(id) // purged: its markers lead nowhere
 			continue
 		}
 		// A record written: markers of its task seen ahead of it are
 		// worth a visit now.
-		id, _ := s.recordID(e.Key)
 		for key, n := range w.marked {
-			if n.m.id == id && n.m.due.Before(now) {
+			if n.m.id == id && n.m.due.Before(now) && n.at.After(now) {
+				s.reached("event/record")
 				n.at = now
 				w.marked[key] = n
 			}
@@ -117,11 +124,23 @@ func (w *Worker) takeNotes() (listNow bool) {
 	return lost
 }
 
+// forget drops the markers of task id named by events (poll loop only):
+// its record is gone.
+func (w *Worker) forget(id string) {
+	for key, n := range w.marked {
+		if n.m.id == id {
+			delete(w.marked, key)
+		}
+	}
+}
+
 // visitNoted visits the markers named by events whose time has come, while
 // a slot is free (poll loop only). A visit that did not start its task
-// keeps the marker for when the visit said to look again. It returns when
-// the next marker falls due (zero if none), and whether a visit failed for
-// a passing reason, after which the worker lists at its next poll.
+// keeps the marker for when the visit said to look again; one that failed
+// for a passing reason, for a second later, doubling up to a PollInterval.
+// It returns when the next marker falls due (zero if none), and whether
+// visits kept failing that long, after which the worker lists at its next
+// poll as well.
 func (w *Worker) visitNoted(ctx, base context.Context) (next time.Time, failed bool) {
 	s := w.store
 	now := s.serverNow()
@@ -143,11 +162,23 @@ func (w *Worker) visitNoted(ctx, base context.Context) (next time.Time, failed b
 		if full {
 			break // every slot is taken: the loop comes back when one frees
 		}
-		failed = failed || vfailed
-		if until, ok := w.skip[m.key]; ok {
+		s.reached("event/visit")
+		n := w.marked[m.key]
+		until, skipped := w.skip[m.key]
+		switch {
+		case vfailed:
+			// S3 did not answer: try again soon, backing off to a
+			// PollInterval, rather than wait for the next listing.
+			s.reached("event/retry")
+			n.fails++
+			n.at = now.Add(min(time.Second<<min(n.fails-1, 16), w.opts.PollInterval))
+			w.marked[m.key] = n
+			next = sooner(next, n.at)
+			failed = n.at.Sub(now) >= w.opts.PollInterval
+		case skipped:
 			w.marked[m.key] = noted{m: m, at: until}
 			next = sooner(next, until)
-		} else {
+		default:
 			delete(w.marked, m.key)
 		}
 	}

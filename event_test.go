@@ -90,13 +90,14 @@ func TestNotifyStartsWithoutListing(t *testing.T) {
 
 // TestNotifyRecordEventAfterMarker: a Submit writes its marker before its
 // record, so an event for the marker can reach a worker while the record
-// still says created. The worker looks again a second later, unless the
-// record's own event comes first: then at once.
+// still says created (a task created a while ago). The worker must not
+// take that marker for a leftover and delete it; it looks again a second
+// later, unless the record's own event comes first: then at once.
 func TestNotifyRecordEventAfterMarker(t *testing.T) {
 	inBubble(t, func(t *testing.T, e *advEnv) {
 		w := e.run(e.store(nil), advSucceed, eventOpts("w"))
-		time.Sleep(time.Second)
 		task := e.create(CreateParams{Name: "marker first"})
+		time.Sleep(time.Minute) // created a while before its Submit
 		var recordWritten time.Time
 		slow := e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
 			if !advIsRecord(r, http.MethodPut, task.ID) {
@@ -243,6 +244,36 @@ func TestNotifyIdleCost(t *testing.T) {
 		t.Logf("an idle hour: %v", ops)
 		if n := total(ops); n > 60 {
 			t.Errorf("an idle worker with events wired sent %d requests in an hour (%v); want at most 60", n, ops)
+		}
+	})
+}
+
+// TestNotifyVisitFails: a visit brought by an event that fails for a
+// passing reason (S3 answers 503) is tried again a second later, not at the
+// next poll minutes away.
+func TestNotifyVisitFails(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		var id atomic.Value
+		id.Store("")
+		var refused atomic.Int32
+		flaky := advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+			if advIsRecord(r, http.MethodGet, id.Load().(string)) && refused.Add(1) <= 3 {
+				return advErrResp(r, http.StatusServiceUnavailable, "SlowDown"), nil
+			}
+			return next.RoundTrip(r)
+		})
+		w := e.run(e.store(nil, flaky), advSucceed, eventOpts("w"))
+		time.Sleep(time.Second)
+		task := e.submit(CreateParams{Name: "first visit refused"})
+		id.Store(task.ID)
+		told := time.Now()
+		w.w.Notify(ObjectEvent{Key: e.markerKey(task.ID)})
+		s := advAwait(t, w.started, time.Hour, "the start")
+		if refused.Load() < 3 {
+			t.Fatalf("setup: %d refused reads", refused.Load())
+		}
+		if d := s.at.Sub(told); d > 10*time.Second {
+			t.Errorf("started %s after the event, its first visit refused; want a retry within seconds", d)
 		}
 	})
 }

@@ -212,6 +212,7 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 	case errors.Is(err, ErrNotFound):
 		log.Warn("s3task: marker without a task record; removing it", "key", m.key)
 		s.dropMarker(ctx, m.key)
+		w.forget(m.id)
 		return false, due, false, false
 	case errors.As(err, &unreadable):
 		// Corrupt, or of a newer schema: nothing to do with it until

@@ -63,7 +63,9 @@ const (
 	// could take its task over (see checkOverrun), whether or not one did.
 	KindOverrun Kind = "overrun"
 	// KindPickup: a task that fell due while a worker serving its type was
-	// idle waited longer than Params.PickupBound (see checkPickup).
+	// idle waited longer than Params.PickupBound (see checkPickup), or
+	// longer than that after an idle worker relying on events was told of
+	// its marker (see checkEventPickup).
 	KindPickup Kind = "pickup"
 	// KindStop: a handler's context outlived the context given to
 	// Worker.Stop (see checkStopBy).
@@ -102,7 +104,7 @@ func Check(h *History) []Violation {
 	var vs []Violation
 	for _, check := range []func(*index) []Violation{
 		checkOverlap, checkCompletion, checkAttempts, checkAPI, checkLateWrites, checkMarkers,
-		checkNotices, checkClaimDelay, checkTransitions, checkExpiry, checkStuck, checkKeys, checkOverrun, checkGoneReads, checkPickup, checkStopBy,
+		checkNotices, checkClaimDelay, checkTransitions, checkExpiry, checkStuck, checkKeys, checkOverrun, checkGoneReads, checkPickup, checkEventPickup, checkStopBy,
 	} {
 		vs = append(vs, check(x)...)
 	}

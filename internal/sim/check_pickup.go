@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/s3task/s3task"
@@ -49,7 +50,7 @@ func checkPickup(x *index) []Violation {
 			}
 			need := []span{{d.From.Add(-x.p.PollInterval), deadline}}
 			for _, wi := range x.h.Workers {
-				if !wi.Serves(t.Type) || len(subtract(need, avail[wi.Name])) > 0 {
+				if wi.Events || !wi.Serves(t.Type) || len(subtract(need, avail[wi.Name])) > 0 {
 					continue
 				}
 				vs = append(vs, Violation{Kind: KindPickup, Task: id, Time: deadline, Msg: fmt.Sprintf(
@@ -58,6 +59,67 @@ func checkPickup(x *index) []Violation {
 				break
 			}
 		}
+	}
+	return vs
+}
+
+// checkEventPickup: a worker that relies on events (WorkerInfo.Events),
+// told while it is idle that a marker of a task of a type it serves was
+// written, the marker due and the task queued and due, claims the task
+// within Params.PickupBound, unless another worker does or the task
+// changes first, or the worker is told before then that the marker was
+// deleted (a late notification of an earlier delete of the same key).
+// The polling rule of checkPickup does not hold for such a worker: it
+// lists only every MaxPollInterval, which checkClaimDelay covers.
+func checkEventPickup(x *index) []Violation {
+	active := x.h.Prefix + "active/"
+	avail := map[string][]span{}
+	var vs []Violation
+	for i, d := range x.h.Deliveries {
+		wi, ok := x.workers[d.Worker]
+		name, isMarker := strings.CutPrefix(d.Key, active)
+		if !ok || !wi.Events || d.Removed || !isMarker {
+			continue
+		}
+		at, id, ok := strings.Cut(name, "_")
+		markerDue, err := time.Parse(markerTimeLayout, at)
+		if !ok || err != nil || markerDue.After(d.Time) {
+			continue
+		}
+		t := x.last(id)
+		if t == nil || !wi.Serves(t.Type) {
+			continue
+		}
+		deadline := d.Time.Add(x.p.PickupBound)
+		var stretch *due
+		for _, du := range x.dues(id) {
+			if !du.From.After(d.Time) && d.Time.Before(du.To) {
+				stretch = &du
+				break
+			}
+		}
+		if stretch == nil || stretch.To.Before(deadline) {
+			continue // not due when told, or claimed (or changed) in time
+		}
+		if _, ok := avail[wi.Name]; !ok {
+			avail[wi.Name] = x.available(wi.Name)
+		}
+		if len(subtract([]span{{d.Time, deadline}}, avail[wi.Name])) > 0 {
+			continue // not idle all along
+		}
+		undone := false
+		for _, e := range x.h.Deliveries[i+1:] {
+			if e.Time.After(deadline) {
+				break
+			}
+			undone = undone || e.Worker == d.Worker && e.Key == d.Key && e.Removed
+		}
+		if undone {
+			continue
+		}
+		vs = append(vs, Violation{Kind: KindPickup, Task: id, Time: deadline, Msg: fmt.Sprintf(
+			"%s was told at %s that task %s's marker %s was written, the task due (type %q) and %s idle, yet it was still %s at %s, over %s later",
+			wi.Name, x.at(d.Time), id, name, t.Type, wi.Name, describe(x.stateBefore(id, deadline)), x.at(deadline), x.p.PickupBound)})
 	}
 	return vs
 }

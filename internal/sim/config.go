@@ -41,6 +41,14 @@ type Config struct {
 	// that more tasks are due than one listing page holds. Default: none in
 	// six seeds of seven, 120 to 250 in the rest; negative: none.
 	Burst int
+	// Events feeds the workers S3 event notifications (Worker.Notify) of
+	// every write and delete S3 applies: lost (one in ten), repeated,
+	// delayed from a millisecond to a minute and so reordered, and handed
+	// either to every live worker (a broker) or to one of them (a
+	// webhook). Half of the workers then poll only every MaxPollInterval,
+	// relying on the events (WorkerInfo.Events). Default: one seed in
+	// three.
+	Events bool
 	// Cap is how long after the turbulence the run waits for every task to
 	// finish before it reports the rest as stuck. Default 90 minutes, and
 	// 20 seconds more per task of a Burst and per task over 50.
@@ -71,6 +79,8 @@ func (c Config) withDefaults(rng *Rand) Config {
 	burst := rng.Chance(1.0 / 7)
 	nBurst := rng.IntN(131) + 120
 	c.Long = c.Long || long
+	// Drawn apart, so that the worlds without events stay as they were.
+	c.Events = c.Events || NewRand(c.Seed, "events").Chance(1.0/3)
 	if c.Planted == 0 && planted {
 		c.Planted = nPlanted
 	}

@@ -7,6 +7,10 @@ package sim
 // are reached too rarely to require at that size (see the coverage report
 // of a run); a soak reaches them.
 var Required = []string{
+	"event/visit",
+	"event/record",
+	"event/retry",
+	"event/removed",
 	"commit/landed-after-doubt",
 	"commit/overtaken",
 	"commit/not-landed",

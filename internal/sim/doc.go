@@ -36,7 +36,12 @@
 //     an output, fail, fail for good, ask for a later retry, panic, ignore
 //     their context for a while, or try to write an output after it ended;
 //   - OnTerminal hooks succeed, fail, fail for a long while, or are slow
-//     (some ignoring their context).
+//     (some ignoring their context);
+//   - in a third of the worlds the workers are fed S3 event notifications
+//     of what S3 applied (Worker.Notify), lost, repeated, late by up to a
+//     minute and so out of order, to every worker or to one; half of
+//     those workers poll only every MaxPollInterval and must start a task
+//     they are told of within the pickup bound.
 //
 // [Check] is a pure function of the [History] and returns every
 // [Violation] it finds; see the Kind constants for what is checked.

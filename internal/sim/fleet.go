@@ -44,10 +44,14 @@ func (w *World) startWorker(conc int, types []string) error {
 		}
 		h = mux
 	}
-	// Production defaults: only the ID, the slots and the logger are set.
-	p.worker, err = s3task.NewWorker(p.store, h, &s3task.WorkerOptions{
-		ID: name, Concurrency: conc, Logger: w.log,
-	})
+	// Production defaults: only the ID, the slots and the logger are set;
+	// and, for a worker that relies on events, the polling intervals.
+	opts := &s3task.WorkerOptions{ID: name, Concurrency: conc, Logger: w.log}
+	events := w.cfg.Events && NewRand(w.cfg.Seed, "events/"+name).Chance(0.5)
+	if events {
+		opts.PollInterval, opts.MaxPollInterval = s3task.DefaultMaxPollInterval, s3task.DefaultMaxPollInterval
+	}
+	p.worker, err = s3task.NewWorker(p.store, h, opts)
 	if err != nil {
 		return err
 	}
@@ -61,7 +65,7 @@ func (w *World) startWorker(conc int, types []string) error {
 		return nil
 	}
 	w.workers = append(w.workers, p)
-	w.h.Workers = append(w.h.Workers, WorkerInfo{Name: name, Concurrency: conc, Types: types})
+	w.h.Workers = append(w.h.Workers, WorkerInfo{Name: name, Concurrency: conc, Types: types, Events: events})
 	now := time.Now()
 	w.h.Events = append(w.h.Events, ProcEvent{Proc: name, Kind: EventStart, Start: now, End: now})
 	w.wg.Add(1)

@@ -48,6 +48,18 @@ type History struct {
 	// Requests lists every request and what became of it, if
 	// Config.Requests asked for them.
 	Requests []Request
+	// Deliveries lists every event notification handed to a worker
+	// (Config.Events), in order.
+	Deliveries []Delivery
+}
+
+// Delivery is an S3 event notification handed to a worker's Notify.
+type Delivery struct {
+	Seq     int64
+	Time    time.Time
+	Worker  string
+	Key     string
+	Removed bool // the object was deleted; else written
 }
 
 // Params are the protocol settings and bounds the checker judges with.
@@ -250,6 +262,9 @@ type WorkerInfo struct {
 	Name        string   // its process name, also its worker ID
 	Concurrency int      // its slots
 	Types       []string // the task types it serves; nil: every type
+	// Events says the worker relies on event notifications: it polls only
+	// every MaxPollInterval (PollInterval = MaxPollInterval).
+	Events bool `json:",omitempty"`
 }
 
 // Serves reports whether the worker serves tasks of type typ.

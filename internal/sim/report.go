@@ -49,6 +49,15 @@ func Trace(out io.Writer, h *History, id string) {
 			lines = append(lines, line{n.Start, n.StartSeq, fmt.Sprintf("%s OnTerminal(%s, attempt %d) until %s: ok=%v", n.Proc, n.Status, n.Attempt, rel(n.End), n.OK)})
 		}
 	}
+	for _, d := range h.Deliveries {
+		if strings.Contains(d.Key, id) {
+			what := "written"
+			if d.Removed {
+				what = "deleted"
+			}
+			lines = append(lines, line{d.Time, d.Seq, fmt.Sprintf("event to %s: %s %s", d.Worker, strings.TrimPrefix(d.Key, h.Prefix), what)})
+		}
+	}
 	for _, q := range h.Requests {
 		if strings.Contains(q.Key, id) || q.Op == "LIST" || strings.HasSuffix(q.Key, "/_wake") {
 			lines = append(lines, line{q.Sent, 0, fmt.Sprintf("  %s %s %s -> %d %s (answered %s)", q.Proc, q.Op, strings.TrimPrefix(q.Key, "/tasks/"+h.Prefix), q.Status, q.Err, rel(q.Done))})

@@ -48,6 +48,8 @@ type World struct {
 	deleted  map[string]bool // tasks whose record was deleted
 	planted  map[string]bool // the tasks of the unreadable records planted; written before anything runs
 	sleepers []string        // the tasks of the sleeper lives of a Long run, for the vandal
+
+	bus *bus // the event notifications, with Config.Events
 }
 
 // proc is one simulated process: a worker or an operator, with its own
@@ -99,6 +101,9 @@ func newWorld(cfg Config) (*World, error) {
 		Stats:     map[string]int{},
 		GoneReads: map[string]int{},
 		Reached:   map[string]int{},
+	}
+	if cfg.Events {
+		w.bus = newBus(w)
 	}
 	mem.OnApply(w.applied)
 	return w, nil
@@ -184,6 +189,9 @@ func (w *World) applied(a s3test.Applied) {
 		}
 	case strings.Contains(a.Key, "/output-attempt-"), a.Key == w.prefix+"_wake":
 		wr.Body = append([]byte(nil), a.Body...)
+	}
+	if w.bus != nil {
+		w.bus.send(wr.Key, wr.Method == http.MethodDelete)
 	}
 	w.mu.Lock()
 	w.h.Writes = append(w.h.Writes, wr)

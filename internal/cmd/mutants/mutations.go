@@ -194,4 +194,11 @@ var mutations = []mutation{
 		Old:     `rep, pending, err := s.reconcile(ctx, ReconcileOptions{Since: since}, r.pending)`,
 		New:     `rep, pending, err := s.reconcile(ctx, ReconcileOptions{Since: since}, nil)`,
 	},
+	{
+		Name:    "event-ignored",
+		Promise: "A worker told by an event that a task's marker was written visits that task at once, with no LIST.",
+		File:    "event.go",
+		Old:     `w.marked[m.key] = noted{m: m, at: later(now, m.due.Add(s.dueLead()))}`,
+		New:     `_ = noted{m: m, at: later(now, m.due.Add(s.dueLead()))}`,
+	},
 }
