@@ -19,6 +19,14 @@ type ObjectEvent struct {
 	Key string
 	// Removed is true for a deletion, false for a write.
 	Removed bool
+	// RawKey is the key exactly as the event sent it, where that differs
+	// from Key: servers that send keys unencoded make a "+" or a "%" in a
+	// key ambiguous, and an [Ingester] tries both.
+	RawKey string
+	// VersionID, ETag and Size describe the version written, as the event
+	// says; "" and -1 if it does not.
+	VersionID, ETag string
+	Size            int64
 }
 
 // maxNoted bounds the markers named by events that a worker keeps to visit,

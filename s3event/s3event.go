@@ -54,7 +54,7 @@ type Record struct {
 	Key string
 	// ETag, VersionID and Sequencer are as sent, "" when absent.
 	ETag, VersionID, Sequencer string
-	// Size is the object's size in bytes, as sent.
+	// Size is the object's size in bytes, as sent; -1 if absent.
 	Size int64
 }
 
@@ -83,7 +83,7 @@ type wire struct {
 			} `json:"bucket"`
 			Object struct {
 				Key       string `json:"key"`
-				Size      int64  `json:"size"`
+				Size      *int64 `json:"size"`
 				ETag      string `json:"eTag"`
 				VersionID string `json:"versionId"`
 				Sequencer string `json:"sequencer"`
@@ -123,6 +123,10 @@ func parse(body []byte, unwrap bool) ([]Record, error) {
 		if r.EventName == "" || r.S3.Bucket.Name == "" || o.Key == "" {
 			return nil, fmt.Errorf("%w: record %d has no event name, bucket or key", ErrNotEvent, i)
 		}
+		size := int64(-1)
+		if o.Size != nil {
+			size = *o.Size
+		}
 		out = append(out, Record{
 			Name:      strings.TrimPrefix(r.EventName, "s3:"),
 			Bucket:    r.S3.Bucket.Name,
@@ -130,7 +134,7 @@ func parse(body []byte, unwrap bool) ([]Record, error) {
 			ETag:      strings.Trim(o.ETag, `"`),
 			VersionID: o.VersionID,
 			Sequencer: o.Sequencer,
-			Size:      o.Size,
+			Size:      size,
 		})
 	}
 	return out, nil
@@ -159,10 +163,10 @@ func Deliver(n Notifier, records []Record) int {
 		if !r.Created() && !r.Removed() {
 			continue
 		}
-		e := s3task.ObjectEvent{Bucket: r.Bucket, Key: r.Key, Removed: r.Removed()}
+		e := s3task.ObjectEvent{Bucket: r.Bucket, Key: r.Key, Removed: r.Removed(), VersionID: r.VersionID, ETag: r.ETag, Size: r.Size}
 		if k, ok := DecodeKey(r.Key); ok && k != r.Key {
 			d := e
-			d.Key = k
+			d.Key, d.RawKey = k, r.Key
 			if n.Notify(d) {
 				took++
 				continue
@@ -171,6 +175,21 @@ func Deliver(n Notifier, records []Record) int {
 		if n.Notify(e) {
 			took++
 		}
+	}
+	return took
+}
+
+// All returns a Notifier that passes every event to each of ns, in order,
+// and reports whether any of them took an interest: one webhook or
+// subscription then feeds a worker and an s3task.Ingester alike.
+func All(ns ...Notifier) Notifier { return all(ns) }
+
+type all []Notifier
+
+func (a all) Notify(e s3task.ObjectEvent) bool {
+	took := false
+	for _, n := range a {
+		took = n.Notify(e) || took
 	}
 	return took
 }

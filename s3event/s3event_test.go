@@ -23,7 +23,8 @@ type fakeNotifier struct {
 	want map[string]bool
 
 	mu  sync.Mutex
-	got []s3task.ObjectEvent
+	got []s3task.ObjectEvent // without the version fields
+	all []s3task.ObjectEvent // as given
 }
 
 func newFake(keys ...string) *fakeNotifier {
@@ -37,6 +38,10 @@ func newFake(keys ...string) *fakeNotifier {
 func (f *fakeNotifier) Notify(e s3task.ObjectEvent) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.all = append(f.all, e)
+	// The version fields are checked in TestDeliverVersion; the others
+	// compare the object and what happened to it.
+	e.VersionID, e.ETag, e.Size, e.RawKey = "", "", 0, ""
 	f.got = append(f.got, e)
 	return f.want[e.Key]
 }
@@ -735,5 +740,29 @@ func TestHandlerConcurrent(t *testing.T) {
 	}
 	if got := len(n.events()); got != requests {
 		t.Errorf("%d events, want %d", got, requests)
+	}
+}
+
+// TestDeliverVersion: the event's version ID, ETag and size reach the
+// notifier, and a key that decodes to another comes with the key as sent.
+func TestDeliverVersion(t *testing.T) {
+	body := `{"Records":[
+		{"eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":"in/a+b.csv","size":42,"eTag":"\"e1\"","versionId":"v1"}}},
+		{"eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"b"},"object":{"key":"in/plain.csv","eTag":"e2"}}}
+	]}`
+	records, err := s3event.Parse([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFake("in/a b.csv", "in/plain.csv")
+	if n := s3event.Deliver(f, records); n != 2 {
+		t.Fatalf("Deliver took %d, want 2", n)
+	}
+	want := []s3task.ObjectEvent{
+		{Bucket: "b", Key: "in/a b.csv", RawKey: "in/a+b.csv", VersionID: "v1", ETag: "e1", Size: 42},
+		{Bucket: "b", Key: "in/plain.csv", ETag: "e2", Size: -1},
+	}
+	if diff := cmp.Diff(want, f.all); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }

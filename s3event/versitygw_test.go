@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/s3task/s3task"
 	"github.com/s3task/s3task/internal/s3test"
 	"github.com/s3task/s3task/s3event"
@@ -199,4 +201,137 @@ func waitFor(ctx context.Context, cond func() bool) bool {
 		}
 	}
 	return true
+}
+
+// TestVersitygwIngest: files put under incoming/ become tasks through
+// versitygw's webhook, fed to a worker and an Ingester at once; a name with
+// "+" and a space, which versitygw sends unencoded, included. Every
+// delivery posted again, three times, makes no second task.
+func TestVersitygwIngest(t *testing.T) {
+	rc := s3test.RemoteT(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+
+	var target atomic.Value // s3event.Notifier
+	h, err := s3event.NewHandler(notifierFunc(func(e s3task.ObjectEvent) bool {
+		if n, ok := target.Load().(s3event.Notifier); ok {
+			return n.Notify(e)
+		}
+		return false
+	}), &s3event.HandlerOptions{Token: "t0ken"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu         sync.Mutex
+		deliveries [][]byte
+	)
+	ts := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var buf bytes.Buffer
+		_, _ = buf.ReadFrom(r.Body)
+		mu.Lock()
+		deliveries = append(deliveries, buf.Bytes())
+		mu.Unlock()
+		r.Body = httpBody(buf.Bytes())
+		h.ServeHTTP(rw, r)
+	}))
+	defer ts.Close()
+	gw, err := s3test.StartGateway(ctx, s3test.GatewayConfig{
+		Bin: rc.GatewayBin, Dir: filepath.Join(t.TempDir(), "root"), EventWebhookURL: ts.URL + "/?token=t0ken",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Stop()
+	client := gw.Client()
+	bucket, err := s3test.NewBucket(ctx, client, "ingest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := &s3task.StoreOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	store, err := s3task.NewStore(client, bucket, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runsMu sync.Mutex
+	inputs := map[string]string{} // task ID -> its input, as its handler read it
+	w, err := s3task.NewWorker(store, s3task.HandlerFunc(func(ctx context.Context, j *s3task.Job) error {
+		in, err := j.OpenInput(ctx)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		b, err := io.ReadAll(in)
+		if err != nil {
+			return err
+		}
+		runsMu.Lock()
+		defer runsMu.Unlock()
+		if _, ran := inputs[j.Task.ID]; ran {
+			t.Errorf("task %s ran twice", j.Task.ID)
+		}
+		inputs[j.Task.ID] = string(b)
+		return nil
+	}), &s3task.WorkerOptions{PollInterval: 10 * time.Minute, MaxPollInterval: 10 * time.Minute, ReconcileInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ing, err := s3task.NewIngester(store, &s3task.IngestOptions{Prefix: "incoming/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target.Store(s3event.All(w, ing))
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = w.Run(runCtx) })
+	wg.Go(func() { _ = ing.Run(runCtx) })
+	defer func() { stop(); wg.Wait() }()
+
+	files := map[string]string{
+		"incoming/plain.csv":         "a\n1\n",
+		"incoming/a+b and c.csv":     "a\n2\n",
+		"incoming/deep/folder/x.csv": "a\n3\n",
+	}
+	for key, body := range files {
+		if _, err := (s3test.Objects{Client: client, Bucket: bucket}).Put(ctx, key, []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ran := func() map[string]string {
+		runsMu.Lock()
+		defer runsMu.Unlock()
+		got := map[string]string{}
+		for id, in := range inputs {
+			task, err := store.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[task.Metadata[s3task.MetaSourceKey]] = in
+		}
+		return got
+	}
+	if !waitFor(ctx, func() bool { return len(ran()) == len(files) }) {
+		t.Fatalf("ran %v; want a task per file", ran())
+	}
+	if diff := cmp.Diff(files, ran()); diff != "" {
+		t.Errorf("inputs of the tasks by source (-want +got):\n%s", diff)
+	}
+	mu.Lock()
+	again := slices.Clone(deliveries)
+	mu.Unlock()
+	for range 3 {
+		for _, body := range again {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/?token=t0ken", bytes.NewReader(body)))
+		}
+	}
+	time.Sleep(3 * time.Second)
+	page, err := store.List(ctx, s3task.ListOptions{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := len(page.Tasks)
+	if tasks != len(files) {
+		t.Errorf("%d tasks after every delivery came three times more; want %d", tasks, len(files))
+	}
 }

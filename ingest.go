@@ -1,0 +1,162 @@
+package s3task
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/s3task/s3task/internal/s3x"
+)
+
+// An Object names one version of an object for [Store.Ingest]: what an S3
+// event notification or a listing says of it.
+type Object struct {
+	// Bucket holds the object; "" means the Store's bucket.
+	Bucket string
+	// Key is the object's key, decoded.
+	Key string
+	// ETag and VersionID name the version. At least one is required. The
+	// ETag tells versions apart when given (events and listings carry it,
+	// so both name a version alike): writing the same bytes again in one
+	// request makes the same ETag, and no new task. The version ID, when
+	// given, pins the copy to that version.
+	VersionID, ETag string
+	// Size is the object's size in bytes, as the event or the listing says;
+	// negative if unknown.
+	Size int64
+}
+
+// version returns what tells this version of the object from the others.
+func (o Object) version() string {
+	if etag := strings.Trim(o.ETag, `"`); etag != "" {
+		return "e:" + etag
+	}
+	return "v:" + o.VersionID
+}
+
+// IngestKey returns the idempotency key (CreateParams.Key) that
+// [Store.Ingest] gives the task of the object version o: the same for
+// every event or listing that names the version, whatever the order or
+// number of them.
+func IngestKey(o Object, defaultBucket string) string {
+	b := o.Bucket
+	if b == "" {
+		b = defaultBucket
+	}
+	sum := sha256.Sum256([]byte(b + "\x00" + o.Key + "\x00" + o.version()))
+	return "ingest:" + hex.EncodeToString(sum[:20])
+}
+
+// Metadata keys of a task made by [Store.Ingest], naming its source.
+const (
+	MetaSourceBucket  = "source.bucket"
+	MetaSourceKey     = "source.key"
+	MetaSourceVersion = "source.version" // the version ID, or "" if none
+	MetaSourceETag    = "source.etag"    // as given, or "" if none
+)
+
+// Ingest makes a task of one version of an object that arrived by other
+// means (a partner's upload, a batch export), exactly once: every Ingest of
+// the same version (see [IngestKey]) returns the one task the first made,
+// however many events and sweeps name it, in whatever order. The task gets
+// p (Name, Type, Payload or Args, Metadata, ...) with the idempotency key
+// set and the source named in its metadata (MetaSource*); p.Key must be
+// empty. Its input is a copy of that version, taken once: the source may
+// change or go afterwards without touching the task, a new version makes a
+// new task, and a Purge deletes the copy, never the source. Then the task
+// is submitted.
+//
+// An object over StoreOptions.MaxInputSize, or one that changed or went
+// before its copy was taken, is not copied: its task is abandoned with the
+// reason in CancelReason, and returned, with no error, so that the refusal
+// is on record and a repeated event finds it there. A task that an earlier
+// Ingest left created (it stopped between its steps) is taken up where it
+// stopped.
+//
+// The Store never ingests its own objects: a key under the Store's prefix
+// in its bucket is refused, so that a task's output cannot become a task.
+//
+// Requests, for a new version: a keyed Create (2 PUTs), a GET of the source
+// and the copy's PUT (the bytes pass through this process, spooled to
+// StoreOptions.SpoolDir if need be, since S3's server-side copy cannot be
+// told not to replace an object), a GET of the record before the copy,
+// and a Submit (GET, HEAD, 2 PUTs, and the wake object's GET and PUT): 10
+// in all. For a version already ingested: a keyed Create that finds its
+// task (a refused PUT and 2 GETs).
+//
+// Errors: [ErrInvalidArgument] for an object without a key, or without a
+// version ID or an ETag, one under the Store's prefix, or p with a Key;
+// those of [Store.Create], [Store.UploadInput] and [Store.Submit]; S3
+// errors reading the source.
+func (s *Store) Ingest(ctx context.Context, o Object, p CreateParams) (*Task, error) {
+	bucket := o.Bucket
+	if bucket == "" {
+		bucket = s.bucket
+	}
+	switch {
+	case o.Key == "":
+		return nil, invalidArg("an object to ingest needs a key")
+	case o.VersionID == "" && strings.Trim(o.ETag, `"`) == "":
+		return nil, invalidArg("object %q: a version ID or an ETag is needed to tell its versions apart", o.Key)
+	case bucket == s.bucket && strings.HasPrefix(o.Key, s.opts.Prefix):
+		return nil, invalidArg("object %q is under the Store's own prefix %q: its own objects are never ingested", o.Key, s.opts.Prefix)
+	case p.Key != "":
+		return nil, invalidArg("CreateParams.Key is set by Ingest")
+	}
+	p.Key = IngestKey(o, s.bucket)
+	meta := make(map[string]string, len(p.Metadata)+4)
+	for k, v := range p.Metadata {
+		meta[k] = v
+	}
+	meta[MetaSourceBucket], meta[MetaSourceKey] = bucket, o.Key
+	meta[MetaSourceVersion], meta[MetaSourceETag] = o.VersionID, strings.Trim(o.ETag, `"`)
+	p.Metadata = meta
+	t, err := s.Create(ctx, p)
+	if err != nil || t.Status != StatusCreated {
+		return t, err
+	}
+	if o.Size > s.opts.MaxInputSize {
+		return s.refuse(ctx, t, fmt.Sprintf("the source object is %d bytes, over the limit of %d", o.Size, s.opts.MaxInputSize))
+	}
+	in := &s3.GetObjectInput{Bucket: &bucket, Key: &o.Key}
+	if o.VersionID != "" {
+		in.VersionId = &o.VersionID
+	}
+	if etag := strings.Trim(o.ETag, `"`); etag != "" {
+		quoted := `"` + etag + `"`
+		in.IfMatch = &quoted
+	}
+	out, err := s.client.GetObject(ctx, in)
+	switch {
+	case s3x.NotFound(err) || s3x.Lost(err): // gone, or no longer that version (412)
+		return s.refuse(ctx, t, "the source object changed or was deleted before it was copied")
+	case err != nil:
+		return nil, fmt.Errorf("s3task: ingest: read s3://%s/%s: %w", bucket, o.Key, err)
+	case o.ETag != "" && out.ETag != nil && strings.Trim(*out.ETag, `"`) != strings.Trim(o.ETag, `"`):
+		// A server that ignores If-Match on GET answered with another
+		// version.
+		out.Body.Close()
+		return s.refuse(ctx, t, "the source object changed or was deleted before it was copied")
+	}
+	err = s.UploadInput(ctx, t.ID, out.Body)
+	out.Body.Close()
+	var se *InputSizeError
+	switch {
+	case errors.As(err, &se):
+		return s.refuse(ctx, t, fmt.Sprintf("the source object is over the limit of %d bytes", s.opts.MaxInputSize))
+	case err != nil && !errors.Is(err, ErrInputExists):
+		return nil, err
+	}
+	return s.Submit(ctx, t.ID)
+}
+
+// refuse abandons the ingested task t, which stays on record, for reason.
+func (s *Store) refuse(ctx context.Context, t *Task, reason string) (*Task, error) {
+	s.log.WarnContext(ctx, "s3task: ingest refused", "task_id", t.ID, "reason", reason)
+	return s.Cancel(ctx, t.ID, "ingest: "+reason)
+}
