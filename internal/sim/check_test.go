@@ -286,6 +286,21 @@ func TestCheckFindsEachKind(t *testing.T) {
 			delete(s.h.Snapshots[len(s.h.Snapshots)-1].Tasks, id)
 			s.h.GoneReads = map[string]int{id + " w1": 12}
 		}},
+		{KindIngest, "two tasks name one version of a file as their source", func(s *story, run *HandlerRun) {
+			s.object(time.Second, "partner", "PUT", "incoming/a.csv", "v1")
+			s.record(2*time.Second, "i1", storyOther, func(t *s3task.Task) { t.Metadata = source("incoming/a.csv", "v1") })
+			s.record(3*time.Second, "i2", storyThird, func(t *s3task.Task) { t.Metadata = source("incoming/a.csv", "v1") })
+		}},
+		{KindIngest, "the current version of a file has no task at the end", func(s *story, run *HandlerRun) {
+			s.object(time.Second, "partner", "PUT", "incoming/b.csv", "v1")
+			s.record(2*time.Second, "i1", storyOther, func(t *s3task.Task) { t.Metadata = source("incoming/b.csv", "v1") })
+			s.object(3*time.Second, "partner", "PUT", "incoming/b.csv", "v2")
+		}},
+		{KindIngest, "a task's input is another version than its source", func(s *story, run *HandlerRun) {
+			s.object(time.Second, "partner", "PUT", "incoming/c.csv", "v1")
+			s.record(2*time.Second, "i1", storyOther, func(t *s3task.Task) { t.Metadata = source("incoming/c.csv", "v1") })
+			s.object(3*time.Second, "i1", "PUT", "p/"+storyOther+"/input", "v2")
+		}},
 		{KindStop, "w1 is stopped at 10s with 5s to finish, but its handler's context lives on to 30s", func(s *story, run *HandlerRun) {
 			s.event("w1", EventStop, 10*time.Second, 10*time.Second)
 			s.event("w1", EventStopBy, 10*time.Second, 15*time.Second)
@@ -337,4 +352,12 @@ func TestAnnounces(t *testing.T) {
 			t.Errorf("announces(%q) = %v, want %v", tc.body, got, tc.want)
 		}
 	}
+}
+
+// storyThird is a third task of the stories, for those that need one.
+const storyThird = "7Z4EAJKXPAN0C14P3RWX2WTNMN"
+
+// source is the metadata of a task ingested from version body of key.
+func source(key, body string) map[string]string {
+	return map[string]string{s3task.MetaSourceKey: key, s3task.MetaSourceETag: md5hex([]byte(body))}
 }

@@ -49,6 +49,11 @@ type Config struct {
 	// relying on the events (WorkerInfo.Events). Default: one seed in
 	// three.
 	Events bool
+	// Ingest, in a world with Events, has a partner process put files
+	// under incoming/ (new ones, new versions of them, deletions) and two
+	// Ingesters, fed the same events and sweeping the folder every two
+	// minutes, make tasks of them. Default: half the worlds with Events.
+	Ingest bool
 	// Cap is how long after the turbulence the run waits for every task to
 	// finish before it reports the rest as stuck. Default 90 minutes, and
 	// 20 seconds more per task of a Burst and per task over 50.
@@ -81,6 +86,8 @@ func (c Config) withDefaults(rng *Rand) Config {
 	c.Long = c.Long || long
 	// Drawn apart, so that the worlds without events stay as they were.
 	c.Events = c.Events || NewRand(c.Seed, "events").Chance(1.0/3)
+	c.Ingest = c.Ingest || c.Events && NewRand(c.Seed, "ingest").Chance(0.5)
+	c.Events = c.Events || c.Ingest
 	if c.Planted == 0 && planted {
 		c.Planted = nPlanted
 	}

@@ -41,7 +41,10 @@
 //     of what S3 applied (Worker.Notify), lost, repeated, late by up to a
 //     minute and so out of order, to every worker or to one; half of
 //     those workers poll only every MaxPollInterval and must start a task
-//     they are told of within the pickup bound.
+//     they are told of within the pickup bound; in half of those worlds a
+//     partner puts files under incoming/ (new ones, new versions,
+//     deletions) and two Ingesters, fed the same events and sweeping, must
+//     make exactly one task of each version, with that version as input.
 //
 // [Check] is a pure function of the [History] and returns every
 // [Violation] it finds; see the Kind constants for what is checked.

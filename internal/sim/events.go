@@ -21,7 +21,7 @@ func newBus(w *World) *bus {
 }
 
 // send schedules the notifications of a write to key (a delete if removed).
-func (b *bus) send(key string, removed bool) {
+func (b *bus) send(key, etag string, removed bool) {
 	copies := 1
 	switch r := b.rng.Float64(); {
 	case r < 0.1:
@@ -45,7 +45,7 @@ func (b *bus) send(key string, removed bool) {
 		go func() {
 			defer b.w.wg.Done()
 			if pause(delay, b.w.over) == 0 {
-				b.deliver(key, removed, pick)
+				b.deliver(key, etag, removed, pick)
 			}
 		}()
 	}
@@ -53,20 +53,25 @@ func (b *bus) send(key string, removed bool) {
 
 // deliver hands one notification to the live workers, or to one of them
 // (pick, in [0, 1), chooses which), and records it.
-func (b *bus) deliver(key string, removed bool, pick float64) {
+func (b *bus) deliver(key, etag string, removed bool, pick float64) {
 	w := b.w
 	w.mu.Lock()
 	to := w.workers
 	if !b.fanout && len(to) > 0 {
 		to = to[int(pick*float64(len(to))):][:1]
 	}
-	to = append([]*proc(nil), to...)
+	to = append(append([]*proc(nil), to...), w.ingesters...)
 	for _, p := range to {
 		w.h.Deliveries = append(w.h.Deliveries, Delivery{Seq: w.next(), Time: time.Now(), Worker: p.name, Key: key, Removed: removed})
 		w.h.Stats["event:delivered"]++
 	}
 	w.mu.Unlock()
+	e := s3task.ObjectEvent{Bucket: w.mem.Bucket, Key: key, Removed: removed, ETag: etag, Size: -1}
 	for _, p := range to {
-		p.worker.Notify(s3task.ObjectEvent{Bucket: w.mem.Bucket, Key: key, Removed: removed})
+		if p.ingester != nil {
+			p.ingester.Notify(e)
+		} else {
+			p.worker.Notify(e)
+		}
 	}
 }

@@ -67,6 +67,16 @@ func Run(cfg Config) (*History, error) {
 		slices.SortFunc(plans[i], func(a, b creation) int { return a.at.Compare(b.at) })
 		operators.Go(func() { w.operate(p, plans[i], calm) })
 	}
+	if cfg.Ingest {
+		if err := w.startIngesters(); err != nil {
+			return nil, err
+		}
+		partner, err := w.newProc("partner")
+		if err != nil {
+			return nil, err
+		}
+		operators.Go(func() { w.partner(partner, start.Add(cfg.Arrivals)) })
+	}
 	opsDone := make(chan struct{})
 	go func() {
 		operators.Wait()

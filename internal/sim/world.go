@@ -49,7 +49,8 @@ type World struct {
 	planted  map[string]bool // the tasks of the unreadable records planted; written before anything runs
 	sleepers []string        // the tasks of the sleeper lives of a Long run, for the vandal
 
-	bus *bus // the event notifications, with Config.Events
+	bus       *bus    // the event notifications, with Config.Events
+	ingesters []*proc // with Config.Ingest
 }
 
 // proc is one simulated process: a worker or an operator, with its own
@@ -62,6 +63,9 @@ type proc struct {
 	link  *link
 	raw   s3test.Objects // its client, for requests without the library
 	store *s3task.Store
+
+	// Ingesters only.
+	ingester *s3task.Ingester
 
 	// Workers only.
 	conc   int
@@ -187,11 +191,16 @@ func (w *World) applied(a s3test.Applied) {
 		if json.Unmarshal(a.Body, &rec) == nil {
 			wr.Record, wr.Released = &rec.Task, rec.Released
 		}
-	case strings.Contains(a.Key, "/output-attempt-"), a.Key == w.prefix+"_wake":
+	case strings.Contains(a.Key, "/output-attempt-"), a.Key == w.prefix+"_wake",
+		strings.HasPrefix(a.Key, ingestFolder), strings.HasSuffix(a.Key, "/input"):
 		wr.Body = append([]byte(nil), a.Body...)
 	}
 	if w.bus != nil {
-		w.bus.send(wr.Key, wr.Method == http.MethodDelete)
+		etag := ""
+		if a.Method != http.MethodDelete {
+			etag = md5hex(a.Body)
+		}
+		w.bus.send(wr.Key, etag, wr.Method == http.MethodDelete)
 	}
 	w.mu.Lock()
 	w.h.Writes = append(w.h.Writes, wr)
@@ -314,7 +323,7 @@ func (w *World) settled() bool {
 			return false
 		}
 	}
-	return true
+	return !w.cfg.Ingest || w.ingestSettled(keys)
 }
 
 // sleep waits for d of virtual time, or until the world is over; it

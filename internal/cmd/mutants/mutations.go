@@ -201,4 +201,18 @@ var mutations = []mutation{
 		Old:     `w.marked[m.key] = noted{m: m, at: later(now, m.due.Add(s.dueLead()))}`,
 		New:     `_ = noted{m: m, at: later(now, m.due.Add(s.dueLead()))}`,
 	},
+	{
+		Name:    "ingest-version-blind",
+		Promise: "Ingest makes one task per object version: a new version of a file makes a new task.",
+		File:    "ingest.go",
+		Old:     "if etag := strings.Trim(o.ETag, `\"`); etag != \"\" {\n\t\treturn \"e:\" + etag\n\t}\n\treturn \"v:\" + o.VersionID",
+		New:     `return ""`,
+	},
+	{
+		Name:    "ingest-unkeyed",
+		Promise: "Every Ingest of the same object version returns the one task the first made, however many events and sweeps name it.",
+		File:    "ingest.go",
+		Old:     `p.Key = IngestKey(o, s.bucket)`,
+		New:     `p.Key = ""`,
+	},
 }
