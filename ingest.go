@@ -85,7 +85,7 @@ const (
 // and the copy's PUT (the bytes pass through this process, spooled to
 // StoreOptions.SpoolDir if need be, since S3's server-side copy cannot be
 // told not to replace an object), a GET of the record before the copy,
-// and a Submit (GET, HEAD, 2 PUTs, and the wake object's GET and PUT): 10
+// and a Submit (GET, HEAD, 2 PUTs, and the wake object's GET and PUT): 11
 // in all. For a version already ingested: a keyed Create that finds its
 // task (a refused PUT and 2 GETs).
 //

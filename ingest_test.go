@@ -272,3 +272,25 @@ func TestNewIngesterOptions(t *testing.T) {
 		}
 	})
 }
+
+// TestIngestRequests: the cost Ingest documents, counted: 11 requests for
+// a new version, 3 for one already ingested.
+func TestIngestRequests(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		var c opCounter
+		st := e.store(nil, c.wrap)
+		o := e.putSource("incoming/e.csv", "x\n")
+		if _, err := st.Ingest(e.ctx, o, CreateParams{}); err != nil {
+			t.Fatal(err)
+		}
+		if ops := c.take(); total(ops) != 11 {
+			t.Errorf("a new version took %v, want 11 requests", ops)
+		}
+		if _, err := st.Ingest(e.ctx, o, CreateParams{}); err != nil {
+			t.Fatal(err)
+		}
+		if ops := c.take(); total(ops) != 3 {
+			t.Errorf("a version already ingested took %v, want 3 requests", ops)
+		}
+	})
+}
