@@ -34,6 +34,10 @@ type ObjectEvent struct {
 // markers instead, which finds them all.
 const maxNoted = 4096
 
+// recordWait is how long a worker told of a marker due now waits for the
+// event of its task's record before it visits (see takeNotes).
+const recordWait = 20 * time.Millisecond
+
 // noted is a marker named by an event, to visit at a time.
 type noted struct {
 	m     marker
@@ -111,7 +115,15 @@ func (w *Worker) takeNotes() (listNow bool) {
 				lost = true
 				continue
 			}
-			w.marked[m.key] = noted{m: m, at: later(now, m.due.Add(s.dueLead()))}
+			at := later(now, m.due.Add(s.dueLead()))
+			if !at.After(now) {
+				// Due now: a Submit's or a Retry's, most likely, which
+				// writes its marker before its record. Give the record's
+				// event a moment to come first, so that one GET finds the
+				// task queued.
+				at = now.Add(recordWait)
+			}
+			w.marked[m.key] = noted{m: m, at: at}
 			continue
 		}
 		id, _ := s.recordID(e.Key)

@@ -16,14 +16,20 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/s3task/s3task/internal/s3test"
 )
 
-// TestMain also serves as the worker-only child of the large scenario,
-// which runs the test binary again with childEnv set; and it fails the run
-// if a test leaves a goroutine behind.
+// TestMain also serves as the worker-only child of the large scenario and
+// as the worker process of the events scenario, which run the test binary
+// again with childEnv or eventsChildEnv set; and it fails the run if a test
+// leaves a goroutine behind.
 func TestMain(m *testing.M) {
 	if cfg, ok := childFromEnv(); ok {
 		os.Exit(runChild(cfg, os.Stdout, os.Stderr))
+	}
+	if cfg, ok := eventsChildFromEnv(); ok {
+		os.Exit(runEventsChild(cfg, os.Stdin, os.Stdout, os.Stderr))
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -44,6 +50,15 @@ func TestSmall(t *testing.T) {
 	t.Logf("ran in %s", rep.elapsed)
 
 	for _, name := range scenarioNames {
+		if why, ok := rep.skipped[name]; ok {
+			// Only the events scenario skips, without versitygw; CI has it.
+			if os.Getenv("CI") != "" {
+				t.Errorf("scenario %s skipped under CI: %s", name, why)
+			} else {
+				t.Logf("scenario %s skipped: %s", name, why)
+			}
+			continue
+		}
 		res := rep.get(name)
 		if res == nil {
 			t.Errorf("scenario %s produced no result", name)
@@ -180,6 +195,63 @@ func TestSmall(t *testing.T) {
 	t.Run("fleet", func(t *testing.T) {
 		checkFleet(t, rep.get("fleet").(*fleetResult), svgDir)
 	})
+
+	t.Run("events", func(t *testing.T) {
+		if why, ok := rep.skipped["events"]; ok {
+			t.Skip(why)
+		}
+		checkEvents(t, rep.get("events").(*eventsResult))
+	})
+}
+
+// checkEvents checks what the events scenario must show at any size: the
+// worker told by events lists nothing to find a task and picks it up far
+// sooner than the polling one; both saw every task; the webhook's
+// deliveries were all accepted; idle, the events worker is quieter.
+func checkEvents(t *testing.T, res *eventsResult) {
+	cfg := res.cfg.events
+	if len(res.rows) != 2 || !res.rows[0].v.notify || res.rows[1].v.notify {
+		t.Fatalf("%d rows; want the events variant, then polling", len(res.rows))
+	}
+	ev, poll := res.rows[0], res.rows[1]
+	for _, row := range res.rows {
+		if len(row.pickups) != cfg.tasks {
+			t.Errorf("%s: %d pickups, want %d", row.v.name, len(row.pickups), cfg.tasks)
+		}
+		if row.refused != 0 {
+			t.Errorf("%s: the handler refused %d of versitygw's deliveries", row.v.name, row.refused)
+		}
+		if row.deliveries < 2*len(row.pickups) {
+			t.Errorf("%s: %d webhook deliveries for %d tasks; a Submit alone writes a marker and a record", row.v.name, row.deliveries, len(row.pickups))
+		}
+	}
+	if n := ev.c.kinds["LIST"] + ev.gaps.kinds["LIST"]; n != 0 {
+		t.Errorf("the worker told by events listed %d times in %d pickups; an event names the task (by label: %s; outside the pickups: %s)",
+			n, len(ev.pickups), labelList(ev.c, 1, "×"), labelList(ev.gaps, 1, "×"))
+	}
+	if ev.notified < len(ev.pickups) {
+		t.Errorf("Notify took an interest in %d records for %d tasks", ev.notified, len(ev.pickups))
+	}
+	if ev.idle.total() > max(1, int(res.window.Minutes()+0.5)) {
+		t.Errorf("the idle worker with events made %d requests in %s: %s", ev.idle.total(), res.window, labelList(ev.idle, 1, "×"))
+	}
+	if poll.idle.total() <= ev.idle.total() {
+		t.Errorf("idle for %s, the polling worker made %d requests and the one with events %d", res.window, poll.idle.total(), ev.idle.total())
+	}
+	if l := poll.c.kinds["LIST"]; l < len(poll.pickups) {
+		t.Errorf("the polling worker listed %d times in %d pickups; it finds a task by listing", l, len(poll.pickups))
+	}
+	// Far faster: a quarter of polling's p50 or of its mean, whichever is
+	// larger, so that a run of lucky polls cannot fail it.
+	var sum time.Duration
+	for _, d := range poll.pickups {
+		sum += d
+	}
+	evP50, pollP50, pollMean := percentile(ev.pickups, 50), percentile(poll.pickups, 50), sum/time.Duration(max(len(poll.pickups), 1))
+	if evP50*4 > max(pollP50, pollMean) {
+		t.Errorf("pickup p50 %s with events against %s (mean %s) by polling: want far faster", evP50, pollP50, pollMean)
+	}
+	t.Logf("pickup p50 %s with events, %s by polling; %s", evP50, pollP50, res.goals())
 }
 
 // fleetKnownMisses are goals of the new design that it does not meet: the
@@ -351,6 +423,26 @@ func checkSVG(t *testing.T, name string, data []byte) {
 	}
 }
 
+// TestEventsWithoutVersitygw: without the versitygw binary the events
+// scenario fails with the reason when named in -scenarios, and is skipped
+// when it runs only as part of the default list.
+func TestEventsWithoutVersitygw(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-versitygw")
+	t.Setenv(s3test.EnvGatewayBin, missing)
+	var out bytes.Buffer
+	if _, err := run(t.Context(), []string{"-small", "-scenarios", "events"}, &out, io.Discard); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("-scenarios events without versitygw: error %v, want one naming %s", err, missing)
+	}
+	cfg, err := parseFlags([]string{"-small"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var skip skipError
+	if _, err := runEvents(t.Context(), cfg, io.Discard); !errors.As(err, &skip) || !strings.Contains(err.Error(), missing) {
+		t.Errorf("events in the default list without versitygw: error %v, want it skipped", err)
+	}
+}
+
 func TestParseFlags(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -359,21 +451,27 @@ func TestParseFlags(t *testing.T) {
 		check   func(*config) bool
 	}{
 		{nil, false, func(c *config) bool {
-			return len(c.scenarios) == 7 && c.contTasks == 1000 && c.largeBytes == 200<<20 &&
-				slices.Equal(c.fleet.backlogs, []int{1000, 10000, 100000}) && c.fleet.claims == 320 && c.svgDir == ""
+			return len(c.scenarios) == 8 && !c.scenariosSet && c.contTasks == 1000 && c.largeBytes == 200<<20 &&
+				slices.Equal(c.fleet.backlogs, []int{1000, 10000, 100000}) && c.fleet.claims == 320 && c.svgDir == "" &&
+				c.events.tasks == 40 && c.events.idle == 2*time.Minute && c.events.pause == 2*time.Second
 		}},
 		{[]string{"-small"}, false, func(c *config) bool {
 			return c.contTasks == 100 && c.idleScale == 100 && c.pageSizes[2] == 5000 &&
-				slices.Equal(c.fleet.backlogs, []int{1000, 5000}) && c.fleet.claims == 160 && c.fleet.queue == 500
+				slices.Equal(c.fleet.backlogs, []int{1000, 5000}) && c.fleet.claims == 160 && c.fleet.queue == 500 &&
+				c.events.tasks == 5 && c.events.idle == 5*time.Second
 		}},
 		{[]string{"-small", "-fleet-claims", "9", "-svg", "docs/"}, false, func(c *config) bool { return c.fleet.claims == 9 && c.svgDir == "docs/" }},
 		{[]string{"-scenarios", "7"}, false, func(c *config) bool { return strings.Join(c.scenarios, ",") == "fleet" }},
+		{[]string{"-scenarios", "8"}, false, func(c *config) bool { return strings.Join(c.scenarios, ",") == "events" && c.scenariosSet }},
+		{[]string{"-small", "-events-tasks", "3", "-events-idle", "1s"}, false, func(c *config) bool { return c.events.tasks == 3 && c.events.idle == time.Second }},
 		{[]string{"-small", "-tasks", "7"}, false, func(c *config) bool { return c.contTasks == 7 }},
 		{[]string{"-scenarios", "5,life"}, false, func(c *config) bool { return strings.Join(c.scenarios, ",") == "life,paging" }},
 		{[]string{"-latency", "0"}, false, func(c *config) bool { return c.latMax == 0 }},
 		{[]string{"-latency", "2ms-5ms"}, false, func(c *config) bool { return c.latMin == 2*time.Millisecond && c.latMax == 5*time.Millisecond }},
 		{[]string{"-scenarios", "nope"}, true, nil},
-		{[]string{"-scenarios", "8"}, true, nil},
+		{[]string{"-scenarios", "9"}, true, nil},
+		{[]string{"-events-tasks", "0"}, true, nil},
+		{[]string{"-events-idle", "0s"}, true, nil},
 		{[]string{"-fleet-backlogs", "0"}, true, nil},
 		{[]string{"-fleet-reconcile", "0s"}, true, nil},
 		{[]string{"-latency", "5ms-2ms"}, true, nil},
@@ -524,6 +622,18 @@ func TestLineChart(t *testing.T) {
 	} {
 		if lo, hi := domain(tc.vs, tc.log); lo != tc.lo || hi != tc.hi {
 			t.Errorf("domain(%v, %v) = %v, %v; want %v, %v", tc.vs, tc.log, lo, hi, tc.lo, tc.hi)
+		}
+	}
+}
+
+// TestSpan: configured intervals print briefly, without losing a digit.
+func TestSpan(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0s", 2 * time.Second: "2s", 10 * time.Second: "10s", 2 * time.Minute: "2m", 10 * time.Minute: "10m",
+		90 * time.Second: "1m30s", time.Hour: "1h", 24 * time.Hour: "24h", 90 * time.Minute: "1h30m", 500 * time.Millisecond: "500ms",
+	} {
+		if got := span(d); got != want {
+			t.Errorf("span(%s) = %q, want %q", d, got, want)
 		}
 	}
 }

@@ -1,5 +1,5 @@
 // Command bench measures what s3task costs in the units S3 bills and users
-// wait for: requests by kind and round trips. It runs seven scenarios and
+// wait for: requests by kind and round trips. It runs eight scenarios and
 // prints one table (or a few) per scenario, in Markdown:
 //
 //	life        the requests of one task's life, next to the fewest this design allows
@@ -12,11 +12,17 @@
 //	            first, the reconcile bill, local pickup, delayed start, next to
 //	            an emulation of the previous design (markers newest first,
 //	            every poll listing every page)
+//	events      pickup with S3 event notifications (versitygw's webhook into
+//	            Worker.Notify, the worker in another process) against polling
+//	            in the same run, and the idle worker's requests
 //
 // By default everything runs against an in-process S3 (gofakes3, a fresh one
 // per scenario). Give -endpoint and friends to run against any S3-compatible
 // store (path-style addressing); every scenario then works under its own
-// prefix, removed afterwards unless -keep is set.
+// prefix, removed afterwards unless -keep is set. The events scenario always
+// runs versitygw servers of its own (the binary is found as
+// internal/s3test.GatewayBinary says); without the binary it is skipped,
+// unless -scenarios names it, which makes that an error.
 //
 //	go run ./internal/cmd/bench                     # full size
 //	go run ./internal/cmd/bench -small              # CI smoke test, well under a minute
@@ -48,6 +54,9 @@ func main() {
 	if cfg, ok := childFromEnv(); ok {
 		os.Exit(runChild(cfg, os.Stdout, os.Stderr))
 	}
+	if cfg, ok := eventsChildFromEnv(); ok {
+		os.Exit(runEventsChild(cfg, os.Stdin, os.Stdout, os.Stderr))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if _, err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
@@ -77,6 +86,7 @@ var scenarios = []scenario{
 	{name: "paging", runEnv: runPaging},
 	{name: "large", runEnv: runLarge},
 	{name: "fleet", run: runFleet},
+	{name: "events", run: runEvents},
 }
 
 // scenarioNames lists the names of the scenarios in the order they run.
@@ -92,6 +102,9 @@ var scenarioNames = func() []string {
 type config struct {
 	small     bool
 	scenarios []string
+	// scenariosSet is true when -scenarios was given: a scenario that
+	// cannot run then fails the run instead of being skipped.
+	scenariosSet bool
 
 	// The S3 to run against; an empty endpoint means in-process.
 	endpoint, bucket, accessKey, secretKey, region string
@@ -123,6 +136,8 @@ type config struct {
 
 	fleet fleetConfig
 
+	events eventsConfig
+
 	// svgDir, if set, is where the fleet scenario draws its charts.
 	svgDir string
 }
@@ -131,6 +146,7 @@ type config struct {
 type report struct {
 	cfg     *config
 	results map[string]result // by scenario name
+	skipped map[string]string // by scenario name: why it did not run
 	elapsed time.Duration
 }
 
@@ -148,7 +164,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (*report,
 	if err != nil {
 		return nil, err
 	}
-	rep := &report{cfg: cfg, results: map[string]result{}}
+	rep := &report{cfg: cfg, results: map[string]result{}, skipped: map[string]string{}}
 	start := time.Now()
 	fmt.Fprintf(stdout, "# s3task benchmarks\n\n%s\n", cfg.describe())
 	for _, sc := range scenarios {
@@ -162,6 +178,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (*report,
 		mem := startMemSampler()
 		res, err := sc.start(ctx, cfg, stderr)
 		peak := mem.stop()
+		var skip skipError
+		if errors.As(err, &skip) {
+			rep.skipped[name] = skip.err.Error()
+			fmt.Fprintf(stderr, "bench: scenario %s skipped: %v\n", name, skip.err)
+			fmt.Fprintf(stdout, "_Scenario %s skipped: %v. Name it in -scenarios to make that an error._\n\n", name, skip.err)
+			continue
+		}
 		if err != nil {
 			return rep, fmt.Errorf("scenario %s: %w", name, err)
 		}
@@ -205,7 +228,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(stderr)
 	c := &config{}
 	fs.BoolVar(&c.small, "small", false, "run every scenario at a small size (CI smoke test)")
-	scen := fs.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios to run, by name or number 1-7: "+strings.Join(scenarioNames, ","))
+	scen := fs.String("scenarios", strings.Join(scenarioNames, ","), fmt.Sprintf("comma-separated scenarios to run, by name or number 1-%d: %s", len(scenarioNames), strings.Join(scenarioNames, ",")))
 	fs.StringVar(&c.endpoint, "endpoint", "", "S3 endpoint URL (path-style); empty runs an in-process gofakes3 per scenario")
 	fs.StringVar(&c.bucket, "bucket", "", "bucket to use with -endpoint (default: the in-process server's)")
 	fs.StringVar(&c.accessKey, "access-key", "test", "access key for -endpoint")
@@ -248,6 +271,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	idleWorkers := fs.String("fleet-idle-workers", "1,4,16", "idle worker counts of the LISTs-per-submit run (fleet)")
 	fs.IntVar(&fl.idleSamples, "fleet-idle-samples", 4, "submits per worker count in the LISTs-per-submit run (fleet)")
 	fs.DurationVar(&fl.idlePoll, "fleet-idle-poll", s3task.DefaultPollInterval, "PollInterval of the idle workers in the LISTs-per-submit run (fleet)")
+	ev := &c.events
+	fs.IntVar(&ev.tasks, "events-tasks", 40, "tasks submitted one at a time per variant, after a warm-up task (events)")
+	fs.DurationVar(&ev.pause, "events-pause", s3task.DefaultPollInterval, "the longest random pause before each Submit (events)")
+	fs.DurationVar(&ev.idle, "events-idle", 2*time.Minute, "how long the workers are watched idle after their tasks (events)")
 	fs.StringVar(&c.svgDir, "svg", "", "directory to draw the fleet scenario's charts in (lists-per-claim.svg, queue-wait.svg); empty draws none")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -281,6 +308,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			"fleet-run-at":       func() { fl.runAt = 2 * time.Second },
 			"fleet-idle-samples": func() { fl.idleSamples = 3 },
 			"fleet-idle-poll":    func() { fl.idlePoll = 500 * time.Millisecond },
+			"events-tasks":       func() { ev.tasks = 5 },
+			"events-idle":        func() { ev.idle = 5 * time.Second },
 		}
 		for name, f := range smalls {
 			if !set[name] {
@@ -289,6 +318,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		}
 	}
 	var err error
+	c.scenariosSet = set["scenarios"]
 	if c.scenarios, err = parseScenarios(*scen); err != nil {
 		return nil, err
 	}
@@ -324,6 +354,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, errors.New("-idle-window must be positive")
 	case c.contPoll <= 0:
 		return nil, errors.New("-poll must be positive")
+	}
+	switch {
+	case ev.tasks < 1:
+		return nil, errors.New("-events-tasks must be positive")
+	case ev.pause < 0, ev.idle <= 0:
+		return nil, errors.New("-events-pause must not be negative, -events-idle must be positive")
 	}
 	if c.endpoint == "" && c.bucket != "" {
 		return nil, errors.New("-bucket needs -endpoint")
@@ -406,6 +442,10 @@ func (c *config) describe() string {
 	if c.latMax > 0 {
 		lat = fmt.Sprintf("%s to %s per request, half each way", c.latMin, c.latMax)
 	}
-	return fmt.Sprintf("Against %s, at %s. Prices per 1,000 requests: PUT/COPY $%g, POST $%g, LIST $%g, GET $%g, HEAD $%g, DELETE $%g. Added latency in contention and naive: %s.\n",
-		target, size, c.prices.put, c.prices.post, c.prices.list, c.prices.get, c.prices.head, c.prices.del, lat)
+	events := ""
+	if slices.Contains(c.scenarios, "events") {
+		events = " The events scenario runs versitygw servers of its own whatever the target."
+	}
+	return fmt.Sprintf("Against %s, at %s. Prices per 1,000 requests: PUT/COPY $%g, POST $%g, LIST $%g, GET $%g, HEAD $%g, DELETE $%g. Added latency in contention and naive: %s.%s\n",
+		target, size, c.prices.put, c.prices.post, c.prices.list, c.prices.get, c.prices.head, c.prices.del, lat, events)
 }

@@ -125,10 +125,11 @@ func num(v float64) string {
 // span formats a configured interval briefly: "24h", "1h", "2s".
 func span(d time.Duration) string {
 	s := d.String()
-	s = strings.TrimSuffix(s, "0s")
-	s = strings.TrimSuffix(s, "0m")
-	if s == "" {
-		return "0s"
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s") // "2m0s" -> "2m"
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m") // "1h0m" -> "1h"
 	}
 	return s
 }

@@ -198,8 +198,8 @@ var mutations = []mutation{
 		Name:    "event-ignored",
 		Promise: "A worker told by an event that a task's marker was written visits that task at once, with no LIST.",
 		File:    "event.go",
-		Old:     `w.marked[m.key] = noted{m: m, at: later(now, m.due.Add(s.dueLead()))}`,
-		New:     `_ = noted{m: m, at: later(now, m.due.Add(s.dueLead()))}`,
+		Old:     `w.marked[m.key] = noted{m: m, at: at}`,
+		New:     `_ = noted{m: m, at: at}`,
 	},
 	{
 		Name:    "ingest-version-blind",
