@@ -49,13 +49,15 @@ type noted struct {
 // starts new work at once instead of at its next check of the wake object.
 // An event that a marker of the worker's Store was written makes the worker
 // visit that task directly, with no LIST: it reads the record and claims the
-// task if it is due and its type served, as a poll would; a marker due
+// task if it is due and its type served, as a poll would. A marker due now
+// is visited when the event of its task's record comes, or 20 ms after its
+// own, whichever is first: a Submit writes its marker before its record, and
+// a visit in between would find the task not yet queued. A marker due
 // later (a scheduled start, a retry, another worker's lease) is visited at
 // its time, unless an event says it was deleted first. An event that a
-// task's record was written makes the worker visit at once the markers of
-// that task it was told of and found ahead of their record (a Submit writes
-// its marker first); one that the record was deleted (a Purge), forget
-// them. Notify reports whether the event concerns the worker;
+// task's record was written also brings the worker back at once to the
+// markers of that task it found ahead of their record; one that the record
+// was deleted (a Purge) makes it forget them. Notify reports whether the event concerns the worker;
 // events of other objects and other buckets are ignored.
 //
 // An event is only a hint: the record decides, so duplicate, late,
