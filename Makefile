@@ -2,11 +2,11 @@
 GOBIN ?= $(CURDIR)/.cache/bin
 export GOBIN
 
-# The library is the root module; examples/, s3taskotel/ and s3tasknats/ are
-# modules of their own (so the library's go.mod names none of their
-# dependencies), tied in by go.work. In workspace mode ./... stops at a
-# nested go.mod, so the commands name all four trees.
-PKGS := ./... ./examples/... ./s3taskotel/... ./s3tasknats/...
+# The library is the root module; examples/, s3taskotel/, s3tasknats/ and
+# s3tasklambda/ are modules of their own (so the library's go.mod names none
+# of their dependencies), tied in by go.work. In workspace mode ./... stops
+# at a nested go.mod, so the commands name all five trees.
+PKGS := ./... ./examples/... ./s3taskotel/... ./s3tasknats/... ./s3tasklambda/...
 
 .PHONY: help
 help: ## list the targets
@@ -28,6 +28,7 @@ test/race: ## run the tests with the race detector (the README's command)
 test/integration: ## run the tests, also against versitygw and SeaweedFS servers on 127.0.0.1 (what CI runs)
 	@test -x $(GOBIN)/versitygw || go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
 	@test -x $(GOBIN)/nats-server || go install github.com/nats-io/nats-server/v2@v2.15.2
+	@test -x $(GOBIN)/aws-lambda-rie || go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d
 	bash .ci/seaweedfs.sh
 	go run ./internal/cmd/s3gw -- go test -race -count=1 -timeout 30m $(PKGS)
 
@@ -56,6 +57,7 @@ tidy: ## go mod tidy in each module
 	cd examples && GOWORK=off go mod tidy
 	cd s3taskotel && GOWORK=off go mod tidy
 	cd s3tasknats && GOWORK=off go mod tidy
+	cd s3tasklambda && GOWORK=off go mod tidy
 
 .PHONY: bench/micro
 bench/micro: ## run the micro-benchmarks with allocation counts

@@ -3,8 +3,9 @@
 # module example.com/host with one typed handler and a test of it written
 # with s3tasktest) to a temporary directory, points its replace at this
 # checkout, tidies it and runs its tests outside the workspace. Then it
-# fails if the host's go.sum names a module that only the examples or
-# s3taskotel need (chromedp, prometheus, bbolt, OpenTelemetry), so that
+# fails if the host's go.sum names a module that only the examples,
+# s3taskotel, s3tasknats or s3tasklambda need (chromedp, prometheus, bbolt,
+# OpenTelemetry, NATS, aws-lambda-go), so that
 # depending on s3task never drags them in.
 #
 # One exception, computed rather than listed: the test kit's in-memory S3 is
@@ -14,8 +15,8 @@
 # it is built into the host or its tests (checked below).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-forbidden='^(github\.com/chromedp/|github\.com/prometheus/|go\.etcd\.io/bbolt[ /]|go\.opentelemetry\.io/)'
-forbidden_pkgs='^(github\.com/chromedp/|github\.com/prometheus/|go\.etcd\.io/bbolt(/|$)|go\.opentelemetry\.io/)'
+forbidden='^(github\.com/chromedp/|github\.com/prometheus/|go\.etcd\.io/bbolt[ /]|go\.opentelemetry\.io/|github\.com/nats-io/|github\.com/aws/aws-lambda-go[ /])'
+forbidden_pkgs='^(github\.com/chromedp/|github\.com/prometheus/|go\.etcd\.io/bbolt(/|$)|go\.opentelemetry\.io/|github\.com/nats-io/|github\.com/aws/aws-lambda-go(/|$))'
 tolerated_requirer='github.com/johannesboyne/gofakes3@'
 
 tmp="$(mktemp -d)"
