@@ -88,7 +88,6 @@ type invocation struct {
 	last     time.Time       // the last claim or settlement
 	released map[string]bool // tasks whose attempt was given back
 	changed  chan struct{}   // pinged by every hook
-	user     s3task.Hooks    // the caller's hooks, still called
 }
 
 // New returns a Function that runs h for the tasks of store. It makes no
