@@ -38,6 +38,11 @@ type app struct {
 	stopWorker context.CancelFunc
 	workerDone chan struct{}
 
+	// Ingest (nil without -ingest or a worker).
+	ingester   *s3task.Ingester
+	stopIngest context.CancelFunc
+	ingestDone chan struct{}
+
 	// Metrics: always counted; served on the API listener and on
 	// -metrics-listen, if any.
 	metrics    *metrics
@@ -152,6 +157,9 @@ func (a *app) init(ctx context.Context, creds []credential) error {
 	}
 	if cfg.runsWorker() {
 		if err := a.startWorker(ctx); err != nil {
+			return err
+		}
+		if err := a.startIngest(ctx); err != nil {
 			return err
 		}
 	}
@@ -284,6 +292,10 @@ func (a *app) startHTTP(creds []credential) error {
 	api.register(mux)
 	registerPage(mux)
 	mux.Handle("GET /metrics", a.metricsHandler(auth))
+	if err := a.registerEvents(mux); err != nil {
+		ln.Close()
+		return err
+	}
 	csrf := http.NewCrossOriginProtection()
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: http.StatusForbidden, code: "cross_origin", message: "cross-origin requests are refused"})
@@ -375,6 +387,10 @@ func (a *app) close() error {
 		if a.stopStats != nil {
 			a.stopStats()
 			<-a.statsDone
+		}
+		if a.ingester != nil {
+			a.stopIngest()
+			<-a.ingestDone
 		}
 		if a.worker != nil {
 			a.stopWorker()

@@ -75,6 +75,12 @@ type config struct {
 	otelSpans   sdktrace.SpanProcessor
 	otelMetrics sdkmetric.Reader
 
+	// Ingest and S3 event notifications (see ingest.go).
+	ingestPrefix string        // folder whose files become tasks; empty: none
+	ingestType   string        // the type of those tasks
+	ingestSweep  time.Duration // how often the folder is listed for files no event announced
+	eventsToken  string        // the webhook's token; empty: no webhook
+
 	// s3Wrap, if set, wraps the S3 client's HTTP transport. Tests use it to
 	// imitate a store that ignores conditional writes.
 	s3Wrap func(http.RoundTripper) http.RoundTripper
@@ -117,6 +123,10 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), usageOut 
 	fs.BoolVar(&c.metricsPublic, "metrics-public", false, "serve /metrics to anyone who reaches the listener, without the API's token (or, with no token, loopback Host) check")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "also serve /metrics, and nothing else, on this `address`: the way to scrape a -mode worker process")
 	fs.BoolVar(&c.otel, "otel", false, "trace each task with OpenTelemetry, from the API request that creates it to the worker's attempts (one trace per task), and export s3taskotel's metrics: as JSON lines on stdout, or over OTLP/HTTP when the environment variable "+otlpEndpointEnv+" is set (the exporters also read the other OTEL_EXPORTER_OTLP_* variables; OTEL_SERVICE_NAME overrides the service name csvbatch)")
+	fs.StringVar(&c.ingestPrefix, "ingest", "", "`folder` of the bucket, such as incoming/, whose files become tasks, one per version (in processes that run the worker); empty: none")
+	fs.StringVar(&c.ingestType, "ingest-type", typeStats, "task `type` of the files of -ingest")
+	fs.DurationVar(&c.ingestSweep, "ingest-sweep", time.Minute, "how often the -ingest folder is listed for files no event announced")
+	fs.StringVar(&c.eventsToken, "events-token", "", "serve POST /s3-events, the webhook for the S3 server's event notifications, to deliveries that carry this `secret` (as ?token= or a bearer header); they wake the worker and feed -ingest. Prefer CSVBATCH_EVENTS_TOKEN")
 	fs.DurationVar(&c.statsInterval, "stats-interval", 5*time.Minute, "how often to refresh the bucket gauges of /metrics with Store.Stats; 0 turns them off")
 	fs.IntVar(&c.statsMaxTasks, "stats-max-tasks", 100, "records one Store.Stats refresh reads, newest first (one GET each)")
 	fs.Usage = func() {
@@ -164,6 +174,14 @@ func (c *config) validate() error {
 	}
 	if c.selftestRows > 0 && c.mode == modeAPI {
 		return errors.New("-selftest-rows needs a worker in this process: use -mode both or worker")
+	}
+	if c.ingestPrefix != "" {
+		if _, ok := lookupType(c.ingestType); !ok {
+			return fmt.Errorf("-ingest-type %q: want one of %s", c.ingestType, strings.Join(typeNames(), ", "))
+		}
+		if c.ingestSweep <= 0 {
+			return fmt.Errorf("-ingest-sweep %s: must be positive", c.ingestSweep)
+		}
 	}
 	if c.concurrency < 1 {
 		return fmt.Errorf("-concurrency %d: want at least 1", c.concurrency)

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/examples/internal/taskview"
+)
+
+// ingested returns the tasks whose source is key, by the API's list.
+func (s *service) ingested(key string) []taskview.Task {
+	s.t.Helper()
+	var page listResponse
+	s.call("GET", "/tasks?limit=100", nil, http.StatusOK, &page)
+	var out []taskview.Task
+	for _, t := range page.Tasks {
+		if t.Metadata[s3task.MetaSourceKey] == key {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// awaitIngested waits until key has n tasks and returns them.
+func (s *service) awaitIngested(key string, n int) []taskview.Task {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := s.ingested(key)
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s: %d tasks after 30s, want %d", key, len(got), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestIngestFolder: with -ingest, a CSV put in the folder becomes a task of
+// -ingest-type named after the file, which the worker runs; the same bytes
+// put again make no second task, new bytes do.
+func TestIngestFolder(t *testing.T) {
+	cfg := testConfig(t, svcOptions{})
+	cfg.ingestPrefix, cfg.ingestSweep = "incoming/", 100*time.Millisecond
+	svc := startConfig(t, cfg)
+	data := []byte("id,name\n1,alpha\n2,beta\n")
+	if _, err := svc.objects().Put(t.Context(), "incoming/june.csv", data); err != nil {
+		t.Fatal(err)
+	}
+	first := svc.awaitIngested("incoming/june.csv", 1)[0]
+	if first.Name != "june.csv" || first.Type != typeStats || first.CreatedBy != "ingest" {
+		t.Errorf("ingested task: name %q, type %q, created by %q", first.Name, first.Type, first.CreatedBy)
+	}
+	done := svc.waitFor(first.ID, "completed", completed)
+	if done.Progress.ProcessedCount != 2 {
+		t.Errorf("the task processed %d rows, want 2", done.Progress.ProcessedCount)
+	}
+	if _, err := svc.objects().Put(t.Context(), "incoming/june.csv", data); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // five sweeps
+	if got := svc.ingested("incoming/june.csv"); len(got) != 1 {
+		t.Errorf("the same bytes put again: %d tasks, want 1", len(got))
+	}
+	if _, err := svc.objects().Put(t.Context(), "incoming/june.csv", append(data, "3,gamma\n"...)); err != nil {
+		t.Fatal(err)
+	}
+	if got := svc.awaitIngested("incoming/june.csv", 2); len(got) != 2 {
+		t.Errorf("new bytes: %d tasks, want 2", len(got))
+	}
+}
+
+// TestEventsWebhook: with -events-token, POST /s3-events takes the S3
+// server's notifications: a file's notification makes its task at once
+// (the sweep is an hour away), a delivery without the token is refused,
+// and a body that is not a notification is a 400.
+func TestEventsWebhook(t *testing.T) {
+	cfg := testConfig(t, svcOptions{})
+	cfg.ingestPrefix, cfg.ingestSweep, cfg.eventsToken = "incoming/", time.Hour, "hook-secret"
+	svc := startConfig(t, cfg)
+	time.Sleep(200 * time.Millisecond) // the first sweep, of an empty folder, is over
+	data := []byte("id\n1\n")
+	etag, err := svc.objects().Put(t.Context(), "incoming/by event.csv", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	event := fmt.Sprintf(`{"Records":[{"eventName":"ObjectCreated:Put","s3":{"bucket":{"name":%q},"object":{"key":"incoming/by+event.csv","eTag":%q,"size":%d}}}]}`,
+		svc.app.objs.bucket, strings.Trim(etag, `"`), len(data))
+	post := func(target, body string) int {
+		req, err := http.NewRequest("POST", svc.base+target, bytes.NewReader([]byte(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, _ := svc.do(req)
+		return resp.StatusCode
+	}
+	if code := post("/s3-events", event); code != http.StatusUnauthorized {
+		t.Errorf("a delivery without the token: %d, want 401", code)
+	}
+	if code := post("/s3-events?token=hook-secret", "not json"); code != http.StatusBadRequest {
+		t.Errorf("a body that is not a notification: %d, want 400", code)
+	}
+	if got := svc.ingested("incoming/by event.csv"); len(got) != 0 {
+		t.Fatalf("refused deliveries made %d tasks", len(got))
+	}
+	if code := post("/s3-events?token=hook-secret", event); code != http.StatusNoContent {
+		t.Fatalf("the delivery: %d, want 204", code)
+	}
+	task := svc.awaitIngested("incoming/by event.csv", 1)[0]
+	svc.waitFor(task.ID, "completed", completed)
+}
