@@ -32,62 +32,15 @@ func (f notifierFunc) Notify(e s3task.ObjectEvent) bool { return f(e) }
 // first listing. Then every delivery is posted again, three times, newest
 // first: no task runs twice.
 func TestVersitygwWebhook(t *testing.T) {
-	rc := s3test.RemoteT(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-
-	var worker atomic.Pointer[s3task.Worker]
-	h, err := s3event.NewHandler(notifierFunc(func(e s3task.ObjectEvent) bool {
-		if w := worker.Load(); w != nil {
-			return w.Notify(e)
-		}
-		return false
-	}), &s3event.HandlerOptions{Token: "webhook-secret"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu         sync.Mutex
-		deliveries [][]byte
-	)
-	ts := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		var buf bytes.Buffer
-		if _, err := buf.ReadFrom(r.Body); err != nil {
-			t.Errorf("read a delivery: %v", err)
-		}
-		mu.Lock()
-		deliveries = append(deliveries, buf.Bytes())
-		mu.Unlock()
-		r.Body = httpBody(buf.Bytes())
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, r)
-		if rec.Code != http.StatusNoContent {
-			t.Errorf("the handler answered %d to a delivery of versitygw: %s\n%s", rec.Code, rec.Body, buf.Bytes())
-		}
-		rw.WriteHeader(rec.Code)
-	}))
-	defer ts.Close()
-
-	gw, err := s3test.StartGateway(ctx, s3test.GatewayConfig{
-		Bin:             rc.GatewayBin,
-		Dir:             filepath.Join(t.TempDir(), "root"),
-		EventWebhookURL: ts.URL + "/?token=webhook-secret",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Stop()
-	client := gw.Client()
-	bucket, err := s3test.NewBucket(ctx, client, "events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := &s3task.StoreOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	k := startHooked(t, ctx)
+	client, bucket := k.gw.Client(), k.bucket
 	store, err := s3task.NewStore(client, bucket, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	producer, err := s3task.NewStore(gw.Client(), bucket, quiet)
+	producer, err := s3task.NewStore(k.gw.Client(), bucket, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +62,7 @@ func TestVersitygwWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	worker.Store(w)
+	k.target.Store(s3event.Notifier(w))
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(runCtx) }()
@@ -158,22 +111,9 @@ func TestVersitygwWebhook(t *testing.T) {
 	}
 
 	// Every delivery again, three times, the newest first.
-	mu.Lock()
-	again := slices.Clone(deliveries)
-	mu.Unlock()
-	if len(again) < 5 {
-		t.Fatalf("versitygw made %d deliveries for 5 tasks", len(again))
-	}
-	slices.Reverse(again)
-	for range 3 {
-		for _, body := range again {
-			req := httptest.NewRequest(http.MethodPost, "/?token=webhook-secret", bytes.NewReader(body))
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			if rec.Code != http.StatusNoContent {
-				t.Fatalf("a replayed delivery: %d %s", rec.Code, rec.Body)
-			}
-		}
+	n := k.replay(t)
+	if n < 5 {
+		t.Fatalf("versitygw made %d deliveries for 5 tasks", n)
 	}
 	time.Sleep(2 * time.Second)
 	for _, id := range ids {
@@ -182,7 +122,7 @@ func TestVersitygwWebhook(t *testing.T) {
 			t.Errorf("task %s ran %d times; want once", id, got)
 		}
 	}
-	t.Logf("%d deliveries from versitygw for 5 tasks", len(again))
+	t.Logf("%d deliveries from versitygw for 5 tasks", n)
 }
 
 func httpBody(b []byte) *readCloser { return &readCloser{bytes.NewReader(b)} }
@@ -208,47 +148,10 @@ func waitFor(ctx context.Context, cond func() bool) bool {
 // "+" and a space, which versitygw sends unencoded, included. Every
 // delivery posted again, three times, makes no second task.
 func TestVersitygwIngest(t *testing.T) {
-	rc := s3test.RemoteT(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-
-	var target atomic.Value // s3event.Notifier
-	h, err := s3event.NewHandler(notifierFunc(func(e s3task.ObjectEvent) bool {
-		if n, ok := target.Load().(s3event.Notifier); ok {
-			return n.Notify(e)
-		}
-		return false
-	}), &s3event.HandlerOptions{Token: "t0ken"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu         sync.Mutex
-		deliveries [][]byte
-	)
-	ts := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		var buf bytes.Buffer
-		_, _ = buf.ReadFrom(r.Body)
-		mu.Lock()
-		deliveries = append(deliveries, buf.Bytes())
-		mu.Unlock()
-		r.Body = httpBody(buf.Bytes())
-		h.ServeHTTP(rw, r)
-	}))
-	defer ts.Close()
-	gw, err := s3test.StartGateway(ctx, s3test.GatewayConfig{
-		Bin: rc.GatewayBin, Dir: filepath.Join(t.TempDir(), "root"), EventWebhookURL: ts.URL + "/?token=t0ken",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Stop()
-	client := gw.Client()
-	bucket, err := s3test.NewBucket(ctx, client, "ingest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := &s3task.StoreOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	k := startHooked(t, ctx)
+	client, bucket := k.gw.Client(), k.bucket
 	store, err := s3task.NewStore(client, bucket, quiet)
 	if err != nil {
 		t.Fatal(err)
@@ -280,7 +183,7 @@ func TestVersitygwIngest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target.Store(s3event.All(w, ing))
+	k.target.Store(s3event.All(w, ing))
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = w.Run(runCtx) })
@@ -316,15 +219,7 @@ func TestVersitygwIngest(t *testing.T) {
 	if diff := cmp.Diff(files, ran()); diff != "" {
 		t.Errorf("inputs of the tasks by source (-want +got):\n%s", diff)
 	}
-	mu.Lock()
-	again := slices.Clone(deliveries)
-	mu.Unlock()
-	for range 3 {
-		for _, body := range again {
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/?token=t0ken", bytes.NewReader(body)))
-		}
-	}
+	k.replay(t)
 	time.Sleep(3 * time.Second)
 	page, err := store.List(ctx, s3task.ListOptions{Limit: 100})
 	if err != nil {
@@ -335,3 +230,87 @@ func TestVersitygwIngest(t *testing.T) {
 		t.Errorf("%d tasks after every delivery came three times more; want %d", tasks, len(files))
 	}
 }
+
+// hooked is a versitygw whose webhook posts to an s3event handler in the
+// test, which passes the deliveries to whatever target holds, and keeps
+// them for the test to post again.
+type hooked struct {
+	gw     *s3test.Gateway
+	bucket string
+	h      http.Handler
+	target atomic.Value // s3event.Notifier
+
+	mu         sync.Mutex
+	deliveries [][]byte
+}
+
+const hookToken = "webhook-secret"
+
+func startHooked(t *testing.T, ctx context.Context) *hooked {
+	t.Helper()
+	rc := s3test.RemoteT(t)
+	k := &hooked{}
+	h, err := s3event.NewHandler(notifierFunc(func(e s3task.ObjectEvent) bool {
+		if n, ok := k.target.Load().(s3event.Notifier); ok {
+			return n.Notify(e)
+		}
+		return false
+	}), &s3event.HandlerOptions{Token: hookToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.h = h
+	ts := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var buf bytes.Buffer
+		if _, err := buf.ReadFrom(r.Body); err != nil {
+			t.Errorf("read a delivery: %v", err)
+		}
+		k.mu.Lock()
+		k.deliveries = append(k.deliveries, buf.Bytes())
+		k.mu.Unlock()
+		r.Body = httpBody(buf.Bytes())
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if rec.Code != http.StatusNoContent {
+			t.Errorf("the handler answered %d to a delivery of versitygw: %s\n%s", rec.Code, rec.Body, buf.Bytes())
+		}
+		rw.WriteHeader(rec.Code)
+	}))
+	t.Cleanup(ts.Close)
+	// The receiver listens first: versitygw posts a test event at start-up.
+	gw, err := s3test.StartGateway(ctx, s3test.GatewayConfig{
+		Bin:             rc.GatewayBin,
+		Dir:             filepath.Join(t.TempDir(), "root"),
+		EventWebhookURL: ts.URL + "/?token=" + hookToken,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Stop() })
+	k.gw = gw
+	if k.bucket, err = s3test.NewBucket(ctx, gw.Client(), "events"); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// replay posts every delivery so far again, three times, the newest first.
+func (k *hooked) replay(t *testing.T) int {
+	t.Helper()
+	k.mu.Lock()
+	again := slices.Clone(k.deliveries)
+	k.mu.Unlock()
+	slices.Reverse(again)
+	for range 3 {
+		for _, body := range again {
+			rec := httptest.NewRecorder()
+			k.h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/?token="+hookToken, bytes.NewReader(body)))
+			if rec.Code != http.StatusNoContent {
+				t.Fatalf("a replayed delivery: %d %s", rec.Code, rec.Body)
+			}
+		}
+	}
+	return len(again)
+}
+
+var quiet = &s3task.StoreOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}

@@ -245,7 +245,7 @@ func TestSubscribeArguments(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(got) != 1 || got[0] != (s3task.ObjectEvent{Bucket: "b", Key: "tasks/x"}) {
+	if len(got) != 1 || got[0] != (s3task.ObjectEvent{Bucket: "b", Key: "tasks/x", Size: -1}) {
 		t.Errorf("the notifier got %+v; want the one event", got)
 	}
 }

@@ -3,7 +3,6 @@ package s3test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -44,31 +43,13 @@ func StartNATS(ctx context.Context, bin, dir string) (*NATS, error) {
 	if err != nil {
 		return nil, err
 	}
-	for try := 0; try < 5; try++ {
-		var addr string
-		if addr, err = freeAddr(); err != nil {
-			break
-		}
-		_, port, _ := strings.Cut(addr, ":")
-		cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", port)
-		cmd.Stdout, cmd.Stderr = log, log
-		var exited <-chan struct{}
-		if exited, err = n.proc.launch(cmd); err != nil {
-			break
-		}
-		n.URL = "nats://" + addr
-		err = n.proc.await(ctx, exited, n.URL, "accept connections", 30*time.Second, 20*time.Millisecond, time.Second,
-			func(ctx context.Context) error {
-				var d net.Dialer
-				c, err := d.DialContext(ctx, "tcp", addr)
-				if err == nil {
-					c.Close()
-				}
-				return err
-			})
-		if err == nil {
-			return n, nil
-		}
+	addrs, err := n.proc.startListening(ctx, 1, log, func(addrs []string) *exec.Cmd {
+		_, port, _ := strings.Cut(addrs[0], ":")
+		return exec.Command(bin, "-a", "127.0.0.1", "-p", port)
+	})
+	if err == nil {
+		n.URL = "nats://" + addrs[0]
+		return n, nil
 	}
 	n.proc.closeLog()
 	return nil, fmt.Errorf("s3test: start nats-server: %w", err)

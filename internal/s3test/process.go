@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"sync"
@@ -152,4 +153,39 @@ func (p *process) closeLog() {
 		p.logF.Close()
 		p.logF = nil
 	}
+}
+
+// startListening starts the program cmd builds for n free addresses of
+// 127.0.0.1, logging to log, and waits until the first address accepts
+// connections; if the port was taken in between, it tries other ones, a few
+// times. It returns the addresses.
+func (p *process) startListening(ctx context.Context, n int, log io.Writer, cmd func(addrs []string) *exec.Cmd) ([]string, error) {
+	var err error
+	for try := 0; try < 5; try++ {
+		addrs := make([]string, n)
+		for i := range addrs {
+			if addrs[i], err = freeAddr(); err != nil {
+				return nil, err
+			}
+		}
+		c := cmd(addrs)
+		c.Stdout, c.Stderr = log, log
+		var exited <-chan struct{}
+		if exited, err = p.launch(c); err != nil {
+			return nil, err
+		}
+		err = p.await(ctx, exited, addrs[0], "accept connections", 30*time.Second, 20*time.Millisecond, time.Second,
+			func(ctx context.Context) error {
+				var d net.Dialer
+				conn, err := d.DialContext(ctx, "tcp", addrs[0])
+				if err == nil {
+					conn.Close()
+				}
+				return err
+			})
+		if err == nil || ctx.Err() != nil {
+			return addrs, err
+		}
+	}
+	return nil, err
 }

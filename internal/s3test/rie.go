@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -52,34 +51,14 @@ func StartRIE(ctx context.Context, bootstrap string, env []string, timeout time.
 	if err != nil {
 		return nil, err
 	}
-	for try := 0; try < 5; try++ {
-		var addr, api string
-		if addr, err = freeAddr(); err != nil {
-			break
-		}
-		if api, err = freeAddr(); err != nil {
-			break
-		}
-		cmd := exec.Command(bin, "--log-level", "error", "--runtime-interface-emulator-address", addr, "--runtime-api-address", api, bootstrap)
+	addrs, err := r.proc.startListening(ctx, 2, log, func(addrs []string) *exec.Cmd {
+		cmd := exec.Command(bin, "--log-level", "error", "--runtime-interface-emulator-address", addrs[0], "--runtime-api-address", addrs[1], bootstrap)
 		cmd.Env = append(append(os.Environ(), env...), "AWS_LAMBDA_FUNCTION_TIMEOUT="+strconv.Itoa(int(timeout/time.Second)))
-		cmd.Stdout, cmd.Stderr = log, log
-		var exited <-chan struct{}
-		if exited, err = r.proc.launch(cmd); err != nil {
-			break
-		}
-		r.URL = "http://" + addr + "/2015-03-31/functions/function/invocations"
-		err = r.proc.await(ctx, exited, addr, "accept connections", 30*time.Second, 20*time.Millisecond, time.Second,
-			func(ctx context.Context) error {
-				var d net.Dialer
-				c, err := d.DialContext(ctx, "tcp", addr)
-				if err == nil {
-					c.Close()
-				}
-				return err
-			})
-		if err == nil {
-			return r, nil
-		}
+		return cmd
+	})
+	if err == nil {
+		r.URL = "http://" + addrs[0] + "/2015-03-31/functions/function/invocations"
+		return r, nil
 	}
 	r.proc.closeLog()
 	return nil, fmt.Errorf("s3test: start aws-lambda-rie: %w", err)
