@@ -111,7 +111,7 @@ func (w *Worker) takeNotes() (listNow bool) {
 			}
 			// Written just now, as far as this worker can tell: a visit
 			// never takes it for the leftover of a phase that is over.
-			m.written = now
+			m.written, m.event = now, true
 			w.announced(m.key)
 			if len(w.marked) >= maxNoted {
 				lost = true

@@ -2,6 +2,7 @@ package s3task
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -276,4 +277,63 @@ func TestNotifyVisitFails(t *testing.T) {
 			t.Errorf("started %s after the event, its first visit refused; want a retry within seconds", d)
 		}
 	})
+}
+
+// TestNotifyFleetCost counts the requests of 16 idle workers per task
+// submitted, when every worker hears of every task (a broker's fan-out,
+// NATS without a queue group) and when one of them does (a webhook, a queue
+// group), next to the same fleet polling at the defaults. It logs the
+// counts for BENCHMARKS.md and checks what the design promises: with one
+// receiver no worker lists, and a task costs at most what a polling fleet
+// pays for it; with fan-out, each worker pays at most one GET of the
+// record.
+func TestNotifyFleetCost(t *testing.T) {
+	const workers, tasks = 16, 10
+	for _, mode := range []string{"polling", "fan-out", "one receiver"} {
+		t.Run(mode, func(t *testing.T) {
+			inBubble(t, func(t *testing.T, e *advEnv) {
+				var c opCounter
+				var fleet []*advWorker
+				for i := range workers {
+					opts := eventOpts(fmt.Sprintf("w%d", i))
+					if mode == "polling" {
+						opts = &WorkerOptions{ID: opts.ID, ReconcileInterval: -1}
+					}
+					fleet = append(fleet, e.run(e.store(nil, c.wrap), advSucceed, opts))
+				}
+				time.Sleep(2 * time.Minute) // every worker listed once and settled into idling
+				c.take()
+				for i := range tasks {
+					task := e.submit(CreateParams{Name: "fleet"})
+					ev := ObjectEvent{Key: e.markerKey(task.ID)}
+					switch mode {
+					case "fan-out":
+						for _, w := range fleet {
+							w.w.Notify(ev)
+						}
+					case "one receiver":
+						fleet[i%workers].w.Notify(ev)
+					}
+					if !e.awaitTerminal(task.ID, time.Minute) {
+						t.Fatalf("task %d did not finish", i)
+					}
+					time.Sleep(3 * time.Second) // the fleet settles before the next
+				}
+				ops := c.take()
+				per := func(op string) float64 { return float64(ops[op]) / tasks }
+				t.Logf("%s, %d workers: per task %.1f requests: %.1f LIST, %.1f GET of records, %.1f GET of the wake object, %.1f HEAD, %.1f PUT, %.1f DELETE",
+					mode, workers, float64(total(ops))/tasks, per("LIST"), per("GET"), per("GET wake"), per("HEAD"), per("PUT"), per("DELETE"))
+				switch mode {
+				case "one receiver":
+					if ops["LIST"] != 0 {
+						t.Errorf("one receiver per event: %d LISTs; want none", ops["LIST"])
+					}
+				case "fan-out":
+					if per("GET") > workers+1 {
+						t.Errorf("fan-out: %.1f record GETs per task; want at most one per worker and one more", per("GET"))
+					}
+				}
+			})
+		})
+	}
 }

@@ -50,6 +50,7 @@ type marker struct {
 	id      string
 	due     time.Time // zero for a key without a time, written by an earlier version
 	written time.Time // server clock
+	event   bool      // named by an event (Worker.Notify), not found by a listing
 }
 
 func (s *Store) markerDir() string { return s.opts.Prefix + "active/" }

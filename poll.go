@@ -231,6 +231,12 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 	now := s.serverNow()
 	if m.key != s.MarkerKey(t) {
 		switch {
+		case m.event && (t.Terminal() || t.Status == StatusRunning):
+			// An event named a marker of a phase that is over, or of a
+			// change another worker's claim overtook: nothing to do, and
+			// nothing to look at again. Its writer deletes it, or a
+			// listing does; the task's own marker has events of its own.
+			return false, due, false, false
 		case staleMarker(m, t, now) && now.Sub(t.UpdatedAt) < cleanupGrace:
 			// The change that ended this marker's phase was just made
 			// (another worker claimed the task, and may have finished it
