@@ -76,7 +76,8 @@ type Function struct {
 	opts  Options
 	w     *s3task.Worker
 
-	mu    sync.Mutex // one invocation at a time
+	run   sync.Mutex // held by an invocation: one at a time
+	mu    sync.Mutex // guards state
 	state *invocation
 }
 
@@ -205,6 +206,8 @@ func (f *Function) Handle(ctx context.Context, payload json.RawMessage) (*events
 	if !time.Now().Before(stopAt) {
 		return nil, fmt.Errorf("s3tasklambda: %s left of the invocation, less than Options.Reserve (%s)", time.Until(deadline).Round(time.Millisecond), f.opts.Reserve)
 	}
+	f.run.Lock()
+	defer f.run.Unlock()
 	named, sqs := f.deliver(payload)
 	in := &invocation{released: map[string]bool{}, changed: make(chan struct{}, 1), last: time.Now()}
 	f.mu.Lock()
