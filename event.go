@@ -23,10 +23,12 @@ type ObjectEvent struct {
 	// from Key: servers that send keys unencoded make a "+" or a "%" in a
 	// key ambiguous, and an [Ingester] tries both.
 	RawKey string
-	// VersionID, ETag and Size describe the version written, as the event
-	// says; "" and -1 if it does not.
+	// VersionID and ETag name the version written, as the event says; ""
+	// if it does not.
 	VersionID, ETag string
-	Size            int64
+	// Size is the version's size in bytes, as the event says; -1 if it
+	// does not.
+	Size int64
 }
 
 // maxNoted bounds the markers named by events that a worker keeps to visit,

@@ -22,6 +22,7 @@ import (
 // A Handler that also implements [TypedHandler] is offered only the task
 // types it lists; any other Handler is offered every task.
 type Handler interface {
+	// Work runs one attempt of job's task; nil completes the task.
 	Work(ctx context.Context, job *Job) error
 }
 
@@ -36,6 +37,7 @@ type Handler interface {
 // add types while the worker runs. A [Mux] is a TypedHandler.
 type TypedHandler interface {
 	Handler
+	// Types lists the task types the handler serves.
 	Types() []string
 }
 
@@ -145,6 +147,7 @@ func serves(h Handler, taskType string) bool {
 // calls Validate on CreateParams.Args, and a handler registered with
 // [HandleJSON] on the decoded payload, before anything else happens.
 type Validator interface {
+	// Validate returns an error that says what is wrong, or nil.
 	Validate() error
 }
 

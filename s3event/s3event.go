@@ -151,6 +151,8 @@ func DecodeKey(key string) (string, bool) {
 // A Notifier takes what an event says about an object and reports whether
 // it concerned it. *s3task.Worker is one.
 type Notifier interface {
+	// Notify takes one object's event and reports whether it concerned
+	// the Notifier.
 	Notify(s3task.ObjectEvent) bool
 }
 
