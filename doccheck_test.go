@@ -4,7 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,16 +18,22 @@ import (
 func TestExportedNamesDocumented(t *testing.T) {
 	dirs := []string{".", "s3event", "s3tasktest", "s3taskotel", "s3tasknats", "s3tasklambda"}
 	for _, dir := range dirs {
-		fset := token.NewFileSet()
-		pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+		entries, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, pkg := range pkgs {
-			for name, f := range pkg.Files {
-				for _, miss := range undocumented(f) {
-					t.Errorf("%s:%d: exported %s has no doc comment", filepath.ToSlash(name), fset.Position(miss.pos).Line, miss.what)
-				}
+		fset := token.NewFileSet()
+		for _, e := range entries {
+			name := filepath.Join(dir, e.Name())
+			if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, miss := range undocumented(f) {
+				t.Errorf("%s:%d: exported %s has no doc comment", filepath.ToSlash(name), fset.Position(miss.pos).Line, miss.what)
 			}
 		}
 	}

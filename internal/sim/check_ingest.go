@@ -60,12 +60,13 @@ func checkIngest(x *index) []Violation {
 		}
 	}
 	for id, v := range sourceOf {
-		for _, w := range x.inputsOf(id) {
-			if got := md5hex(w.Body); got != v.etag {
-				vs = append(vs, Violation{Kind: KindIngest, Task: id, Time: w.Time, Msg: fmt.Sprintf(
-					"task %s, made of version %s of %s, got an input of version %s", id, v.etag, v.key, got)})
-			}
-			break
+		inputs := x.inputsOf(id)
+		if len(inputs) == 0 {
+			continue
+		}
+		if w := inputs[0]; md5hex(w.Body) != v.etag {
+			vs = append(vs, Violation{Kind: KindIngest, Task: id, Time: w.Time, Msg: fmt.Sprintf(
+				"task %s, made of version %s of %s, got an input of version %s", id, v.etag, v.key, md5hex(w.Body))})
 		}
 	}
 	return vs
