@@ -552,6 +552,9 @@ func (e skipError) Error() string { return "skipped: " + e.err.Error() }
 func (e skipError) Unwrap() error { return e.err }
 
 func runEvents(ctx context.Context, cfg *config, log io.Writer) (result, error) {
+	// The worker processes' stderr is copied into log by os/exec's
+	// goroutines while this one writes progress there too.
+	log = &lockedWriter{w: log}
 	bin, err := s3test.GatewayBinary()
 	if err != nil {
 		if !cfg.scenariosSet {
@@ -808,4 +811,16 @@ func (r *eventsResult) goals() string {
 			met(idle <= 1), num(idle), span(r.window))
 	}
 	return ""
+}
+
+// lockedWriter serializes the writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
