@@ -101,7 +101,6 @@ func (p *proc) create(c creation) {
 		CreatedBy: p.name,
 	}
 	params.MaxAttempts = []int{0, 1, 2, 4}[p.rng.Pick(60, 10, 15, 15)]
-	far := false
 	switch p.rng.Pick(76, 12, 8, 4) {
 	case 1: // the bubble's clock is the server's
 		params.RunAt = time.Now().Add(p.rng.Dur(0, 4*time.Minute))
@@ -109,17 +108,16 @@ func (p *proc) create(c creation) {
 		params.RunAt = time.Now().Add(p.rng.Dur(-3*time.Second, 10*time.Second))
 	case 3: // days ahead: it will be moved nearer, or cancelled
 		params.RunAt = time.Now().Add(p.rng.Dur(24*time.Hour, 7*24*time.Hour))
-		far = true
 	}
 	later := w.cfg.Long && time.Since(w.h.Start) < 90*time.Minute && p.rng.Chance(0.15)
 	if later {
 		// Hours ahead: it waits, marked, while the vandal is about, and
 		// only Reconcile can bring its marker back; no operator touches
 		// it.
-		params.RunAt, far = time.Now().Add(p.rng.Dur(time.Hour, 150*time.Minute)), false
+		params.RunAt = time.Now().Add(p.rng.Dur(time.Hour, 150*time.Minute))
 	}
 	if c.sleeper {
-		later, far = true, false
+		later = true
 		params.RunAt = time.Now().Add(p.rng.Dur(3*time.Hour, 3*time.Hour+40*time.Minute))
 	}
 	if p.rng.Chance(0.35) && !c.sleeper {
@@ -162,6 +160,10 @@ func (p *proc) create(c creation) {
 	if known {
 		return // a resent request: the key's task is another life's
 	}
+	// With a key, the task may be another life's creation, whose call has
+	// not returned yet: its start, not this life's, decides whether it
+	// waits days and must be moved nearer or cancelled.
+	far := t.RunAt.After(time.Now().Add(12 * time.Hour))
 
 	input := fmt.Sprintf("input of life %d", n)
 	uploaded := false
