@@ -1,0 +1,4 @@
+// Command tool is a program: its exported names are not API.
+package main
+
+func main() {}

@@ -1,0 +1,5 @@
+// Package extra is new after the baseline.
+package extra
+
+// Hello greets.
+func Hello() string { return "hello" }

@@ -1,0 +1,2 @@
+// Package hidden is internal: its changes are not the API's.
+package hidden
