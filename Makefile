@@ -39,6 +39,22 @@ lint: ## gofmt, go vet and staticcheck
 	go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 	$(GOBIN)/staticcheck $(PKGS)
 
+# The API check's apidiff; .ci/run installs the same version.
+APIDIFF := golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4
+
+.PHONY: api
+api: ## after tagging a release: make api VERSION=vX.Y.Z writes api/vX.Y.Z, its API baseline, from a checkout of the tag; commit it
+	@test -n "$(VERSION)" || { echo "usage: make api VERSION=vX.Y.Z (tag the release first)"; exit 2; }
+	@test -x $(GOBIN)/apidiff || go install $(APIDIFF)
+	@tmp=$$(mktemp -d) && git worktree add --detach "$$tmp/src" "$(VERSION)" && \
+	{ go run ./internal/cmd/apicheck -apidiff $(GOBIN)/apidiff -dir "$$tmp/src" -write api/$(VERSION); rc=$$?; \
+	git worktree remove --force "$$tmp/src"; rm -rf "$$tmp"; exit $$rc; }
+
+.PHONY: api/check
+api/check: ## compare the public API with the newest baseline in api/; fails on an incompatible change CHANGELOG's [Unreleased] does not name
+	@test -x $(GOBIN)/apidiff || go install $(APIDIFF)
+	go run ./internal/cmd/apicheck -apidiff $(GOBIN)/apidiff
+
 .PHONY: bench
 bench: ## run the benchmark program: S3 requests per task, idle cost, contention, baselines, paging, large inputs
 	go run ./internal/cmd/bench
