@@ -21,6 +21,15 @@ func (s *Store) serverNow() time.Time {
 	return time.UnixMilli(s.serverClock().UnixMilli()).UTC()
 }
 
+// Now returns the S3 server's time as the Store knows it, to the
+// millisecond: the clock by which CreateParams.RunAt, [Store.Schedule],
+// retries and leases are judged, and which stamps the records. It is the
+// local clock corrected by what the Date headers of S3's responses showed;
+// before the first response, the local clock. Use it to schedule a start
+// relative to the server's time: store.Schedule(ctx, id, store.Now().Add(d)).
+// No request.
+func (s *Store) Now() time.Time { return s.serverNow() }
+
 // serverClock is serverNow at full resolution, for measuring how long is
 // left until a time on the server's clock.
 func (s *Store) serverClock() time.Time {
@@ -110,6 +119,9 @@ func (s *Store) observeErr(err error) {
 // clock had reached its second: from there it never runs ahead of the
 // server, and it rises with the least to the tightest bound.
 func (s *Store) observeTime(st time.Time) {
+	if s.exact {
+		return
+	}
 	lo := int64(st.Sub(s.opts.Clock()))
 	hi := lo + int64(time.Second)
 	s.clockMu.Lock()

@@ -151,6 +151,67 @@ type Validator interface {
 	Validate() error
 }
 
+// TaskArgs is implemented by argument types that name their task type, so
+// the type is written once, on the type: [Store.Create] takes
+// CreateParams.Type from CreateParams.Args, and [HandleArgs] registers the
+// handler under it. TaskType must return the same string for every value,
+// the zero value included, and may have a value or a pointer receiver.
+type TaskArgs interface {
+	// TaskType returns the task type (Task.Type) of tasks with these
+	// arguments: 1 to 128 bytes of UTF-8.
+	TaskType() string
+}
+
+// HandleArgs registers fn on m for the task type T names ([TaskArgs]): it
+// is [HandleJSON] with the type taken from T, so that a task created with
+// CreateParams{Args: T{...}} reaches fn with no type string in between.
+// Errors: as [Mux.Handle], and [ErrInvalidArgument] if T's TaskType panics
+// on the zero value.
+func HandleArgs[T TaskArgs](m *Mux, fn func(ctx context.Context, job *Job, args T) error) error {
+	var zero T
+	typ, ok, err := argsType(zero)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return invalidArg("%T names no task type", zero)
+	}
+	return HandleJSON(m, typ, fn)
+}
+
+// argsType returns the task type v names, if v, or a pointer to a copy of
+// it, implements [TaskArgs]. A TaskType that panics (a nil pointer's, say)
+// is an error.
+func argsType(v any) (typ string, ok bool, err error) {
+	ta, ok := as[TaskArgs](v)
+	if !ok {
+		return "", false, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			typ, ok, err = "", false, invalidArg("%T.TaskType panicked: %v", v, p)
+		}
+	}()
+	return ta.TaskType(), true, nil
+}
+
+// as returns v as an I if v, or a pointer to a copy of it, implements I,
+// so that methods with a pointer receiver count too.
+func as[I any](v any) (I, bool) {
+	if i, ok := v.(I); ok {
+		return i, true
+	}
+	var none I
+	rv := reflect.ValueOf(v)
+	if !rv.IsValid() || rv.Kind() == reflect.Pointer {
+		return none, false
+	}
+	p := reflect.New(rv.Type())
+	p.Elem().Set(rv)
+	i, ok := p.Interface().(I)
+	return i, ok
+}
+
 // HandleJSON registers fn on m for taskType, with the task's payload decoded
 // from JSON into a T: the typed counterpart of [CreateParams.Args]. A
 // missing payload decodes as T's zero value. If T (or *T) implements
@@ -161,7 +222,20 @@ type Validator interface {
 //
 // Decoding is lenient as encoding/json is: fields T does not know are
 // ignored, so producers may add fields before every worker knows them.
+//
+// If T names a task type ([TaskArgs]), taskType must be that type, or
+// empty for it ([HandleArgs] says so shorter).
 func HandleJSON[T any](m *Mux, taskType string, fn func(ctx context.Context, job *Job, args T) error) error {
+	var zero T
+	named, ok, err := argsType(zero)
+	switch {
+	case err != nil:
+		return err
+	case ok && taskType == "":
+		taskType = named
+	case ok && named != taskType:
+		return invalidArg("task type %q for %T, which names task type %q", taskType, zero, named)
+	}
 	if fn == nil {
 		return invalidArg("nil handler for task type %q", taskType)
 	}
@@ -186,16 +260,7 @@ func decodeArgs(payload json.RawMessage, v any) error {
 
 // validate calls Validate on v if v, or a pointer to a copy of it, has one.
 func validate(v any) error {
-	if val, ok := v.(Validator); ok {
-		return val.Validate()
-	}
-	rv := reflect.ValueOf(v)
-	if !rv.IsValid() || rv.Kind() == reflect.Pointer {
-		return nil
-	}
-	p := reflect.New(rv.Type())
-	p.Elem().Set(rv)
-	if val, ok := p.Interface().(Validator); ok {
+	if val, ok := as[Validator](v); ok {
 		return val.Validate()
 	}
 	return nil

@@ -133,16 +133,17 @@ func (s *Store) readKey(ctx context.Context, obj string) (keyRef, error) {
 }
 
 // createKeyed creates t under the idempotency key t.IdempotencyKey, or
-// returns the task the key already names.
-func (s *Store) createKeyed(ctx context.Context, t *Task) (*Task, error) {
+// returns the task the key already names; found says which: true when
+// another call's write made the task returned.
+func (s *Store) createKeyed(ctx context.Context, t *Task) (_ *Task, found bool, _ error) {
 	obj := s.keyObject(t.IdempotencyKey)
 	etag := "" // the key's object to take over; "": create it
 	for try := 0; ; try++ {
 		if try == keyTries {
-			return nil, fmt.Errorf("%w: idempotency key %s changed %d times in a row", ErrConflict, obj, try)
+			return nil, false, fmt.Errorf("%w: idempotency key %s changed %d times in a row", ErrConflict, obj, try)
 		}
 		if try > 0 && !sleepCtx(ctx, s.backoff("key/"+obj, try-1, 20*time.Millisecond, time.Second)) {
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		}
 		k, err := s.claimKey(ctx, obj, etag, t.ID)
 		if errors.Is(err, ErrNotFound) {
@@ -150,7 +151,7 @@ func (s *Store) createKeyed(ctx context.Context, t *Task) (*Task, error) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if k.id == t.ID {
 			return s.writeKeyed(ctx, t, k)
@@ -159,11 +160,11 @@ func (s *Store) createKeyed(ctx context.Context, t *Task) (*Task, error) {
 		age := s.serverNow().Sub(k.written)
 		switch {
 		case err == nil && !got.Purging:
-			return got, nil
+			return got, true, nil
 		case err == nil:
 			// Being purged: the key is free as soon as the record is marked.
 		case !errors.Is(err, ErrNotFound):
-			return nil, err
+			return nil, false, err
 		case age < keyAdoptWithin:
 			// The key's writer has not written the task yet, or never will:
 			// write it ourselves, under the ID the key names. Whichever of us
@@ -175,7 +176,7 @@ func (s *Store) createKeyed(ctx context.Context, t *Task) (*Task, error) {
 			return s.writeKeyed(ctx, adopt, k)
 		case age < keyStaleAfter:
 			s.reached("key/conflict")
-			return nil, fmt.Errorf("%w: idempotency key %s names task %s, which its writer has not written since %s; try again after %s",
+			return nil, false, fmt.Errorf("%w: idempotency key %s names task %s, which its writer has not written since %s; try again after %s",
 				ErrConflict, obj, k.id, k.written.Format(time.RFC3339), k.written.Add(keyStaleAfter).Format(time.RFC3339))
 		}
 		// A key left behind by a task that was purged, being purged, or
@@ -204,16 +205,18 @@ func (s *Store) keyHolds(ctx context.Context, t *Task) (bool, error) {
 // must be sent within keyAdoptWithin of the key's object; past that, a
 // later Create may take the key over, and the write is given up. Another
 // Create of the same key may have written the record first: then that is
-// the task.
-func (s *Store) writeKeyed(ctx context.Context, t *Task, k keyRef) (*Task, error) {
+// the task, found.
+func (s *Store) writeKeyed(ctx context.Context, t *Task, k keyRef) (_ *Task, found bool, _ error) {
 	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(k.written.Add(keyAdoptWithin).Sub(s.serverClock())))
 	defer cancel()
 	got, _, err := s.commit(ctx, nil, "", t)
-	if errors.Is(err, errLost) || errors.Is(err, errOvertaken) {
-		err = nil // made by the key's other writer, or changed since
+	switch {
+	case errors.Is(err, errLost):
+		return got, true, nil // made by the key's other writer
+	case errors.Is(err, errOvertaken):
+		return got, false, nil // ours, and changed since
+	case err != nil:
+		return nil, false, err
 	}
-	if err != nil {
-		return nil, err
-	}
-	return got, nil
+	return got, false, nil
 }

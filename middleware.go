@@ -69,6 +69,11 @@ type Call struct {
 	Reason string
 	// At is OpSchedule's start time.
 	At time.Time
+	// Found is set by the Store when an OpCreate returns: true when its
+	// Params.Key named a task an earlier call made, which the call returned
+	// as it is, writing nothing (see [Store.CreateOrGet]). A middleware
+	// reads it after next returns, to log a repeat as a repeat.
+	Found bool
 }
 
 // CallFunc performs a [Call] and returns what the Store method returns.
@@ -105,7 +110,7 @@ func (s *Store) perform(ctx context.Context, c *Call) (*Task, error) {
 		if c.Params == nil {
 			return nil, invalidArg("create call without Params")
 		}
-		return s.create(ctx, *c.Params)
+		return s.create(ctx, c)
 	case OpSubmit:
 		return s.submit(ctx, c.TaskID)
 	case OpCancel:

@@ -7,6 +7,7 @@ import (
 	mrand "math/rand/v2"
 	"mime"
 	"os"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -90,6 +91,17 @@ type StoreOptions struct {
 	// another type. [Store.UploadInput] stores the input with it too. It
 	// must be a valid media type, e.g. "text/csv". Default: not pinned.
 	InputContentType string
+
+	// Types, if set, are the task types the fleet serves: Create refuses
+	// any other (CreateParams.Type, or the type its Args name) with an error
+	// wrapping both [ErrInvalidArgument] and [ErrUnknownTaskType], so a
+	// misspelt type fails at once instead of waiting in the queue for a
+	// worker that never comes. The empty type counts like any other: list ""
+	// for a fleet whose handler serves untyped tasks too. Give it the
+	// workers' Mux's types ([Mux.Types]). Ingest is refused too. Default:
+	// every type is accepted, as a fleet with a handler for every type
+	// needs.
+	Types []string
 
 	// Clock returns the local time. The library corrects it by the offset it
 	// observes from the S3 server's Date headers, so leases are judged by the
@@ -194,6 +206,12 @@ func (o *StoreOptions) withDefaults() (StoreOptions, error) {
 			return bad("InputContentType", "%q is not a media type such as text/csv", c.InputContentType)
 		}
 	}
+	for i, typ := range c.Types {
+		if len(typ) > maxTypeLen || !utf8.ValidString(typ) {
+			return bad("Types", "[%d] must be at most %d bytes of UTF-8", i, maxTypeLen)
+		}
+	}
+	c.Types = slices.Clone(c.Types)
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}

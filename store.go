@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3task/s3task/internal/entropy"
+	"github.com/s3task/s3task/internal/exactclock"
 	"github.com/s3task/s3task/internal/probe"
 	"github.com/s3task/s3task/internal/s3x"
 )
@@ -58,6 +60,9 @@ type Store struct {
 	// probe, if set, is told of every branch of internal/probe.Branches
 	// the store, or a Worker on it, takes.
 	probe func(branch string)
+	// exact says opts.Clock is the server's own clock (package
+	// internal/exactclock): Date headers are not needed, and ignored.
+	exact bool
 }
 
 func init() {
@@ -66,6 +71,7 @@ func init() {
 		s.rnd, s.ids = src, &idGen{read: func(b []byte) { src.Read("id", b) }}
 	}
 	probe.Use = func(store any, f func(string)) { store.(*Store).probe = f }
+	exactclock.Use = func(store any) { store.(*Store).exact = true }
 }
 
 // reached reports a branch of internal/probe.Branches to the store's
@@ -257,16 +263,69 @@ func (p *CreateParams) validate(maxPayload int) error {
 
 // Create writes a new task in status created and returns it. The record is
 // written with If-None-Match: *, so it can never replace another task's.
-// Requests: one PUT; with a Key, see [CreateParams.Key].
+// With a Key that names a task already, it returns that task instead, as
+// it is now; [Store.CreateOrGet] tells the two apart. Requests: one PUT;
+// with a Key, see [CreateParams.Key].
 //
 // Errors: [ErrInvalidArgument] for bad params, an Args that does not encode
-// or does not validate; S3 errors otherwise.
+// or does not validate, or a Type other than the one Args names; also
+// [ErrUnknownTaskType] for a type outside StoreOptions.Types; S3 errors
+// otherwise.
 func (s *Store) Create(ctx context.Context, p CreateParams) (*Task, error) {
-	return s.do(ctx, &Call{Op: OpCreate, Params: &p})
+	t, _, err := s.CreateOrGet(ctx, p)
+	return t, err
 }
 
-func (s *Store) create(ctx context.Context, p CreateParams) (*Task, error) {
+// CreateOrGet is [Store.Create] that also says whether the call found the
+// task rather than made it: found is true when p.Key named a task an
+// earlier call made, which is returned as it is now (perhaps long since
+// submitted or finished) and of which nothing was changed. Of all the calls
+// with one Key, one at most returns found false for a task: the one whose
+// record write made it. A call whose answer was lost, resent by the
+// caller, gets found true the second time. Without a Key found is always
+// false. Requests and errors: as Create.
+func (s *Store) CreateOrGet(ctx context.Context, p CreateParams) (t *Task, found bool, err error) {
+	if err := p.typeFromArgs(); err != nil {
+		return nil, false, err
+	}
+	c := &Call{Op: OpCreate, Params: &p}
+	t, err = s.do(ctx, c)
+	if err != nil {
+		return nil, false, err
+	}
+	return t, c.Found, nil
+}
+
+// typeFromArgs sets p.Type from the task type p.Args names ([TaskArgs]), if
+// any, before a middleware sees p.
+func (p *CreateParams) typeFromArgs() error {
+	named, ok, err := argsType(p.Args)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+	case p.Type == "":
+		p.Type = named
+	case p.Type != named:
+		return invalidArg("CreateParams.Type is %q, but its Args (%T) name task type %q", p.Type, p.Args, named)
+	}
+	return nil
+}
+
+// checkType refuses a task type outside StoreOptions.Types, if set.
+func (s *Store) checkType(typ string) error {
+	if s.opts.Types == nil || slices.Contains(s.opts.Types, typ) {
+		return nil
+	}
+	return fmt.Errorf("%w: %w %q: this store's fleet serves only %q (StoreOptions.Types)", ErrInvalidArgument, ErrUnknownTaskType, typ, s.opts.Types)
+}
+
+func (s *Store) create(ctx context.Context, c *Call) (*Task, error) {
+	p := *c.Params
 	if err := p.validate(s.opts.MaxPayloadSize); err != nil {
+		return nil, err
+	}
+	if err := s.checkType(p.Type); err != nil {
 		return nil, err
 	}
 	now := s.stamp()
@@ -295,10 +354,11 @@ func (s *Store) create(ctx context.Context, p CreateParams) (*Task, error) {
 		t.Payload = buf.Bytes()
 	}
 	if t.IdempotencyKey != "" {
-		got, err := s.createKeyed(ctx, t)
+		got, found, err := s.createKeyed(ctx, t)
 		if err != nil {
 			return nil, fmt.Errorf("s3task: create task with key %q: %w", truncate(p.Key, 64), err)
 		}
+		c.Found = found
 		return got, nil
 	}
 	got, _, err := s.commit(ctx, nil, "", t)

@@ -107,6 +107,10 @@ type Upload struct {
 // away: it saves the record read that PresignUpload makes. Requests: one
 // PUT.
 //
+// An upload is issued only while the task can take one: when p.Key names a
+// task already submitted (a resent request after the upload), the task is
+// returned with a nil Upload, and no URL that could reach its input.
+//
 // Errors: as Create, and [ErrInvalidArgument] for a TTL outside 1s to 7
 // days (nothing is created then).
 func (s *Store) CreateForUpload(ctx context.Context, p CreateParams, ttl time.Duration) (*Task, *Upload, error) {
@@ -116,6 +120,9 @@ func (s *Store) CreateForUpload(ctx context.Context, p CreateParams, ttl time.Du
 	t, err := s.Create(ctx, p)
 	if err != nil {
 		return nil, nil, err
+	}
+	if t.Status != StatusCreated {
+		return t, nil, nil
 	}
 	put, err := s.presignPut(ctx, t.ID, ttl)
 	if err != nil {
