@@ -56,6 +56,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/internal/exactclock"
 	"github.com/s3task/s3task/internal/s3test"
 )
 
@@ -107,6 +108,11 @@ func (f RoundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // [S3.Client] does), logging to t ([Logger]) unless opts name a logger,
 // failing t if opts are invalid. Stores made from one S3
 // see the same tasks, as processes sharing a bucket do.
+//
+// Unless opts set a Clock, the Store reads the server's clock itself,
+// exactly, rather than estimating it from the one-second Date headers as a
+// Store on a real S3 does: after [S3.Advance](d), what falls due at d is
+// due, to the millisecond.
 func (s *S3) NewStore(t testing.TB, opts *s3task.StoreOptions, wrap ...func(http.RoundTripper) http.RoundTripper) *s3task.Store {
 	t.Helper()
 	var o s3task.StoreOptions
@@ -116,11 +122,54 @@ func (s *S3) NewStore(t testing.TB, opts *s3task.StoreOptions, wrap ...func(http
 	if o.Logger == nil {
 		o.Logger = Logger(t)
 	}
+	exact := o.Clock == nil
+	if exact {
+		o.Clock = s.mem.Now
+	}
 	st, err := s3task.NewStore(s.Client(wrap...), s.Bucket(), &o)
 	if err != nil {
 		t.Fatalf("s3tasktest: %v", err)
 	}
+	if exact {
+		exactclock.Use(st)
+	}
 	return st
+}
+
+// HTTPClient returns an HTTP client that reaches the in-process S3, for
+// following the presigned URLs of its Stores (PresignUpload,
+// PresignDownload, the POST form) as a browser or curl would.
+func (s *S3) HTTPClient() *http.Client { return &http.Client{Transport: s.mem.Transport()} }
+
+// Do sends the presigned request p with body (nil for none), its signed
+// headers included, through [S3.HTTPClient], and returns the status and
+// the body of the answer. It fails t only if the request cannot be sent.
+func (s *S3) Do(t testing.TB, p *s3task.PresignedRequest, body []byte) (int, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(p.Method, p.URL, r)
+	if err != nil {
+		t.Fatalf("s3tasktest: presigned %s: %v", p.Method, err)
+	}
+	for k, vs := range p.Header {
+		if strings.EqualFold(k, "Host") {
+			continue
+		}
+		req.Header[k] = vs
+	}
+	resp, err := s.HTTPClient().Do(req)
+	if err != nil {
+		t.Fatalf("s3tasktest: presigned %s: %v", p.Method, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("s3tasktest: presigned %s: read answer: %v", p.Method, err)
+	}
+	return resp.StatusCode, b
 }
 
 // Object returns an object's bytes, read without a request, and whether it
@@ -224,57 +273,113 @@ func Run(t testing.TB, store *s3task.Store, h s3task.Handler, id string, opts ..
 // it ran them. A task that fails with a retry falls due again only when its
 // backoff has passed by the server's clock: advance it ([S3.Advance]) and
 // drain again to run the retry. Tasks of types h does not serve (see
-// [s3task.TypedHandler]) are left queued. It fails t on any error other
-// than a handler's.
+// [s3task.TypedHandler]) are left queued. The unfinished tasks it leaves,
+// and why, go to t's log; [DrainLeft] returns them. It fails t on any
+// error other than a handler's.
 func Drain(t testing.TB, store *s3task.Store, h s3task.Handler, opts ...*s3task.WorkerOptions) []*Result {
+	t.Helper()
+	ran, left := DrainLeft(t, store, h, opts...)
+	for _, l := range left {
+		t.Logf("s3tasktest: drain left task %s: %s", l.Task.ID, l.Why)
+	}
+	return ran
+}
+
+// Left is an unfinished task that [DrainLeft] did not run, and why.
+type Left struct {
+	Task *s3task.Task
+	// Why says what keeps the task from running now, for example
+	// "created: never submitted", "scheduled for 2026-01-02T15:04:05Z, in
+	// 1h0m0s by the server's clock", "retry due at ..., in 30s", "type
+	// \"resize\" not served by the handler", "running, leased until ...".
+	Why string
+}
+
+// DrainLeft is [Drain] that also returns the unfinished tasks left, oldest
+// first, each with why it did not run, so a test can assert that nothing
+// was left, or that exactly what it expects was. It logs nothing.
+func DrainLeft(t testing.TB, store *s3task.Store, h s3task.Handler, opts ...*s3task.WorkerOptions) ([]*Result, []Left) {
 	t.Helper()
 	ctx := context.Background()
 	r := newRunner(t, store, h, opts)
 	var ran []*Result
 	for {
-		ids, err := pending(ctx, store)
+		tasks, err := unfinished(ctx, store)
 		if err != nil {
 			t.Fatalf("s3tasktest: drain: %v", err)
 		}
 		before := len(ran)
-		for _, id := range ids {
-			res, err := r.run(ctx, id)
+		for _, task := range tasks {
+			if task.Status == s3task.StatusCreated {
+				continue
+			}
+			res, err := r.run(ctx, task.ID)
 			switch {
 			case errors.Is(err, s3task.ErrInvalidTransition), errors.Is(err, s3task.ErrUnknownTaskType):
 				continue // not due, or not served
 			case err != nil:
-				t.Fatalf("s3tasktest: drain: run %s: %v", id, err)
+				t.Fatalf("s3tasktest: drain: run %s: %v", task.ID, err)
 			}
 			ran = append(ran, res)
 		}
 		if len(ran) == before {
-			return ran
+			left := make([]Left, 0, len(tasks))
+			for _, task := range tasks {
+				left = append(left, Left{Task: task, Why: why(store, h, task)})
+			}
+			return ran, left
 		}
 	}
 }
 
-// pending returns the IDs of the tasks that are not finished, oldest
-// first.
-func pending(ctx context.Context, store *s3task.Store) ([]string, error) {
-	var ids []string
+// why says what keeps task from running now.
+func why(store *s3task.Store, h s3task.Handler, task *s3task.Task) string {
+	now := store.Now()
+	at := func(when time.Time) string {
+		return fmt.Sprintf("%s, in %s by the server's clock", when.UTC().Format(time.RFC3339Nano), when.Sub(now))
+	}
+	th, typed := h.(s3task.TypedHandler)
+	switch {
+	case task.Status == s3task.StatusCreated:
+		return "created: never submitted"
+	case typed && !slices.Contains(th.Types(), task.Type):
+		return fmt.Sprintf("type %q not served by the handler (it serves %q)", task.Type, th.Types())
+	case task.Status == s3task.StatusQueued && task.RunAt.After(now):
+		return "scheduled for " + at(task.RunAt)
+	case task.Status == s3task.StatusFailed && task.RetryAt.After(now):
+		return "retry due at " + at(task.RetryAt)
+	case task.Status == s3task.StatusRunning:
+		return "running, leased until " + at(task.LeaseExpiresAt)
+	}
+	return fmt.Sprintf("%s, and not due", task.Status)
+}
+
+// unfinished returns the tasks that are not finished, oldest first.
+func unfinished(ctx context.Context, store *s3task.Store) ([]*s3task.Task, error) {
+	tasks, err := all(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	tasks = slices.DeleteFunc(tasks, (*s3task.Task).Terminal)
+	slices.Reverse(tasks)
+	return tasks, nil
+}
+
+// all returns every readable task of store, newest first.
+func all(ctx context.Context, store *s3task.Store) ([]*s3task.Task, error) {
+	var tasks []*s3task.Task
 	opts := s3task.ListOptions{Limit: s3task.MaxListLimit}
 	for {
 		page, err := store.List(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
-		for _, task := range page.Tasks {
-			if !task.Terminal() && task.Status != s3task.StatusCreated {
-				ids = append(ids, task.ID)
-			}
-		}
+		tasks = append(tasks, page.Tasks...)
 		if page.NextCursor == "" {
-			break
+			return tasks, nil
 		}
 		opts.Cursor = page.NextCursor
 	}
-	slices.Reverse(ids)
-	return ids, nil
 }
 
 // runner runs attempts with a worker whose handler notes what h returned.
