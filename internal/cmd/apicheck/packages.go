@@ -51,9 +51,12 @@ func findAPIDiff(c config) (string, error) {
 		if dir == "" {
 			continue
 		}
-		p := filepath.Join(dir, "apidiff")
+		p, err := filepath.Abs(filepath.Join(dir, "apidiff"))
+		if err != nil {
+			return "", err
+		}
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-			return filepath.Abs(p)
+			return p, nil
 		}
 		tried = append(tried, p)
 	}
