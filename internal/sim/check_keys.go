@@ -31,7 +31,9 @@ func (x *index) lives(id string) []life {
 
 // checkKeys: at no moment do two live tasks carry one idempotency key, and
 // a Create with a key that succeeded returned the key's task as it was live
-// at some moment of the call.
+// at some moment of the call. A successful Create that said it made its
+// task (Call.Found false) wrote the record's first version itself, during
+// the call; so no two calls made one task.
 func checkKeys(x *index) []Violation {
 	byKey := map[string][]string{}
 	for _, id := range x.tasks {
@@ -74,8 +76,26 @@ func checkKeys(x *index) []Violation {
 		if !slices.ContainsFunc(x.lives(c.TaskID), func(l life) bool { return l.from < c.EndSeq && l.to > c.StartSeq }) {
 			bad("it was not live at any moment of the call (%s)", describe(x.lastPutBefore(c.TaskID, c.EndSeq)))
 		}
+		if first := x.firstRecord(c.TaskID); !c.Found && (first == nil || first.Proc != c.Proc || first.Seq < c.StartSeq || first.Seq > c.EndSeq) {
+			by := "nobody"
+			if first != nil {
+				by = fmt.Sprintf("%s at %s", first.Proc, x.at(first.Time))
+			}
+			bad("it said it made the task (Found false), but the record was first written by %s", by)
+		}
 	}
 	return vs
+}
+
+// firstRecord returns the write that created task id's record, nil if
+// none is known.
+func (x *index) firstRecord(id string) *Write {
+	for _, w := range x.records[id] {
+		if w.Record != nil {
+			return w
+		}
+	}
+	return nil
 }
 
 // writeAt returns the write with sequence number seq.

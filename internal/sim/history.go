@@ -332,6 +332,9 @@ type Call struct {
 	Note           string // what else it said, such as the tasks a Purge deleted
 	// Key is the idempotency key a Create was given, if any.
 	Key string
+	// Found is what a successful Create told its middleware (Call.Found):
+	// that its key named a task an earlier call made.
+	Found bool
 	// Purged lists the tasks a Purge reported deleted.
 	Purged []string
 }

@@ -62,10 +62,13 @@ func (p *proc) callWith(c Call, f func(ctx context.Context) (*s3task.Task, error
 		ctx, cancel = context.WithTimeout(ctx, p.rng.Dur(2*time.Second, 30*time.Second))
 		defer cancel()
 	}
+	found := new(bool)
+	ctx = context.WithValue(ctx, foundKey{}, found)
 	start, startSeq := w.now()
 	t, err := f(ctx)
 	end, endSeq := w.now()
 	c.Proc, c.Start, c.End, c.StartSeq, c.EndSeq = p.name, start, end, startSeq, endSeq
+	c.Found = *found
 	if t != nil {
 		cp := *t
 		c.Task = &cp
@@ -84,6 +87,22 @@ func (p *proc) callWith(c Call, f func(ctx context.Context) (*s3task.Task, error
 	w.h.Calls = append(w.h.Calls, c)
 	w.mu.Unlock()
 	return t, err
+}
+
+// foundKey is the context key of the *bool in which tellFound reports
+// Call.Found to callWith.
+type foundKey struct{}
+
+// tellFound is the store middleware of every process: it passes what an
+// OpCreate's Call.Found said to the call that made it, through ctx.
+func tellFound(next s3task.CallFunc) s3task.CallFunc {
+	return func(ctx context.Context, c *s3task.Call) (*s3task.Task, error) {
+		t, err := next(ctx, c)
+		if found, ok := ctx.Value(foundKey{}).(*bool); ok && c.Op == s3task.OpCreate && err == nil {
+			*found = c.Found
+		}
+		return t, err
+	}
 }
 
 // create starts task life n: create, upload, submit, as a service would,

@@ -147,8 +147,9 @@ func (w *World) newProc(name string) (*proc, error) {
 	p.raw = s3test.Objects{Client: steadyRetries(w.mem.Client(p.link.wrap, p.tag)), Bucket: w.mem.Bucket}
 	skew := p.rng.Dur(-2*time.Minute, 2*time.Minute)
 	opts := &s3task.StoreOptions{
-		Clock:  func() time.Time { return time.Now().Add(skew) },
-		Logger: w.log,
+		Clock:      func() time.Time { return time.Now().Add(skew) },
+		Logger:     w.log,
+		Middleware: []s3task.StoreMiddleware{tellFound},
 	}
 	if w.hooked {
 		opts.OnTerminal = p.onTerminal

@@ -209,6 +209,15 @@ var mutations = []mutation{
 		New:     `return ""`,
 	},
 	{
+		Name:    "found-blind",
+		Promise: "CreateOrGet (and Call.Found) says a keyed call found the task when an earlier call made it: of all the calls with one key, only the one whose write made the task says it made it.",
+		File:    "idempotency.go",
+		Old: `		case err == nil && !got.Purging:
+			return got, true, nil`,
+		New: `		case err == nil && !got.Purging:
+			return got, false, nil`,
+	},
+	{
 		Name:    "ingest-unkeyed",
 		Promise: "Every Ingest of the same object version returns the one task the first made, however many events and sweeps name it.",
 		File:    "ingest.go",
