@@ -22,8 +22,10 @@ var t testing.TB
 
 func TestExamples(tt *testing.T) {
 	for name, example := range map[string]func(){
-		"Run":   ExampleRun,
-		"Drain": ExampleDrain,
+		"Run":            ExampleRun,
+		"Drain":          ExampleDrain,
+		"S3.Advance":     ExampleS3_Advance,
+		"RequireCreated": ExampleRequireCreated,
 	} {
 		tt.Run(name, func(tt *testing.T) {
 			t = tt
@@ -117,5 +119,53 @@ func ExampleDrain() {
 		if res.Task.Status != s3task.StatusCompleted || res.Task.Attempt != 2 || string(res.Output) != "done" {
 			t.Errorf("task %s: %s in attempt %d, output %q; want completed in attempt 2", res.Task.ID, res.Task.Status, res.Task.Attempt, res.Output)
 		}
+	}
+}
+
+// Advance moves the server's clock, which the kit's Stores read exactly: a
+// task scheduled an hour out is left, with the reason, until the hour has
+// passed, and then runs.
+func ExampleS3_Advance() {
+	s3 := s3tasktest.NewS3(t)
+	store := s3.NewStore(t, nil)
+	nightly := s3tasktest.Submit(t, store, s3task.CreateParams{Name: "nightly", RunAt: s3.Now().Add(time.Hour)}, []byte("x"))
+	done := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error { return nil })
+
+	ran, left := s3tasktest.DrainLeft(t, store, done)
+	if len(ran) != 0 || len(left) != 1 || !strings.HasPrefix(left[0].Why, "scheduled for") {
+		t.Fatalf("before the hour: ran %d, left %v; want the task left as scheduled", len(ran), left)
+	}
+	s3.Advance(time.Hour)
+	ran, left = s3tasktest.DrainLeft(t, store, done)
+	if len(ran) != 1 || ran[0].Task.ID != nightly.ID || len(left) != 0 {
+		t.Fatalf("after the hour: ran %d, left %v; want the nightly task run", len(ran), left)
+	}
+}
+
+// signupArgs is what a host's signup endpoint queues: a welcome mail.
+type signupArgs struct {
+	Email string `json:"email"`
+}
+
+func (signupArgs) TaskType() string { return "welcome-mail" }
+
+// signup is the host's code under test: it queues a welcome mail.
+func signup(ctx context.Context, store *s3task.Store, email string) error {
+	_, err := store.Create(ctx, s3task.CreateParams{Args: signupArgs{Email: email}, Key: "signup/" + email})
+	return err
+}
+
+// RequireCreated asserts that the code under test created exactly one
+// task of an argument type, and hands back its arguments.
+func ExampleRequireCreated() {
+	store := s3tasktest.NewStore(t, nil)
+	for range 2 { // a double click
+		if err := signup(context.Background(), store, "ada@example.com"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mail := s3tasktest.RequireCreated[signupArgs](t, store)
+	if mail.Args.Email != "ada@example.com" || mail.Task.Type != "welcome-mail" {
+		t.Errorf("queued %+v as %q", mail.Args, mail.Task.Type)
 	}
 }
