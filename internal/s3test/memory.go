@@ -5,26 +5,22 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/s3task/s3task/mems3"
 )
 
-// memoryEndpoint is the made-up endpoint of every Memory's clients. Nothing
-// listens there: their transport calls the S3 handler directly.
-const memoryEndpoint = "http://s3.memory.invalid"
-
-// Memory is an in-process S3 with no sockets: its clients' transport calls
-// gofakes3's HTTP handler directly. Nothing in it waits on the network, so it
-// runs inside a testing/synctest bubble, where goroutines blocked on timers
-// let the bubble's virtual clock jump ahead: hours of leases in milliseconds.
+// Memory is an in-process S3 with no sockets, a [mems3.Server] made by
+// [mems3.New]: its clients' transport calls gofakes3's HTTP handler
+// directly. Nothing in it waits on the network, so it runs inside a
+// testing/synctest bubble, where goroutines blocked on timers let the
+// bubble's virtual clock jump ahead: hours of leases in milliseconds.
 //
 // Requests are served one at a time, each applied atomically, so the order in
 // which [Memory.OnApply] sees writes is the order in which they took effect.
@@ -34,10 +30,10 @@ const memoryEndpoint = "http://s3.memory.invalid"
 type Memory struct {
 	Bucket string
 
-	h       http.Handler
+	srv     *mems3.Server
 	backend *s3mem.Backend
+	clock   offsetClock
 	mu      sync.Mutex // serializes requests
-	offset  atomic.Int64
 	applied func(Applied)
 }
 
@@ -57,23 +53,20 @@ type Applied struct {
 // NewMemory returns an empty in-process S3 with one bucket, [Bucket].
 func NewMemory() (*Memory, error) {
 	m := &Memory{Bucket: Bucket}
-	m.backend = s3mem.New(s3mem.WithTimeSource(memClock{m})) // objects' LastModified follows Advance too
-	m.h = gofakes3.New(m.backend,
-		gofakes3.WithTimeSource(memClock{m}),
-		gofakes3.WithTimeSkewLimit(0),
-		gofakes3.WithLogger(gofakes3.DiscardLog()),
-	).Server()
-	if err := m.backend.CreateBucket(Bucket); err != nil {
-		return nil, fmt.Errorf("s3test: create bucket: %w", err)
+	m.backend = s3mem.New(s3mem.WithTimeSource(&m.clock)) // objects' LastModified follows Advance too
+	srv, err := mems3.New(&mems3.Options{Bucket: Bucket, Backend: m.backend, Now: m.Now})
+	if err != nil {
+		return nil, fmt.Errorf("s3test: %w", err)
 	}
+	m.srv = srv
 	return m, nil
 }
 
 // Now returns the server's clock.
-func (m *Memory) Now() time.Time { return time.Now().Add(time.Duration(m.offset.Load())) }
+func (m *Memory) Now() time.Time { return m.clock.Now() }
 
 // Advance moves the server's clock forward by d.
-func (m *Memory) Advance(d time.Duration) { m.offset.Add(int64(d)) }
+func (m *Memory) Advance(d time.Duration) { m.clock.Advance(d) }
 
 // OnApply sets a function called for every request that changed the bucket
 // (a PUT, POST or DELETE answered with a 2xx status), in the order they took
@@ -85,12 +78,12 @@ func (m *Memory) OnApply(f func(Applied)) {
 }
 
 // Transport returns the round tripper that serves requests in process.
-func (m *Memory) Transport() http.RoundTripper { return RoundTripFunc(m.roundTrip) }
+func (m *Memory) Transport() http.RoundTripper { return m.serialize(m.srv.Transport()) }
 
 // Client returns an S3 client for the in-process server, like
 // [Server.Client]: each wrap wraps the transport, innermost first.
 func (m *Memory) Client(wrap ...func(http.RoundTripper) http.RoundTripper) *s3.Client {
-	return NewClientOn(memoryEndpoint, "us-east-1", "test", "testsecret", m.Transport(), wrap...)
+	return m.srv.Client(append([]func(http.RoundTripper) http.RoundTripper{m.serialize}, wrap...)...)
 }
 
 // Object returns the bytes of an object, read directly from the backend
@@ -123,46 +116,34 @@ func (m *Memory) Keys(prefix string) []string {
 	return keys
 }
 
-func (m *Memory) roundTrip(r *http.Request) (*http.Response, error) {
-	var body []byte
-	if r.Body != nil {
-		b, err := io.ReadAll(r.Body)
-		r.Body.Close()
+// serialize wraps mems3's in-process transport so that requests are
+// served one at a time, and reports each one that changed the bucket to
+// the OnApply function.
+func (m *Memory) serialize(next http.RoundTripper) http.RoundTripper {
+	return RoundTripFunc(func(r *http.Request) (*http.Response, error) {
+		var body []byte
+		if r.Body != nil {
+			b, err := io.ReadAll(r.Body)
+			r.Body.Close()
+			if err != nil {
+				return nil, err
+			}
+			body = b
+		}
+		in := *r
+		in.Body = io.NopCloser(bytes.NewReader(body))
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		now := m.Now()
+		resp, err := next.RoundTrip(&in) // fails, unapplied, if r's context has ended
 		if err != nil {
 			return nil, err
 		}
-		body = b
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := r.Context().Err(); err != nil {
-		return nil, err // never reached the server
-	}
-	in := r.Clone(r.Context())
-	in.Body = io.NopCloser(bytes.NewReader(body))
-	in.ContentLength = int64(len(body))
-	if r.Method == http.MethodPut || r.Method == http.MethodPost {
-		in.Header.Set("Content-Length", strconv.Itoa(len(body)))
-	}
-	in.RequestURI = r.URL.RequestURI()
-	rec := httptest.NewRecorder()
-	now := m.Now()
-	rec.Header().Set("Date", now.UTC().Format(http.TimeFormat))
-	m.h.ServeHTTP(rec, in)
-	resp := rec.Result()
-	resp.Request = r
-	if resp.ContentLength < 0 {
-		resp.ContentLength = int64(rec.Body.Len())
-	}
-	if m.applied != nil && r.Method != http.MethodGet && r.Method != http.MethodHead && resp.StatusCode/100 == 2 {
-		key := strings.TrimPrefix(r.URL.Path, "/"+m.Bucket+"/")
-		m.applied(Applied{Request: r, Method: r.Method, Key: key, Body: body, Status: resp.StatusCode, Time: now})
-	}
-	return resp, nil
+		resp.Request = r
+		if m.applied != nil && r.Method != http.MethodGet && r.Method != http.MethodHead && resp.StatusCode/100 == 2 {
+			key := strings.TrimPrefix(r.URL.Path, "/"+m.Bucket+"/")
+			m.applied(Applied{Request: r, Method: r.Method, Key: key, Body: body, Status: resp.StatusCode, Time: now})
+		}
+		return resp, nil
+	})
 }
-
-// memClock is the gofakes3 time source that follows Memory.Now.
-type memClock struct{ m *Memory }
-
-func (c memClock) Now() time.Time                  { return c.m.Now() }
-func (c memClock) Since(t time.Time) time.Duration { return c.m.Now().Sub(t) }

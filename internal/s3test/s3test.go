@@ -1,5 +1,7 @@
-// Package s3test runs an in-process S3 (gofakes3 over a loopback HTTP
-// server) for tests, examples and the demo, and builds S3 clients for it.
+// Package s3test runs an in-process S3 (package mems3: gofakes3 over a
+// loopback HTTP server, or with no socket at all) for tests, examples and
+// the demo, and builds S3 clients for it and for the other servers the
+// tests run against.
 //
 // The server's clock, as S3 clients see it in the Date header, can be moved
 // forward with [Server.Advance], so lease expiry can be tested without
@@ -9,43 +11,47 @@ package s3test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/s3task/s3task/mems3"
 )
 
 // Bucket is the bucket every Server starts with.
-const Bucket = "tasks"
+const Bucket = mems3.DefaultBucket
 
-// Server is an in-process S3 endpoint on 127.0.0.1.
+// Server is an S3 endpoint on 127.0.0.1, a [mems3.Server] whose clock can
+// be moved forward.
 type Server struct {
 	URL    string
 	Bucket string
 
-	http  *httptest.Server
+	srv   *mems3.Server
 	clock *offsetClock
 }
 
 // Start starts a server with an empty in-memory backend and one bucket.
 // Objects' LastModified follows [Server.Advance] as the Date header does.
-func Start() (*Server, error) {
-	c := &offsetClock{}
-	return startOn("127.0.0.1:0", s3mem.New(s3mem.WithTimeSource(c)), c)
-}
+func Start() (*Server, error) { return StartBackend(nil) }
 
 // StartBackend starts a server on a free loopback port over the given
-// gofakes3 backend and creates [Bucket] in it if it is missing.
+// gofakes3 backend (nil means an empty in-memory one) and creates [Bucket]
+// in it if it is missing.
 func StartBackend(backend gofakes3.Backend) (*Server, error) {
-	return StartOn("127.0.0.1:0", backend)
+	c := &offsetClock{}
+	srv, err := mems3.Listen("", &mems3.Options{Bucket: Bucket, Backend: backend, Now: c.Now})
+	if err != nil {
+		return nil, fmt.Errorf("s3test: %w", err)
+	}
+	return &Server{URL: srv.URL(), Bucket: srv.Bucket(), srv: srv, clock: c}, nil
 }
 
 // New starts a server for a test and stops it when the test ends.
@@ -59,20 +65,21 @@ func New(t testing.TB) *Server {
 	return s
 }
 
-// Close stops the server.
-func (s *Server) Close() { s.http.Close() }
+// Close stops the server. A listener that failed shows in the requests
+// made to it, so Close does not report it.
+func (s *Server) Close() { _ = s.srv.Close() }
 
 // Now returns the server's clock.
 func (s *Server) Now() time.Time { return s.clock.Now() }
 
 // Advance moves the server's clock forward by d.
-func (s *Server) Advance(d time.Duration) { s.clock.offset.Add(int64(d)) }
+func (s *Server) Advance(d time.Duration) { s.clock.Advance(d) }
 
 // Client returns a new S3 client for the server with its own HTTP
 // transport. Each wrap, if any, wraps the transport (innermost first), e.g. to
 // count requests or inject faults.
 func (s *Server) Client(wrap ...func(http.RoundTripper) http.RoundTripper) *s3.Client {
-	return NewClient(s.URL, wrap...)
+	return s.srv.Client(wrap...)
 }
 
 // NewClient returns an S3 client for an S3-compatible endpoint with static
@@ -92,30 +99,26 @@ func NewClientWithKeys(endpoint, access, secret string, wrap ...func(http.RoundT
 }
 
 // NewClientOn returns a client like [NewClientWithKeys]'s for region, over
-// the transport rt, each wrap wrapping it, innermost first.
+// the transport rt, each wrap wrapping it, innermost first: a
+// [mems3.NewClient] with these credentials and region.
 func NewClientOn(endpoint, region, access, secret string, rt http.RoundTripper, wrap ...func(http.RoundTripper) http.RoundTripper) *s3.Client {
 	for _, w := range wrap {
 		rt = w(rt)
 	}
-	return s3.New(s3.Options{
-		Region:                     region,
-		BaseEndpoint:               aws.String(endpoint),
-		UsePathStyle:               true,
-		Credentials:                credentials.NewStaticCredentialsProvider(access, secret, ""),
-		HTTPClient:                 &http.Client{Transport: rt},
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
-		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
+	return mems3.NewClient(endpoint, rt, func(o *s3.Options) {
+		o.Region = region
+		o.Credentials = credentials.NewStaticCredentialsProvider(access, secret, "")
 	})
 }
 
-// clock is the gofakes3 time source that follows Server.Now.
 // offsetClock is the real clock plus an offset.
 type offsetClock struct {
 	offset atomic.Int64 // nanoseconds
 }
 
 func (c *offsetClock) Now() time.Time                  { return time.Now().Add(time.Duration(c.offset.Load())) }
-func (c *offsetClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c *offsetClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) } // with Now, a gofakes3.TimeSource
+func (c *offsetClock) Advance(d time.Duration)         { c.offset.Add(int64(d)) }
 
 // Marker returns the key of the active marker of task id under prefix:
 // the one found by listing the marker folder (the newest, by key, if there

@@ -2,7 +2,6 @@ package s3test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"sort"
 	"strconv"
@@ -11,18 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/aws/smithy-go"
 )
-
-func asCode(err error, target *interface{ ErrorCode() string }) bool {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		*target = ae
-		return true
-	}
-	return false
-}
 
 // Op names the kind of an S3 request as it is billed: LIST, GET, HEAD, PUT,
 // POST or DELETE.
