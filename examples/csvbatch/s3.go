@@ -10,14 +10,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3bolt"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/s3task/s3task/examples/internal/s3client"
-	"github.com/s3task/s3task/internal/s3test"
+	"github.com/s3task/s3task/mems3"
 )
 
 // objectStore is the S3 the program works against: its own in-process one
@@ -27,19 +25,20 @@ type objectStore struct {
 	bucket string
 	about  string // one line for the start-up banner
 
-	embedded *s3test.Server // nil for a real S3
-	db       *bolt.DB       // the embedded S3's database, if persistent
+	embedded *mems3.Server // nil for a real S3
+	db       *bolt.DB      // the embedded S3's database, if persistent
 }
 
 // close stops the embedded S3, if any, and closes its database.
 func (o *objectStore) close() error {
+	var errs []error
 	if o.embedded != nil {
-		o.embedded.Close()
+		errs = append(errs, o.embedded.Close())
 	}
 	if o.db != nil {
-		return o.db.Close()
+		errs = append(errs, o.db.Close())
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // openObjectStore starts the embedded S3 or connects to the configured one.
@@ -50,20 +49,17 @@ func openObjectStore(ctx context.Context, cfg *config) (*objectStore, error) {
 	return openExternal(ctx, cfg)
 }
 
-// openEmbedded starts gofakes3 on a loopback port. With a data folder its
-// objects live in a bbolt file there and survive a restart; without one they
-// live in memory.
+// openEmbedded starts the library's in-memory S3, mems3 (gofakes3), on a
+// loopback port. With a data folder its objects live in a bbolt file there
+// and survive a restart; without one they live in memory.
 //
-// gofakes3's default CORS answer allows every origin, which lets the
-// operator page (on another loopback port) upload with the presigned POST
-// form and PUT.
+// Its CORS answer allows every origin, which lets the operator page (on
+// another loopback port) upload with the presigned POST form and PUT.
 func openEmbedded(cfg *config) (*objectStore, error) {
 	o := &objectStore{}
-	var backend gofakes3.Backend
+	var opts mems3.Options // the default backend keeps objects in memory
 	where := "in memory only: objects are lost at exit"
-	if cfg.dataDir == "" {
-		backend = s3mem.New()
-	} else {
+	if cfg.dataDir != "" {
 		if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("embedded S3: data folder: %w", err)
 		}
@@ -76,10 +72,10 @@ func openEmbedded(cfg *config) (*objectStore, error) {
 			return nil, fmt.Errorf("embedded S3: open %s: %w", file, err)
 		}
 		o.db = db
-		backend = s3bolt.New(db)
+		opts.Backend = s3bolt.New(db)
 		where = "data in " + file
 	}
-	srv, err := s3test.StartOn(cfg.s3Listen, backend)
+	srv, err := mems3.Listen(cfg.s3Listen, &opts)
 	if err != nil {
 		o.close()
 		return nil, fmt.Errorf("embedded S3: %w", err)
@@ -89,9 +85,9 @@ func openEmbedded(cfg *config) (*objectStore, error) {
 	if cfg.s3Wrap != nil {
 		wraps = append(wraps, cfg.s3Wrap)
 	}
-	o.client = s3test.NewClient(srv.URL, wraps...)
-	o.bucket = srv.Bucket
-	o.about = fmt.Sprintf("embedded S3 (gofakes3) at %s, bucket %q, %s", srv.URL, srv.Bucket, where)
+	o.client = srv.Client(wraps...)
+	o.bucket = srv.Bucket()
+	o.about = fmt.Sprintf("embedded S3 (gofakes3) at %s, bucket %q, %s", srv.URL(), srv.Bucket(), where)
 	return o, nil
 }
 

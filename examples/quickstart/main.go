@@ -1,6 +1,6 @@
 // Command quickstart runs one CSV task through s3task from start to finish
-// against an in-process S3: create, upload, submit, a worker processes it,
-// download the result.
+// against the library's in-memory S3, package mems3: create, upload,
+// submit, a worker processes it, download the result.
 //
 //	go run ./examples/quickstart
 //	go run ./examples/quickstart -rows 5000 -workers 3
@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/s3task/s3task"
-	"github.com/s3task/s3task/internal/s3test"
+	"github.com/s3task/s3task/mems3"
 )
 
 func main() {
@@ -58,12 +58,16 @@ func run(rows, workers int, verbose bool) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	srv, err := s3test.Start()
+	// An S3 for development, its objects in memory, on a free loopback
+	// port (mems3.New(nil) would serve its clients with no socket at all).
+	// A real program gives NewStore an *s3.Client built from its AWS
+	// configuration instead.
+	srv, err := mems3.Listen("", nil)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	fmt.Printf("in-process S3 at %s, bucket %q\n", srv.URL, srv.Bucket)
+	fmt.Printf("in-process S3 at %s, bucket %q\n", srv.URL(), srv.Bucket())
 
 	level := slog.LevelWarn
 	if verbose {
@@ -73,7 +77,7 @@ func run(rows, workers int, verbose bool) error {
 	opts := &s3task.StoreOptions{InputExt: ".csv", OutputExt: ".csv", Logger: logger}
 
 	// The control side, as an HTTP handler of the host application would use it.
-	store, err := s3task.NewStore(srv.Client(), srv.Bucket, opts)
+	store, err := s3task.NewStore(srv.Client(), srv.Bucket(), opts)
 	if err != nil {
 		return err
 	}
@@ -90,7 +94,7 @@ func run(rows, workers int, verbose bool) error {
 	done := make(chan *s3task.Task, 1)
 	stopped := make(chan struct{})
 	for i := range workers {
-		ws, err := s3task.NewStore(srv.Client(), srv.Bucket, opts)
+		ws, err := s3task.NewStore(srv.Client(), srv.Bucket(), opts)
 		if err != nil {
 			return err
 		}
