@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,63 +17,318 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// ListOptions selects a page of tasks.
+// Bounds of the scan of one [Store.List] call ([ListOptions.MaxScan]).
+const (
+	DefaultListScan = 1000  // the scan bound when MaxScan is zero
+	MaxListScan     = 10000 // the largest MaxScan
+)
+
+// listBatch is the most keys one LIST returns (S3's own cap).
+const listBatch = 1000
+
+// ListOptions selects a page of tasks. The filters (Statuses, Types,
+// Metadata) combine: a task is in the page only if it passes every filter
+// that is set. An unset filter passes every task.
 type ListOptions struct {
 	// Limit is the most tasks a page holds, 1 to [MaxListLimit]; zero means
 	// [DefaultListLimit].
 	Limit int
 	// Cursor continues a listing from Page.NextCursor; empty starts at the
-	// newest task.
+	// newest task. A cursor is a position in the listing, the same with or
+	// without filters; pass the same filters with it to continue the same
+	// listing.
 	Cursor string
+
+	// Statuses, if not empty, keeps the tasks in any of these statuses.
+	// Each must be one of the Status constants.
+	Statuses []Status
+	// Types, if not empty, keeps the tasks of any of these types ("" is
+	// the type of a task created without one). Each is at most 128 bytes
+	// of UTF-8, as [CreateParams.Type].
+	Types []string
+	// Metadata, if not empty, keeps the tasks whose [Task.Metadata] holds
+	// every one of these entries with exactly this value (an empty value
+	// matches an entry present with an empty value, not a missing one).
+	// Keys and values follow the rules of [CreateParams.Metadata], so that
+	// every filter could match some task.
+	Metadata map[string]string
+
+	// MaxScan is the most entries of the listing one call scans: task
+	// folders, whose records it reads (one GET each), and any other object
+	// directly under the prefix among them (the library writes none
+	// there). A call that reaches it before its page is full returns the
+	// page short, with Page.ScanLimited set and a NextCursor right after
+	// the last entry scanned. Zero means [DefaultListScan]; at most
+	// [MaxListScan]. Without a filter every folder takes a place in the
+	// page, so a call scans at most Limit entries, and MaxScan matters only
+	// if it is smaller.
+	MaxScan int
 }
 
 // Page is one page of tasks, newest first.
 type Page struct {
-	// Tasks holds the readable records in the page, newest first.
+	// Tasks holds the readable records in the page that pass the filters,
+	// newest first.
 	Tasks []*Task
-	// Broken holds the task folders in the page whose record could not be
-	// used (corrupt, a newer schema, or missing), each with its key. They
-	// take a place in the page but never hide the others.
+	// Broken holds the task folders scanned whose record could not be used
+	// (corrupt, a newer schema, missing, or a failed read), each with its
+	// key, in listing order. They never hide the others. Without a filter
+	// they take a place in the page. A filter cannot tell whether one
+	// would pass, so a filtered page reports every one it scanned, whatever
+	// the filter, without counting it against Limit: a host that shows a
+	// filtered page to someone who may see only what passes (one tenant's
+	// tasks) should not show them Broken.
 	Broken []*RecordError
 	// NextCursor continues the listing; it is empty on the last page.
 	NextCursor string
+	// Scanned is how many entries of the listing the call went through:
+	// the task folders it read, passing the filters or not, and any other
+	// object among them. Folders read ahead past the last task of a full
+	// page are not counted; the next page reads them again.
+	Scanned int
+	// ScanLimited reports that the call stopped at its scan bound
+	// (ListOptions.MaxScan) before the page held Limit tasks, with more of
+	// the listing left: the page is short, and NextCursor continues right
+	// after the last entry scanned, so the next call goes on from there.
+	ScanLimited bool
 }
 
-// List returns a page of tasks, newest first. A page costs one LIST plus one
-// GET per task in it, read concurrently (StoreOptions.ListConcurrency at a
-// time); its cost depends on the page size, never on how many tasks the bucket
-// holds. The cursor is opaque: pass back Page.NextCursor as it is.
+// List returns a page of tasks, newest first, that pass the filters of
+// opts. It lists the task folders from the cursor on and reads their
+// records, StoreOptions.ListConcurrency at a time, putting them back in
+// listing order, until the page holds Limit tasks, the listing ends, or it
+// has scanned its bound (see ListOptions.MaxScan). NextCursor then continues
+// right after the last entry scanned, which is the page's last task when the
+// page is full, so that paging on with the same options shows every task
+// that passes exactly once. The cursor is opaque: pass back
+// Page.NextCursor as it is.
 //
-// Errors: [ErrInvalidArgument] for a bad limit; [ErrInvalidCursor]; S3
-// errors for the LIST (a failed record read lands in Page.Broken instead).
+// Cost. Without a filter: one LIST plus one GET per task in the page; the
+// cost depends on the page size, never on how many tasks the bucket
+// holds. With a filter: one LIST per 1,000 entries scanned (or part of
+// 1,000) plus one GET per task folder scanned, so the cost grows with the
+// tasks passed over, up to MaxScan GETs and MaxScan/1,000 LISTs (rounded
+// up) a call. Records are read in batches of the larger of ListConcurrency
+// and the places left in the page; when the page fills inside a batch, the
+// reads after its last task (at most ListConcurrency-1) are spent, and the
+// next page makes them again. For example, on 1,000 tasks of which every
+// tenth passes, a page of 10 scans 91 to 100 folders and costs one LIST and
+// 91 to 100 GETs (at the default ListConcurrency of 8); paging through all
+// of them costs 10 or 11 LISTs and 1,000 to 1,007 GETs.
+//
+// Errors: [ErrInvalidArgument] for a bad limit, scan bound or filter (a
+// status that is not one, a type or metadata entry no task could have);
+// [ErrInvalidCursor]; S3 errors for the LIST (a failed record read lands
+// in Page.Broken instead); the context's error if it ends.
 func (s *Store) List(ctx context.Context, opts ListOptions) (*Page, error) {
-	limit := opts.Limit
-	switch {
-	case limit == 0:
-		limit = DefaultListLimit
-	case limit < 0 || limit > MaxListLimit:
-		return nil, invalidArg("list limit %d, want 1 to %d", limit, MaxListLimit)
+	return s.list(ctx, opts)
+}
+
+// list is List's work.
+func (s *Store) list(ctx context.Context, opts ListOptions) (*Page, error) {
+	q, err := newListQuery(opts)
+	if err != nil {
+		return nil, err
 	}
 	after := ""
 	if opts.Cursor != "" {
-		var err error
 		if after, err = decodeCursor(opts.Cursor); err != nil {
 			return nil, err
 		}
 	}
-	ids, next, err := s.listFolders(ctx, after, limit)
-	if err != nil {
-		return nil, err
-	}
 	page := &Page{}
-	if next != "" {
-		page.NextCursor = encodeCursor(next)
+	taken := 0   // places taken in the page
+	more := true // whether the listing may go on after position after
+	for more && taken < q.limit && page.Scanned < q.scan {
+		entries, listMore, err := s.listEntries(ctx, after, min(listBatch, q.scan-page.Scanned))
+		if err != nil {
+			return nil, err
+		}
+		// Read a batch of records at a time, then take its entries in
+		// listing order until the page is full. A batch is never larger
+		// than the places left unless ListConcurrency is, so a full page
+		// reads at most ListConcurrency-1 records past its last task.
+		for len(entries) > 0 && taken < q.limit && page.Scanned < q.scan {
+			n := min(len(entries), q.scan-page.Scanned, max(q.limit-taken, s.opts.ListConcurrency))
+			batch := entries[:n]
+			tasks, bad := s.readRecords(ctx, batch)
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			for i, e := range batch {
+				if taken == q.limit {
+					break
+				}
+				entries = entries[1:]
+				page.Scanned++
+				after = max(after, e.pos) // a placeholder object named as the prefix is at ""
+				switch {
+				case tasks[i] != nil:
+					if q.match(tasks[i]) {
+						page.Tasks = append(page.Tasks, tasks[i])
+						taken++
+					}
+				case bad[i] != nil:
+					page.Broken = append(page.Broken, bad[i])
+					if q.all {
+						taken++
+					}
+				}
+			}
+		}
+		more = listMore || slices.ContainsFunc(entries, func(e listEntry) bool { return e.id != "" })
 	}
-	page.Tasks, page.Broken = s.readMany(ctx, ids)
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	if more && after != "" {
+		page.NextCursor = encodeCursor(after)
+		page.ScanLimited = taken < q.limit
 	}
 	return page, nil
+}
+
+// listQuery is a List call's options, checked and ready to use.
+type listQuery struct {
+	limit    int               // places in the page
+	scan     int               // entries the call may scan
+	all      bool              // no filter: every folder takes a place
+	statuses map[Status]bool   // nil: any status
+	types    map[string]bool   // nil: any type
+	metadata map[string]string // nil: any metadata
+}
+
+// newListQuery checks opts and returns the query they ask for.
+func newListQuery(opts ListOptions) (*listQuery, error) {
+	q := &listQuery{limit: opts.Limit, scan: opts.MaxScan}
+	switch {
+	case q.limit == 0:
+		q.limit = DefaultListLimit
+	case q.limit < 0 || q.limit > MaxListLimit:
+		return nil, invalidArg("list limit %d, want 1 to %d", q.limit, MaxListLimit)
+	}
+	switch {
+	case q.scan == 0:
+		q.scan = DefaultListScan
+	case q.scan < 0 || q.scan > MaxListScan:
+		return nil, invalidArg("ListOptions.MaxScan %d, want 1 to %d", q.scan, MaxListScan)
+	}
+	for _, st := range opts.Statuses {
+		if !st.Valid() {
+			return nil, invalidArg("ListOptions.Statuses holds %q, which is not a status", truncate(string(st), 40))
+		}
+		if q.statuses == nil {
+			q.statuses = map[Status]bool{}
+		}
+		q.statuses[st] = true
+	}
+	for _, typ := range opts.Types {
+		if len(typ) > 128 || !utf8.ValidString(typ) {
+			return nil, invalidArg("ListOptions.Types holds a type of %d bytes, want at most 128 bytes of UTF-8", len(typ))
+		}
+		if q.types == nil {
+			q.types = map[string]bool{}
+		}
+		q.types[typ] = true
+	}
+	if len(opts.Metadata) > MaxMetadataEntries {
+		return nil, invalidArg("ListOptions.Metadata has %d entries, but a task has at most %d", len(opts.Metadata), MaxMetadataEntries)
+	}
+	size := 0
+	for _, k := range slices.Sorted(maps.Keys(opts.Metadata)) {
+		v := opts.Metadata[k]
+		if !validMetadataKey(k) {
+			return nil, invalidArg("ListOptions.Metadata key %q must be 1 to %d ASCII letters, digits, '.', '-' or '_'", truncate(k, 40), MaxMetadataKeyLen)
+		}
+		if len(v) > MaxMetadataValueLen || !utf8.ValidString(v) {
+			return nil, invalidArg("ListOptions.Metadata[%q] must be at most %d bytes of UTF-8", k, MaxMetadataValueLen)
+		}
+		size += len(k) + len(v)
+	}
+	if size > MaxMetadataSize {
+		return nil, invalidArg("ListOptions.Metadata holds %d bytes, but a task's holds at most %d", size, MaxMetadataSize)
+	}
+	if len(opts.Metadata) > 0 {
+		q.metadata = opts.Metadata
+	}
+	q.all = q.statuses == nil && q.types == nil && q.metadata == nil
+	if q.all {
+		q.scan = min(q.scan, q.limit)
+	}
+	return q, nil
+}
+
+// match reports whether t passes the query's filters.
+func (q *listQuery) match(t *Task) bool {
+	if q.statuses != nil && !q.statuses[t.Status] {
+		return false
+	}
+	if q.types != nil && !q.types[t.Type] {
+		return false
+	}
+	for k, want := range q.metadata {
+		if v, ok := t.Metadata[k]; !ok || v != want {
+			return false
+		}
+	}
+	return true
+}
+
+// listEntry is an entry of the listing of the task folders.
+type listEntry struct {
+	pos string // the listing position right after it, relative to the prefix
+	id  string // the task ID of a task folder; "" for any other entry
+}
+
+// listEntries makes one LIST of at most size entries under the prefix,
+// starting after position after (relative to the prefix; "" for the
+// newest). It returns, in listing order, the entries among the task
+// folders (task folders and other objects between them), and whether the
+// listing may go on after the last of them.
+func (s *Store) listEntries(ctx context.Context, after string, size int) (entries []listEntry, more bool, err error) {
+	in := &s3.ListObjectsV2Input{
+		Bucket:    &s.bucket,
+		Prefix:    &s.opts.Prefix,
+		Delimiter: aws.String("/"),
+		MaxKeys:   aws.Int32(int32(size)),
+	}
+	if after != "" {
+		in.StartAfter = aws.String(s.opts.Prefix + after)
+	}
+	out, err := s.client.ListObjectsV2(ctx, in)
+	if err != nil {
+		return nil, false, fmt.Errorf("s3task: list %s: %w", s.opts.Prefix, err)
+	}
+	s.observe(out.ResultMetadata)
+
+	// S3 returns folders and objects apart; merged by key they are in
+	// listing order. The position after a folder name/ is name+"0": every
+	// key inside it sorts below ('0' follows '/') and no other key sorts
+	// between them. The position after an object is its key.
+	keys := make([]string, 0, len(out.CommonPrefixes)+len(out.Contents))
+	for _, cp := range out.CommonPrefixes {
+		keys = append(keys, strings.TrimPrefix(aws.ToString(cp.Prefix), s.opts.Prefix))
+	}
+	for _, obj := range out.Contents {
+		keys = append(keys, strings.TrimPrefix(aws.ToString(obj.Key), s.opts.Prefix))
+	}
+	slices.Sort(keys)
+	more = aws.ToBool(out.IsTruncated) && len(keys) > 0
+	for _, k := range keys {
+		// Task IDs start with '0' to '7'; the marker folder, the wake
+		// object and anything else after them cannot hide a task, so a
+		// listing that reached them has ended.
+		if k == "" || k[0] > '7' {
+			more = false
+			break
+		}
+		e := listEntry{pos: k}
+		if name, ok := strings.CutSuffix(k, "/"); ok {
+			e.pos = name + "0"
+			if ParseID(name) == nil {
+				e.id = name
+			}
+		}
+		entries = append(entries, e)
+	}
+	return entries, more, nil
 }
 
 // listFolders makes one LIST of the task folders, newest first, starting
@@ -79,74 +336,71 @@ func (s *Store) List(ctx context.Context, opts ListOptions) (*Page, error) {
 // returns the task IDs in it and the position to continue from, "" at the
 // end.
 func (s *Store) listFolders(ctx context.Context, after string, limit int) (ids []string, next string, err error) {
-	in := &s3.ListObjectsV2Input{
-		Bucket:    &s.bucket,
-		Prefix:    &s.opts.Prefix,
-		Delimiter: aws.String("/"),
-		MaxKeys:   aws.Int32(int32(limit)),
-	}
-	if after != "" {
-		in.StartAfter = aws.String(s.opts.Prefix + after)
-	}
-	out, err := s.client.ListObjectsV2(ctx, in)
+	entries, more, err := s.listEntries(ctx, after, limit)
 	if err != nil {
-		return nil, "", fmt.Errorf("s3task: list %s: %w", s.opts.Prefix, err)
+		return nil, "", err
 	}
-	s.observe(out.ResultMetadata)
-
-	// The next page starts after the greatest entry of this one, folder or
-	// stray object. Every key inside folder name/ sorts below name+"0" ('0'
-	// follows '/') and no other key sorts between them, so for a folder
-	// that is the position to continue from.
-	last := ""
-	for _, cp := range out.CommonPrefixes {
-		name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(cp.Prefix), s.opts.Prefix), "/")
-		last = max(last, name+"0")
-		if ParseID(name) == nil {
-			ids = append(ids, name)
+	for _, e := range entries {
+		if e.id != "" {
+			ids = append(ids, e.id)
 		}
 	}
-	for _, obj := range out.Contents {
-		last = max(last, strings.TrimPrefix(aws.ToString(obj.Key), s.opts.Prefix))
-	}
-	// Task IDs start with '0' to '7'; the marker folder, the wake object and
-	// anything else after them cannot hide a task, so a page that reached
-	// them is the last.
-	if aws.ToBool(out.IsTruncated) && last != "" && last[0] <= '7' {
-		next = last
+	if more {
+		next = entries[len(entries)-1].pos
 	}
 	return ids, next, nil
+}
+
+// readRecords reads the records of the task folders among entries,
+// StoreOptions.ListConcurrency at a time. For each entry it returns either
+// the task or why its record cannot be used, at the entry's index, or
+// neither for an entry that is not a task folder.
+func (s *Store) readRecords(ctx context.Context, entries []listEntry) ([]*Task, []*RecordError) {
+	tasks := make([]*Task, len(entries))
+	bad := make([]*RecordError, len(entries))
+	sem := make(chan struct{}, s.opts.ListConcurrency)
+	var wg sync.WaitGroup
+	for i, e := range entries {
+		if e.id == "" {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			t, _, err := s.read(ctx, e.id)
+			if err != nil {
+				var re *RecordError
+				if !errors.As(err, &re) {
+					re = &RecordError{Key: s.recordKey(e.id), Err: err}
+				}
+				bad[i] = re
+				return
+			}
+			tasks[i] = t
+		}()
+	}
+	wg.Wait()
+	return tasks, bad
 }
 
 // readMany reads the records of ids, StoreOptions.ListConcurrency at a
 // time, and returns the readable ones and the others, each in the order of
 // ids.
 func (s *Store) readMany(ctx context.Context, ids []string) ([]*Task, []*RecordError) {
-	tasks := make([]*Task, len(ids))
-	errs := make([]error, len(ids))
-	sem := make(chan struct{}, s.opts.ListConcurrency)
-	var wg sync.WaitGroup
+	entries := make([]listEntry, len(ids))
 	for i, id := range ids {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			tasks[i], _, errs[i] = s.read(ctx, id)
-		}()
+		entries[i] = listEntry{id: id}
 	}
-	wg.Wait()
+	tasks, bad := s.readRecords(ctx, entries)
 	var good []*Task
 	var broken []*RecordError
-	for i, t := range tasks {
-		if t != nil {
-			good = append(good, t)
-			continue
+	for i := range entries {
+		if tasks[i] != nil {
+			good = append(good, tasks[i])
+		} else {
+			broken = append(broken, bad[i])
 		}
-		var re *RecordError
-		if !errors.As(errs[i], &re) {
-			re = &RecordError{Key: s.recordKey(ids[i]), Err: errs[i]}
-		}
-		broken = append(broken, re)
 	}
 	return good, broken
 }
