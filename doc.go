@@ -519,7 +519,8 @@
 // and a DELETE of the old marker of a task that was waiting for its retry.
 // Schedule: GET, PUT of the new marker, PUT of the record, DELETE of the
 // old marker, and the wake object's GET and PUT when the task is queued.
-// List: 1 LIST plus one GET per task in the page, whatever the bucket holds.
+// List: 1 LIST plus one GET per task in the page, whatever the bucket holds;
+// a filtered List also reads the tasks it passes over (see [Store.List]).
 // PresignUpload, PresignUploadForm, PresignDownload: 1 GET (signing is
 // local); CreateForUpload creates and presigns with 1 PUT. One attempt: a
 // LIST that finds it, a GET of the record, a PUT of the marker at the lease's
