@@ -87,9 +87,10 @@ type Page struct {
 	// page are not counted; the next page reads them again.
 	Scanned int
 	// ScanLimited reports that the call stopped at its scan bound
-	// (ListOptions.MaxScan) before the page held Limit tasks, with more of
-	// the listing left: the page is short, and NextCursor continues right
-	// after the last entry scanned, so the next call goes on from there.
+	// (ListOptions.MaxScan; without a filter, Limit if smaller) before the
+	// page held Limit tasks, with more of the listing left: the page is
+	// short, and NextCursor continues right after the last entry scanned,
+	// so the next call goes on from there.
 	ScanLimited bool
 }
 
@@ -161,7 +162,7 @@ func (s *Store) list(ctx context.Context, opts ListOptions) (*Page, error) {
 				}
 				entries = entries[1:]
 				page.Scanned++
-				after = max(after, e.pos) // a placeholder object named as the prefix is at ""
+				after = max(after, e.pos) // positions only grow; an object named as the prefix itself is at ""
 				switch {
 				case tasks[i] != nil:
 					if q.match(tasks[i]) {
