@@ -16,7 +16,7 @@ import (
 // user reads the API in go doc, and a name without a word there is a
 // question for the maintainers.
 func TestExportedNamesDocumented(t *testing.T) {
-	dirs := []string{".", "s3event", "s3tasktest", "s3taskotel", "s3tasknats", "s3tasklambda"}
+	dirs := []string{".", "s3event", "s3tasktest", "mems3", "s3taskotel", "s3tasknats", "s3tasklambda"}
 	for _, dir := range dirs {
 		entries, err := os.ReadDir(dir)
 		if err != nil {

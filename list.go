@@ -122,10 +122,12 @@ type Page struct {
 // [ErrInvalidCursor]; S3 errors for the LIST (a failed record read lands
 // in Page.Broken instead); the context's error if it ends.
 func (s *Store) List(ctx context.Context, opts ListOptions) (*Page, error) {
-	return s.list(ctx, opts)
+	c := &Call{Op: OpList, List: &opts}
+	_, err := s.call(ctx, c)
+	return result[*Page](c, err)
 }
 
-// list is List's work.
+// list is List's work, once the middleware has passed the call on.
 func (s *Store) list(ctx context.Context, opts ListOptions) (*Page, error) {
 	q, err := newListQuery(opts)
 	if err != nil {

@@ -388,6 +388,12 @@ type Stats struct {
 // Errors: [ErrInvalidArgument] for a negative AttemptsOver; S3 errors and
 // ctx's.
 func (s *Store) Stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
+	c := &Call{Op: OpStats, stats: opts}
+	_, err := s.call(ctx, c)
+	return result[*Stats](c, err)
+}
+
+func (s *Store) stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
 	if opts.AttemptsOver < 0 {
 		return nil, invalidArg("AttemptsOver %d, must not be negative", opts.AttemptsOver)
 	}

@@ -3,7 +3,10 @@ package s3task
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
+
+	"github.com/s3task/s3task/internal/kit"
 )
 
 // Middleware wraps the [Handler] of every attempt a [Worker] runs, the way
@@ -42,50 +45,106 @@ func wrap(h Handler, mw []Middleware) (Handler, error) {
 // Op names a [Store] call that passes through [StoreMiddleware].
 type Op string
 
-// The Store calls that pass through StoreMiddleware: those that create a
-// task or change its state. [Store.CreateForUpload] is an OpCreate.
+// The Store calls that pass through StoreMiddleware: every call on a task,
+// those that create or change one and those that read one, and the
+// listings. [Store.CreateForUpload] and [Store.Ingest] are an OpCreate;
+// [Store.PresignUploadForm] is an OpPresignUpload.
 const (
-	OpCreate   Op = "create"   // Store.Create
-	OpSubmit   Op = "submit"   // Store.Submit
-	OpCancel   Op = "cancel"   // Store.Cancel
-	OpRetry    Op = "retry"    // Store.Retry
-	OpSchedule Op = "schedule" // Store.Schedule
+	OpCreate          Op = "create"           // Store.Create
+	OpSubmit          Op = "submit"           // Store.Submit
+	OpCancel          Op = "cancel"           // Store.Cancel
+	OpRetry           Op = "retry"            // Store.Retry
+	OpSchedule        Op = "schedule"         // Store.Schedule
+	OpUploadInput     Op = "upload_input"     // Store.UploadInput
+	OpGet             Op = "get"              // Store.Get
+	OpPresignUpload   Op = "presign_upload"   // Store.PresignUpload, Store.PresignUploadForm
+	OpPresignDownload Op = "presign_download" // Store.PresignDownload
+	OpOpenOutput      Op = "open_output"      // Store.OpenOutput
+	OpList            Op = "list"             // Store.List
+	OpStats           Op = "stats"            // Store.Stats
 )
 
+// Writes reports whether o creates a task or changes one (its record or
+// its input); the others only read.
+func (o Op) Writes() bool {
+	switch o {
+	case OpCreate, OpSubmit, OpCancel, OpRetry, OpSchedule, OpUploadInput:
+		return true
+	}
+	return false
+}
+
 // Call is one Store call as [StoreMiddleware] sees it: the call's name and
-// arguments. A middleware may change the arguments before it passes the
-// call on, e.g. add entries to a copy of Params.Metadata; the Store
-// validates them after every middleware has run.
+// arguments, and the task's record as it stands. A middleware may change
+// the arguments before it passes the call on, e.g. add entries to a copy of
+// Params.Metadata or a filter to List; the Store validates them after every
+// middleware has run.
 type Call struct {
 	// Op is the Store method called.
 	Op Op
 	// TaskID is the task the call is for; empty for OpCreate, whose task's
-	// ID is that of the Task returned.
+	// ID is that of the Task returned, and for OpList and OpStats.
 	TaskID string
+	// Task is the task's record as the Store read it for this call, before
+	// any middleware ran, for every Op with a TaskID: a tenant or permission
+	// check reads its Metadata, its Type or its CreatedBy here, once, for
+	// reads and writes alike. It is nil when the ID is invalid, no such task
+	// exists, or its record cannot be read; the call then fails with that
+	// error once the middleware passes it on. It is the Store's own read,
+	// reused by the call (no request more): a middleware must not change
+	// it, nor TaskID.
+	Task *Task
 	// Params are OpCreate's parameters; nil for every other Op. Params.Metadata
 	// is the caller's own map: copy it before adding to it.
 	Params *CreateParams
+	// List is OpList's options, a copy of the caller's: a middleware may
+	// narrow it (add a status, type or metadata filter, such as the
+	// caller's tenant), and the Store filters as it reads, so pages stay
+	// full. Nil for every other Op.
+	List *ListOptions
 	// Reason is OpCancel's reason.
 	Reason string
 	// At is OpSchedule's start time.
 	At time.Time
+	// TTL is how long the URLs of OpPresignUpload and OpPresignDownload
+	// stay valid.
+	TTL time.Duration
 	// Found is set by the Store when an OpCreate returns: true when its
 	// Params.Key named a task an earlier call made, which the call returned
 	// as it is, writing nothing (see [Store.CreateOrGet]). A middleware
 	// reads it after next returns, to log a repeat as a repeat.
 	Found bool
+
+	// The record read for the call before the middleware ran (see Task).
+	read    bool
+	readID  string
+	rec     *Task
+	etag    string
+	readErr error
+
+	form   bool         // OpPresignUpload: a POST form rather than a PUT
+	stats  StatsOptions // OpStats's options
+	input  io.Reader    // OpUploadInput's body
+	result any          // what a call that returns more than a Task returns
 }
 
 // CallFunc performs a [Call] and returns what the Store method returns.
 type CallFunc func(ctx context.Context, c *Call) (*Task, error)
 
-// StoreMiddleware wraps the Store calls that create or change a task (see
-// [Op]), as [Middleware] wraps a worker's attempts: it gets the next
-// CallFunc and returns one that calls it, for a trace span, an audit log,
-// an authorisation check, or metadata every task should carry. It runs on
-// the caller's goroutine, with the caller's context; a panic is not
-// recovered. A middleware that returns without calling next refuses the
-// call, and the Store method returns its error.
+// StoreMiddleware wraps the Store's calls (see [Op]), those that read as
+// well as those that create or change a task, as [Middleware] wraps a
+// worker's attempts: it gets the next CallFunc and returns one that calls
+// it, for a trace span, an audit log ([Op.Writes] tells the changes
+// apart), metadata every task should carry, or an authorisation check
+// written once for every call: the task's record is in [Call.Task], and a
+// listing's filters in [Call.List]. It runs on the caller's goroutine,
+// with the caller's context; a panic is not recovered. A middleware that
+// returns without calling next refuses the call, and the Store method
+// returns its error.
+//
+// The CallFunc returns the task the call returned or, for a call that
+// returns something else (a URL, an output, a page), the task's record, or
+// nil for OpList and OpStats.
 //
 // StoreOptions.Middleware lists them outermost first, as for Middleware.
 type StoreMiddleware func(next CallFunc) CallFunc
@@ -103,6 +162,37 @@ func chainCalls(do CallFunc, mw []StoreMiddleware) (CallFunc, error) {
 	return do, nil
 }
 
+// call runs c through the middleware: first, for a call on a task, it
+// reads the task's record, which the middleware sees (Call.Task) and the
+// call then uses.
+func (s *Store) call(ctx context.Context, c *Call) (*Task, error) {
+	if kit.Bypassed(ctx) {
+		return s.perform(ctx, c) // the test kit's own reads
+	}
+	if c.TaskID != "" && c.Op != OpCreate {
+		c.read, c.readID = true, c.TaskID
+		if c.readErr = ParseID(c.TaskID); c.readErr == nil {
+			c.rec, c.etag, c.readErr = s.read(ctx, c.TaskID)
+		}
+		if c.rec != nil {
+			c.Task = c.rec.clone()
+		}
+	}
+	return s.do(ctx, c)
+}
+
+// record returns the record of c's task and its ETag: the one read before
+// the middleware ran, or a fresh read if a middleware changed TaskID.
+func (s *Store) record(ctx context.Context, c *Call) (*Task, string, error) {
+	if c.read && c.readID == c.TaskID {
+		return c.rec, c.etag, c.readErr
+	}
+	if err := ParseID(c.TaskID); err != nil {
+		return nil, "", err
+	}
+	return s.read(ctx, c.TaskID)
+}
+
 // perform carries out a call once every middleware has passed it on.
 func (s *Store) perform(ctx context.Context, c *Call) (*Task, error) {
 	switch c.Op {
@@ -112,13 +202,33 @@ func (s *Store) perform(ctx context.Context, c *Call) (*Task, error) {
 		}
 		return s.create(ctx, c)
 	case OpSubmit:
-		return s.submit(ctx, c.TaskID)
+		return s.submit(ctx, c)
 	case OpCancel:
-		return s.cancel(ctx, c.TaskID, c.Reason)
+		return s.cancel(ctx, c)
 	case OpRetry:
-		return s.retry(ctx, c.TaskID)
+		return s.retry(ctx, c)
 	case OpSchedule:
-		return s.schedule(ctx, c.TaskID, c.At)
+		return s.schedule(ctx, c)
+	case OpUploadInput:
+		return s.uploadInput(ctx, c)
+	case OpGet:
+		t, _, err := s.record(ctx, c)
+		return t, err
+	case OpPresignUpload:
+		return s.presignUpload(ctx, c)
+	case OpPresignDownload, OpOpenOutput:
+		return s.output(ctx, c)
+	case OpList:
+		if c.List == nil {
+			return nil, invalidArg("list call without List")
+		}
+		page, err := s.list(ctx, *c.List)
+		c.result = page
+		return nil, err
+	case OpStats:
+		stats, err := s.stats(ctx, c.stats)
+		c.result = stats
+		return nil, err
 	}
 	return nil, invalidArg("unknown store call %q", c.Op)
 }

@@ -275,9 +275,11 @@ func TestStoreMiddleware(t *testing.T) {
 	}
 	want := []string{
 		"outer create ", "inner create ", "inner done create: created", "outer done create: created",
+		"outer upload_input " + id, "inner upload_input " + id, "inner done upload_input: created", "outer done upload_input: created",
 		"outer schedule " + id, "inner schedule " + id, "inner done schedule: created", "outer done schedule: created",
 		"outer submit " + id, "inner submit " + id, "inner done submit: queued", "outer done submit: queued",
 		"outer cancel " + id, // refused by stamp, between the two
+		"outer get " + id, "inner get " + id, "inner done get: queued", "outer done get: queued",
 		"outer cancel " + id, "inner cancel " + id, "inner done cancel: abandoned", "outer done cancel: abandoned",
 		"outer retry " + id, "inner retry " + id,
 		"outer create ", "inner create ", "inner done create: created", "outer done create: created",

@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3task/s3task/internal/entropy"
-	"github.com/s3task/s3task/internal/exactclock"
+	"github.com/s3task/s3task/internal/kit"
 	"github.com/s3task/s3task/internal/probe"
 	"github.com/s3task/s3task/internal/s3x"
 )
@@ -60,8 +60,8 @@ type Store struct {
 	// probe, if set, is told of every branch of internal/probe.Branches
 	// the store, or a Worker on it, takes.
 	probe func(branch string)
-	// exact says opts.Clock is the server's own clock (package
-	// internal/exactclock): Date headers are not needed, and ignored.
+	// exact says opts.Clock is the server's own clock (package internal/kit):
+	// Date headers are not needed, and ignored.
 	exact bool
 }
 
@@ -71,7 +71,7 @@ func init() {
 		s.rnd, s.ids = src, &idGen{read: func(b []byte) { src.Read("id", b) }}
 	}
 	probe.Use = func(store any, f func(string)) { store.(*Store).probe = f }
-	exactclock.Use = func(store any) { store.(*Store).exact = true }
+	kit.Exact = func(store any) { store.(*Store).exact = true }
 }
 
 // reached reports a branch of internal/probe.Branches to the store's
@@ -289,7 +289,7 @@ func (s *Store) CreateOrGet(ctx context.Context, p CreateParams) (t *Task, found
 		return nil, false, err
 	}
 	c := &Call{Op: OpCreate, Params: &p}
-	t, err = s.do(ctx, c)
+	t, err = s.call(ctx, c)
 	if err != nil {
 		return nil, false, err
 	}
@@ -384,11 +384,7 @@ func cmp(v, def int) int {
 // Errors: [ErrInvalidID]; [ErrNotFound]; a *[RecordError] wrapping
 // [ErrCorruptRecord] or [ErrUnsupportedSchema]; S3 errors otherwise.
 func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
-	if err := ParseID(id); err != nil {
-		return nil, err
-	}
-	t, _, err := s.read(ctx, id)
-	return t, err
+	return s.call(ctx, &Call{Op: OpGet, TaskID: id})
 }
 
 // Submit moves a created task to queued once its input is in place, and
@@ -408,14 +404,12 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 // unchanged; a write whose answer was lost but which landed is a success,
 // even when a worker claimed the task right after it.
 func (s *Store) Submit(ctx context.Context, id string) (*Task, error) {
-	return s.do(ctx, &Call{Op: OpSubmit, TaskID: id})
+	return s.call(ctx, &Call{Op: OpSubmit, TaskID: id})
 }
 
-func (s *Store) submit(ctx context.Context, id string) (*Task, error) {
-	if err := ParseID(id); err != nil {
-		return nil, err
-	}
-	t, etag, err := s.read(ctx, id)
+func (s *Store) submit(ctx context.Context, c *Call) (*Task, error) {
+	id := c.TaskID
+	t, etag, err := s.record(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -478,14 +472,12 @@ func (s *Store) submittedInput(t *Task) string {
 // or now too large; [ErrConflict]; [ErrOutcomeUnknown]; S3 errors otherwise.
 // On every error but ErrOutcomeUnknown the record is unchanged.
 func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
-	return s.do(ctx, &Call{Op: OpRetry, TaskID: id})
+	return s.call(ctx, &Call{Op: OpRetry, TaskID: id})
 }
 
-func (s *Store) retry(ctx context.Context, id string) (*Task, error) {
-	if err := ParseID(id); err != nil {
-		return nil, err
-	}
-	t, etag, err := s.read(ctx, id)
+func (s *Store) retry(ctx context.Context, c *Call) (*Task, error) {
+	id := c.TaskID
+	t, etag, err := s.record(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -534,17 +526,18 @@ func (s *Store) retry(ctx context.Context, id string) (*Task, error) {
 // [ErrOutcomeUnknown]; S3 errors otherwise. On every error but
 // ErrOutcomeUnknown the record is unchanged.
 func (s *Store) Cancel(ctx context.Context, id, reason string) (*Task, error) {
-	return s.do(ctx, &Call{Op: OpCancel, TaskID: id, Reason: reason})
+	if err := checkReason(reason); err != nil {
+		return nil, err // no request for a bad reason
+	}
+	return s.call(ctx, &Call{Op: OpCancel, TaskID: id, Reason: reason})
 }
 
-func (s *Store) cancel(ctx context.Context, id, reason string) (*Task, error) {
-	if len(reason) > 1024 || !utf8.ValidString(reason) {
-		return nil, invalidArg("cancel reason must be at most 1024 bytes of UTF-8")
+func (s *Store) cancel(ctx context.Context, c *Call) (*Task, error) {
+	reason := c.Reason
+	if err := checkReason(reason); err != nil {
+		return nil, err // a middleware's change
 	}
-	if err := ParseID(id); err != nil {
-		return nil, err
-	}
-	t, etag, err := s.read(ctx, id)
+	t, etag, err := s.record(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -556,6 +549,14 @@ func (s *Store) cancel(ctx context.Context, id, reason string) (*Task, error) {
 		s.settle(ctx, got, "")
 	}
 	return got, nil
+}
+
+// checkReason refuses a cancel reason over 1024 bytes or not UTF-8.
+func checkReason(reason string) error {
+	if len(reason) > 1024 || !utf8.ValidString(reason) {
+		return invalidArg("cancel reason must be at most 1024 bytes of UTF-8")
+	}
+	return nil
 }
 
 // Schedule sets the earliest time a created or queued task may start (by
@@ -575,14 +576,12 @@ func (s *Store) cancel(ctx context.Context, id, reason string) (*Task, error) {
 // task is created or queued; [ErrConflict]; [ErrOutcomeUnknown]; S3 errors
 // otherwise. On every error but ErrOutcomeUnknown the record is unchanged.
 func (s *Store) Schedule(ctx context.Context, id string, at time.Time) (*Task, error) {
-	return s.do(ctx, &Call{Op: OpSchedule, TaskID: id, At: at})
+	return s.call(ctx, &Call{Op: OpSchedule, TaskID: id, At: at})
 }
 
-func (s *Store) schedule(ctx context.Context, id string, at time.Time) (*Task, error) {
-	if err := ParseID(id); err != nil {
-		return nil, err
-	}
-	t, etag, err := s.read(ctx, id)
+func (s *Store) schedule(ctx context.Context, c *Call) (*Task, error) {
+	at := c.At
+	t, etag, err := s.record(ctx, c)
 	if err != nil {
 		return nil, err
 	}

@@ -47,20 +47,50 @@ func checkTTL(ttl time.Duration) error {
 	return nil
 }
 
-// checkUpload verifies that the task exists and still takes an input.
-func (s *Store) checkUpload(ctx context.Context, id string, ttl time.Duration) error {
-	if err := ParseID(id); err != nil {
-		return err
+// uploadable returns c's task if it still takes an input, and checks ttl.
+func (s *Store) uploadable(ctx context.Context, c *Call, ttl time.Duration) (*Task, error) {
+	t, _, err := s.record(ctx, c)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkTTL(ttl); err != nil {
-		return err
+		return nil, err
 	}
-	t, _, err := s.read(ctx, id)
+	if _, _, err = transition(t, event{kind: evUpload}, s.serverNow()); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// presignUpload performs an OpPresignUpload: c.result is the
+// *PresignedRequest or, with c.form, the *PresignedForm.
+func (s *Store) presignUpload(ctx context.Context, c *Call) (*Task, error) {
+	t, err := s.uploadable(ctx, c, c.TTL)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, _, err = transition(t, event{kind: evUpload}, s.serverNow())
-	return err
+	if c.form {
+		form, err := s.presignForm(ctx, t.ID, c.TTL)
+		c.result = form
+		return t, err
+	}
+	put, err := s.presignPut(ctx, t.ID, c.TTL)
+	c.result = put
+	return t, err
+}
+
+// result returns what c's call returned beside its task: an error if a
+// middleware returned without passing the call on, and so without one.
+func result[T any](c *Call, err error) (T, error) {
+	var zero T
+	if err != nil {
+		return zero, err
+	}
+	v, ok := c.result.(T)
+	if !ok {
+		return zero, fmt.Errorf("s3task: a StoreMiddleware returned no error without passing the %s call on", c.Op)
+	}
+	return v, nil
 }
 
 // PresignUpload returns a presigned PUT of the task's input, valid for ttl.
@@ -74,10 +104,12 @@ func (s *Store) checkUpload(ctx context.Context, id string, ttl time.Duration) e
 // Errors: [ErrInvalidID]; [ErrInvalidArgument] for a TTL outside 1s to 7 days;
 // [ErrNotFound]; a *[TransitionError] once the task is submitted.
 func (s *Store) PresignUpload(ctx context.Context, id string, ttl time.Duration) (*PresignedRequest, error) {
-	if err := s.checkUpload(ctx, id, ttl); err != nil {
-		return nil, err
+	if err := checkTTL(ttl); err != nil {
+		return nil, err // no request for a bad TTL
 	}
-	return s.presignPut(ctx, id, ttl)
+	c := &Call{Op: OpPresignUpload, TaskID: id, TTL: ttl}
+	_, err := s.call(ctx, c)
+	return result[*PresignedRequest](c, err)
 }
 
 // PresignUploadForm returns a presigned POST form for the task's input, valid
@@ -88,10 +120,12 @@ func (s *Store) PresignUpload(ctx context.Context, id string, ttl time.Duration)
 //
 // Errors: as [Store.PresignUpload].
 func (s *Store) PresignUploadForm(ctx context.Context, id string, ttl time.Duration) (*PresignedForm, error) {
-	if err := s.checkUpload(ctx, id, ttl); err != nil {
-		return nil, err
+	if err := checkTTL(ttl); err != nil {
+		return nil, err // no request for a bad TTL
 	}
-	return s.presignForm(ctx, id, ttl)
+	c := &Call{Op: OpPresignUpload, TaskID: id, TTL: ttl, form: true}
+	_, err := s.call(ctx, c)
+	return result[*PresignedForm](c, err)
 }
 
 // Upload is how a client sends a task's input straight to S3: a presigned
@@ -178,9 +212,20 @@ func (s *Store) presignForm(ctx context.Context, id string, ttl time.Duration) (
 // *[InputSizeError] over StoreOptions.MaxInputSize (nothing is uploaded);
 // I/O and S3 errors otherwise.
 func (s *Store) UploadInput(ctx context.Context, id string, r io.Reader) error {
-	if err := s.checkUpload(ctx, id, time.Minute); err != nil {
-		return err
+	_, err := s.call(ctx, &Call{Op: OpUploadInput, TaskID: id, input: r})
+	return err
+}
+
+func (s *Store) uploadInput(ctx context.Context, c *Call) (*Task, error) {
+	t, err := s.uploadable(ctx, c, time.Minute)
+	if err != nil {
+		return nil, err
 	}
+	return t, s.putInput(ctx, t.ID, c.input)
+}
+
+// putInput uploads r as task id's input, create-only.
+func (s *Store) putInput(ctx context.Context, id string, r io.Reader) error {
 	key := s.inputKey(id)
 	body, size, cleanup, err := s.seekable(r, s.opts.MaxInputSize)
 	if err != nil {
@@ -338,21 +383,45 @@ func (r readerAt) ReadAt(p []byte, off int64) (int, error) {
 	return io.ReadFull(r.rs, p)
 }
 
-// completedOutput returns the output key of a completed task.
-func (s *Store) completedOutput(ctx context.Context, id string) (string, error) {
-	if err := ParseID(id); err != nil {
-		return "", err
-	}
-	t, _, err := s.read(ctx, id)
+// output performs an OpPresignDownload or an OpOpenOutput of c's task,
+// which must be completed: c.result is the *PresignedRequest or the
+// output's io.ReadCloser.
+func (s *Store) output(ctx context.Context, c *Call) (*Task, error) {
+	t, _, err := s.record(ctx, c)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if t.Status != StatusCompleted {
-		return "", fmt.Errorf("%w: task %s is %s", ErrNotCompleted, id, t.Status)
+		return nil, fmt.Errorf("%w: task %s is %s", ErrNotCompleted, t.ID, t.Status)
 	}
 	// The key is derived from the attempt, never taken from the record, so
 	// a tampered record cannot point outside the task's folder.
-	return s.outputKey(id, t.Attempt), nil
+	key := s.outputKey(t.ID, t.Attempt)
+	if c.Op == OpOpenOutput {
+		out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
+		if err != nil {
+			if s3x.NotFound(err) {
+				return nil, fmt.Errorf("%w: output %s", ErrNotFound, key)
+			}
+			return nil, fmt.Errorf("s3task: open output %s: %w", key, err)
+		}
+		c.result = out.Body
+		return t, nil
+	}
+	if err := checkTTL(c.TTL); err != nil {
+		return nil, err
+	}
+	name := t.ID + "-output" + s.opts.OutputExt
+	req, err := s.presign.PresignGetObject(ctx, &s3.GetObjectInput{
+		Bucket:                     &s.bucket,
+		Key:                        &key,
+		ResponseContentDisposition: aws.String(`attachment; filename="` + name + `"`),
+	}, s3.WithPresignExpires(c.TTL))
+	if err != nil {
+		return nil, fmt.Errorf("s3task: presign download %s: %w", key, err)
+	}
+	c.result = &PresignedRequest{Method: req.Method, URL: req.URL, Header: req.SignedHeader, Expires: s.opts.Clock().Add(c.TTL)}
+	return t, nil
 }
 
 // PresignDownload returns a presigned GET of a completed task's output, valid
@@ -362,22 +431,11 @@ func (s *Store) completedOutput(ctx context.Context, id string) (string, error) 
 // [ErrNotFound]; [ErrNotCompleted].
 func (s *Store) PresignDownload(ctx context.Context, id string, ttl time.Duration) (*PresignedRequest, error) {
 	if err := checkTTL(ttl); err != nil {
-		return nil, err
+		return nil, err // no request for a bad TTL
 	}
-	key, err := s.completedOutput(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	name := id + "-output" + s.opts.OutputExt
-	req, err := s.presign.PresignGetObject(ctx, &s3.GetObjectInput{
-		Bucket:                     &s.bucket,
-		Key:                        &key,
-		ResponseContentDisposition: aws.String(`attachment; filename="` + name + `"`),
-	}, s3.WithPresignExpires(ttl))
-	if err != nil {
-		return nil, fmt.Errorf("s3task: presign download %s: %w", key, err)
-	}
-	return &PresignedRequest{Method: req.Method, URL: req.URL, Header: req.SignedHeader, Expires: s.opts.Clock().Add(ttl)}, nil
+	c := &Call{Op: OpPresignDownload, TaskID: id, TTL: ttl}
+	_, err := s.call(ctx, c)
+	return result[*PresignedRequest](c, err)
 }
 
 // OpenOutput opens a completed task's output for reading; the caller closes
@@ -386,16 +444,7 @@ func (s *Store) PresignDownload(ctx context.Context, id string, ttl time.Duratio
 // Errors: [ErrInvalidID]; [ErrNotFound] (also when the output object is
 // gone); [ErrNotCompleted]; S3 errors otherwise.
 func (s *Store) OpenOutput(ctx context.Context, id string) (io.ReadCloser, error) {
-	key, err := s.completedOutput(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
-	if err != nil {
-		if s3x.NotFound(err) {
-			return nil, fmt.Errorf("%w: output %s", ErrNotFound, key)
-		}
-		return nil, fmt.Errorf("s3task: open output %s: %w", key, err)
-	}
-	return out.Body, nil
+	c := &Call{Op: OpOpenOutput, TaskID: id}
+	_, err := s.call(ctx, c)
+	return result[io.ReadCloser](c, err)
 }

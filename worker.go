@@ -496,7 +496,8 @@ func (w *Worker) RunTask(ctx context.Context, id string) (*Task, error) {
 	<-w.start(ctx, got, gotETag)
 	gctx, cancel := w.bounded(context.WithoutCancel(ctx))
 	defer cancel()
-	return s.Get(gctx, id)
+	t, _, err = s.read(gctx, id) // the worker's own read: no StoreMiddleware
+	return t, err
 }
 
 // requestTimeout bounds each S3 request of the poll loop (wake object

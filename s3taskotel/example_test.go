@@ -72,6 +72,7 @@ func Example() {
 	//   s3task.create
 	//     s3task.process (outcome completed)
 	//       parse rows
+	//   s3task.upload_input
 	//   s3task.submit
 }
 

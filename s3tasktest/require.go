@@ -11,8 +11,8 @@ import (
 
 // Created is a task found by [RequireCreated], with its arguments decoded.
 type Created[T s3task.TaskArgs] struct {
-	Task *s3task.Task
-	Args T
+	Task *s3task.Task // the task's record
+	Args T            // its payload, decoded
 }
 
 // RequireCreated asserts that store holds exactly one task of the type T

@@ -56,7 +56,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3task/s3task"
-	"github.com/s3task/s3task/internal/exactclock"
+	"github.com/s3task/s3task/internal/kit"
 	"github.com/s3task/s3task/internal/s3test"
 )
 
@@ -131,7 +131,7 @@ func (s *S3) NewStore(t testing.TB, opts *s3task.StoreOptions, wrap ...func(http
 		t.Fatalf("s3tasktest: %v", err)
 	}
 	if exact {
-		exactclock.Use(st)
+		kit.Exact(st)
 	}
 	return st
 }
@@ -287,7 +287,7 @@ func Drain(t testing.TB, store *s3task.Store, h s3task.Handler, opts ...*s3task.
 
 // Left is an unfinished task that [DrainLeft] did not run, and why.
 type Left struct {
-	Task *s3task.Task
+	Task *s3task.Task // the task's record, as the drain last read it
 	// Why says what keeps the task from running now, for example
 	// "created: never submitted", "scheduled for 2026-01-02T15:04:05Z, in
 	// 1h0m0s by the server's clock", "retry due at ..., in 30s", "type
@@ -365,8 +365,11 @@ func unfinished(ctx context.Context, store *s3task.Store) ([]*s3task.Task, error
 	return tasks, nil
 }
 
-// all returns every readable task of store, newest first.
+// all returns every readable task of store, newest first. Like the kit's
+// other reads, it skips the Store's middleware: they are the worker's and
+// the test's, not a caller's.
 func all(ctx context.Context, store *s3task.Store) ([]*s3task.Task, error) {
+	ctx = kit.Bypass(ctx)
 	var tasks []*s3task.Task
 	opts := s3task.ListOptions{Limit: s3task.MaxListLimit}
 	for {
@@ -425,7 +428,7 @@ func (r *runner) run(ctx context.Context, id string) (*Result, error) {
 	res := &Result{Task: task, Err: r.errs[id]}
 	r.mu.Unlock()
 	if task.Status == s3task.StatusCompleted {
-		out, err := r.store.OpenOutput(ctx, id)
+		out, err := r.store.OpenOutput(kit.Bypass(ctx), id)
 		if errors.Is(err, s3task.ErrNotFound) {
 			return res, nil // completed without an output
 		}
