@@ -179,7 +179,10 @@ func TestReconcilerAbandonsUnsentTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Advance(61 * time.Minute)
+	// Past the cutoff, and within ReconcileWindow (a minute) of it, as the
+	// sweep of a first turn needs: a task left while no worker ran is met
+	// only there.
+	srv.Advance(60*time.Minute + 30*time.Second)
 	reports := make(chan *s3task.ReconcileReport, 16)
 	w, err := s3task.NewWorker(store, s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), &s3task.WorkerOptions{
 		PollInterval: 10 * time.Millisecond, ReconcileInterval: 20 * time.Millisecond, ReconcileWindow: time.Minute,
