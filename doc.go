@@ -204,6 +204,19 @@
 // type does not know are ignored, so producers may add fields before every
 // worker knows them.
 //
+// An argument type with a TaskType method (a [TaskArgs]) names its task
+// type, so the string is written once: [HandleArgs] registers the handler
+// under it and Create takes CreateParams.Type from the Args. A Store told
+// the types its fleet serves (StoreOptions.Types, from [Mux.Types])
+// refuses any other type at Create, a misspelt or an empty one, with
+// [ErrUnknownTaskType]:
+//
+//	func (resizeParams) TaskType() string { return "resize" }
+//
+//	err := s3task.HandleArgs(&mux, resize)
+//	store, err := s3task.NewStore(client, bucket, &s3task.StoreOptions{Types: mux.Types()})
+//	task, err := store.Create(ctx, s3task.CreateParams{Args: resizeParams{Width: 64, Height: 64}})
+//
 // # Which worker takes which task
 //
 // A handler that lists the types it serves is a [TypedHandler], and a *Mux
@@ -255,8 +268,10 @@
 // small map of strings (a tenant, the ID of the request that made it, a
 // trace context), which handlers read in Job.Task.Metadata and operators
 // in the record. [Middleware] wraps every attempt's handler, as net/http
-// middleware wraps a handler, and [StoreMiddleware] wraps the Store calls
-// that create or change a task; both are listed outermost first:
+// middleware wraps a handler, and [StoreMiddleware] wraps the Store's
+// calls, reads and writes alike, with the task's record at hand
+// ([Call.Task]) and a listing's filters ([Call.List]), so a tenant check is
+// written once; both are listed outermost first:
 //
 //	report := func(next s3task.Handler) s3task.Handler {
 //		return s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
