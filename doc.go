@@ -153,6 +153,11 @@
 //	// ... at shutdown, bound the wait:
 //	err = worker.Stop(stopCtx)
 //
+// Progress reaches the record with each heartbeat and with the result:
+// the row counters of [Job.SetProgress], and the job's own counters of
+// [Job.SetCounter] (pages rendered, images resized), which the record keeps
+// in Task.Counters.
+//
 // A handler returns nil to complete its task, or an error to fail the
 // attempt (see Failures below). A Submit through the same Store wakes a
 // Worker of the same process at once; other workers notice within

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"sync"
@@ -29,8 +30,9 @@ type Job struct {
 
 	mu       sync.Mutex
 	progress Progress
-	output   bool      // the attempt's output was written
-	open     []*Output // outputs made by CreateOutput
+	counters map[string]int64 // SetCounter's
+	output   bool             // the attempt's output was written
+	open     []*Output        // outputs made by CreateOutput
 }
 
 // discardOpen drops every output the handler left open.
@@ -241,8 +243,38 @@ func (j *Job) SetProgress(p Progress) {
 	j.mu.Unlock()
 }
 
-func (j *Job) state() (Progress, bool) {
+// MaxCounters is the most counters one attempt may set ([Job.SetCounter]).
+const MaxCounters = 16
+
+// SetCounter sets one of the attempt's own counters, for work that is not
+// counted in rows: pages rendered, images resized, bytes sent. They reach
+// the record (Task.Counters) with the progress counters, at the next
+// heartbeat and with the final write. name is 1 to [MaxMetadataKeyLen]
+// ASCII letters, digits, '.', '-' or '_'; an attempt sets at most
+// [MaxCounters] names. It is safe to call from any goroutine.
+//
+// Errors: [ErrInvalidArgument] for a name that is not valid, or a new name
+// past MaxCounters; the counters set before stay.
+func (j *Job) SetCounter(name string, value int64) error {
+	if !validMetadataKey(name) {
+		return invalidArg("counter name %q must be 1 to %d ASCII letters, digits, '.', '-' or '_'", truncate(name, 40), MaxMetadataKeyLen)
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.progress, j.output
+	if _, ok := j.counters[name]; !ok && len(j.counters) == MaxCounters {
+		return invalidArg("counter %q would be the attempt's %dth; at most %d", truncate(name, 40), MaxCounters+1, MaxCounters)
+	}
+	if j.counters == nil {
+		j.counters = map[string]int64{}
+	}
+	j.counters[name] = value
+	return nil
+}
+
+// state returns what the attempt has to report: its progress, a copy of its
+// counters, and whether it wrote its output.
+func (j *Job) state() (Progress, map[string]int64, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.progress, maps.Clone(j.counters), j.output
 }

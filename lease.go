@@ -137,11 +137,11 @@ func (l *lease) heartbeats(ctx context.Context, stop <-chan struct{}, stopped ch
 			l.lose(ErrLeaseLost, nil)
 			return
 		}
-		progress, _ := l.job.state()
+		progress, counters, _ := l.job.state()
 		// A renewal must land before the deadline or not at all: one that
 		// landed later would extend a lease nobody uses any more.
 		hctx, cancel := context.WithDeadline(wctx, l.deadline)
-		err := l.write(hctx, event{kind: evHeartbeat, progress: &progress, move: l.markerDueWithin(interval)})
+		err := l.write(hctx, event{kind: evHeartbeat, progress: &progress, counters: counters, move: l.markerDueWithin(interval)})
 		cancel()
 		var lost *lostLeaseError
 		switch {
@@ -186,11 +186,11 @@ func (l *lease) finish(ctx context.Context, handlerErr error) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.w.opts.LeaseDuration)
 	defer cancel()
 
-	progress, wroteOutput := l.job.state()
+	progress, counters, wroteOutput := l.job.state()
 	var e event
 	switch {
 	case handlerErr == nil:
-		e = event{kind: evComplete, progress: &progress}
+		e = event{kind: evComplete, progress: &progress, counters: counters}
 		if wroteOutput {
 			e.output = l.job.OutputKey()
 		}
@@ -202,7 +202,7 @@ func (l *lease) finish(ctx context.Context, handlerErr error) {
 		if errors.As(handlerErr, &he) && he.hasDelay {
 			delay = he.delay
 		}
-		e = event{kind: evFail, progress: &progress, errMsg: truncate(handlerErr.Error(), 4096),
+		e = event{kind: evFail, progress: &progress, counters: counters, errMsg: truncate(handlerErr.Error(), 4096),
 			permanent: IsPermanent(handlerErr), retryDelay: delay, category: failureCategory(handlerErr)}
 	}
 	if err := l.write(wctx, e); err != nil {

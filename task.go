@@ -102,6 +102,11 @@ type Task struct {
 
 	// Progress of the latest attempt.
 	Progress
+	// Counters are the latest attempt's own counters, for work not counted
+	// in rows (pages rendered, images resized), as its handler set them
+	// with [Job.SetCounter]; nil until it sets one. They reach the record
+	// with the progress counters, and a new attempt starts with none.
+	Counters map[string]int64 `json:"counters,omitempty"`
 
 	// Artifacts.
 	InputPath  string `json:"input_object_path"`
@@ -222,6 +227,7 @@ func (t *Task) clone() *Task {
 	}
 	c.PriorRevisions = append([]string(nil), t.PriorRevisions...)
 	c.Metadata = maps.Clone(t.Metadata)
+	c.Counters = maps.Clone(t.Counters)
 	return &c
 }
 
@@ -274,12 +280,13 @@ type event struct {
 	// margin covers a start.
 	earliest time.Time
 
-	progress   *Progress     // heartbeat, complete, fail: counters to record
-	output     string        // complete: the attempt's output key
-	errMsg     string        // fail: what went wrong
-	category   string        // fail: its category
-	permanent  bool          // fail: do not retry
-	retryDelay time.Duration // fail: wait this long before the next attempt
+	progress   *Progress        // heartbeat, complete, fail: counters to record
+	counters   map[string]int64 // with progress: the handler's own counters
+	output     string           // complete: the attempt's output key
+	errMsg     string           // fail: what went wrong
+	category   string           // fail: its category
+	permanent  bool             // fail: do not retry
+	retryDelay time.Duration    // fail: wait this long before the next attempt
 
 	notify    bool   // complete, fail, lease-expired, cancel, abandon-unsent: a terminal result awaits OnTerminal
 	inputETag string // submit, retry: the verified input
@@ -374,7 +381,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		n.LeaseExpiresAt = now.Add(e.lease)
 		n.DueAt = ceilMS(n.LeaseExpiresAt.Add(e.margin))
 		n.RetryAt = time.Time{}
-		n.Progress = Progress{}
+		n.Progress, n.Counters = Progress{}, nil
 		return n, true, nil
 
 	case evHeartbeat:
@@ -386,7 +393,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 			n.DueAt = ceilMS(n.LeaseExpiresAt.Add(e.margin))
 		}
 		if e.progress != nil {
-			n.Progress = *e.progress
+			n.Progress, n.Counters = *e.progress, maps.Clone(e.counters)
 		}
 		return n, true, nil
 
@@ -397,7 +404,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		n.Status = StatusCompleted
 		n.OutputPath = e.output
 		if e.progress != nil {
-			n.Progress = *e.progress
+			n.Progress, n.Counters = *e.progress, maps.Clone(e.counters)
 		}
 		n.LastError, n.ErrorCategory = "", ""
 		n.LeaseExpiresAt = time.Time{}
@@ -410,7 +417,7 @@ func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error)
 		n.Status = StatusFailed
 		n.LastError, n.ErrorCategory = e.errMsg, e.category
 		if e.progress != nil {
-			n.Progress = *e.progress
+			n.Progress, n.Counters = *e.progress, maps.Clone(e.counters)
 		}
 		n.LeaseExpiresAt = time.Time{}
 		n.RetryAt = time.Time{}

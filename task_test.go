@@ -1255,6 +1255,7 @@ func goldenTask() *Task {
 		WorkerID:         "worker-8",
 		LeaseExpiresAt:   time.Date(2026, 6, 21, 10, 15, 0, 500_000_000, time.UTC),
 		Progress:         Progress{RowCount: 1000, ProcessedCount: 250, SuccessCount: 245, ErrorCount: 5},
+		Counters:         map[string]int64{"pages": 40, "images.resized": 3},
 		InputPath:        "batch-tasks/" + knownGoodID + "/input.csv",
 		InputETag:        `"d41d8cd98f00b204e9800998ecf8427e"`,
 		InputSize:        123456,
@@ -1803,5 +1804,35 @@ func TestTransitionClaimJudgesStartByEarliest(t *testing.T) {
 		if _, _, err := transition(task, late, transitionNow); err != nil {
 			t.Errorf("%s: claim with the earliest at its due time: %v", name, err)
 		}
+	}
+}
+
+// The handler's own counters travel with the progress counters: a heartbeat
+// or a result records a copy of them, and a claim starts the new attempt
+// with none.
+func TestTransitionCounters(t *testing.T) {
+	task := baseRecord()
+	task.Status = StatusQueued
+	margin := 5 * time.Second
+	claimed, _, err := transition(task, event{kind: evClaim, worker: "w1", lease: time.Minute, margin: margin}, transitionNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counters := map[string]int64{"pages": 3}
+	beat, _, err := transition(claimed, event{kind: evHeartbeat, worker: "w1", attempt: 1, lease: time.Minute, margin: margin, progress: &Progress{}, counters: counters}, transitionNow.Add(time.Second))
+	if err != nil || beat.Counters["pages"] != 3 {
+		t.Fatalf("heartbeat: counters %v, %v; want pages 3", beat.Counters, err)
+	}
+	counters["pages"] = 99
+	if beat.Counters["pages"] != 3 {
+		t.Errorf("the record shares the event's map: %v", beat.Counters)
+	}
+	failed, _, err := transition(beat, event{kind: evFail, worker: "w1", attempt: 1, errMsg: "boom", progress: &Progress{}, counters: map[string]int64{"pages": 4}}, transitionNow.Add(2*time.Second))
+	if err != nil || failed.Counters["pages"] != 4 {
+		t.Fatalf("fail: counters %v, %v; want pages 4", failed.Counters, err)
+	}
+	again, _, err := transition(failed, event{kind: evClaim, worker: "w2", lease: time.Minute, margin: margin}, transitionNow.Add(time.Hour))
+	if err != nil || again.Counters != nil {
+		t.Errorf("second claim: counters %v, %v; want none", again.Counters, err)
 	}
 }
