@@ -86,10 +86,17 @@ type invocation struct {
 	mu       sync.Mutex
 	polled   bool
 	running  int
+	start    time.Time       // when the invocation began
 	last     time.Time       // the last claim or settlement
+	named    map[string]bool // tasks the invocation's events named, not claimed yet
 	released map[string]bool // tasks whose attempt was given back
 	changed  chan struct{}   // pinged by every hook
 }
+
+// clockWindow is how unsure a fresh Store is of the S3 server's clock: Date
+// headers tell the second, so a task submitted a moment ago may look due up
+// to a second ahead to an invocation's worker, which claims it only then.
+const clockWindow = time.Second
 
 // New returns a Function that runs h for the tasks of store. It makes no
 // requests. It returns an error wrapping s3task.ErrInvalidOptions for a nil
@@ -128,7 +135,7 @@ func New(store *s3task.Store, h s3task.Handler, opts *Options) (*Function, error
 			}
 		},
 		OnClaim: func(t *s3task.Task) {
-			f.note(func(in *invocation) { in.running++ })
+			f.note(func(in *invocation) { in.running++; delete(in.named, t.ID) })
 			if user.OnClaim != nil {
 				user.OnClaim(t)
 			}
@@ -191,8 +198,11 @@ func (f *Function) note(change func(*invocation)) {
 // Handle is the function to give lambda.Start. It runs one invocation: it
 // passes the S3 event notifications the payload holds (directly or in SQS
 // messages) to the worker, runs the worker until it has listed the markers
-// and has had nothing running for Options.Quiet, or until the deadline is
-// Options.Reserve away, and returns once every attempt it started is
+// and has had nothing running for Options.Quiet (and, while a task the
+// events named is not claimed, for at least a second and Quiet from the
+// start: a fresh Store knows the server's clock to the second, and a task
+// submitted a moment ago may fall due by it only then), or until the
+// deadline is Options.Reserve away, and returns once every attempt it started is
 // settled. For an SQS payload it returns the messages to deliver again
 // (events.SQSEventResponse): those naming a task whose attempt was given
 // back. It returns an error only for a context without a deadline, or one
@@ -209,7 +219,13 @@ func (f *Function) Handle(ctx context.Context, payload json.RawMessage) (*events
 	f.run.Lock()
 	defer f.run.Unlock()
 	named, sqs := f.deliver(payload)
-	in := &invocation{released: map[string]bool{}, changed: make(chan struct{}, 1), last: time.Now()}
+	now := time.Now()
+	in := &invocation{named: map[string]bool{}, released: map[string]bool{}, changed: make(chan struct{}, 1), start: now, last: now}
+	for _, m := range named {
+		for _, id := range m.ids {
+			in.named[id] = true
+		}
+	}
 	f.mu.Lock()
 	f.state = in
 	f.mu.Unlock()
@@ -252,12 +268,17 @@ func (f *Function) Handle(ctx context.Context, payload json.RawMessage) (*events
 }
 
 // awaitIdle returns once the worker has listed and had nothing running for
-// Quiet, or ctx ends.
+// Quiet, or ctx ends. While a task the invocation's events named is not
+// claimed, it stays at least Quiet plus clockWindow from the start: the
+// worker may be waiting for the task to fall due by its clock.
 func (f *Function) awaitIdle(ctx context.Context, in *invocation) {
 	for {
 		in.mu.Lock()
 		idle := in.polled && in.running <= 0
 		wait := f.opts.Quiet - time.Since(in.last)
+		if len(in.named) > 0 {
+			wait = max(wait, f.opts.Quiet+clockWindow-time.Since(in.start))
+		}
 		in.mu.Unlock()
 		if idle && wait <= 0 {
 			return
