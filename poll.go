@@ -192,6 +192,20 @@ func (w *Worker) serve(ctx, base context.Context, todo []marker, soonest func(ti
 	return false, failed, started
 }
 
+// maxGone is how many tasks found deleted a worker remembers. A task ID
+// never names a new task once its record is deleted, so the memory only
+// saves the reads of the markers a purge left behind; forgetting costs a
+// read each.
+const maxGone = 1024
+
+// noteGone remembers that task id's record was found deleted.
+func (w *Worker) noteGone(id string) {
+	if len(w.gone) >= maxGone {
+		clear(w.gone)
+	}
+	w.gone[id] = w.store.serverNow()
+}
+
 // visit reads the task behind marker m and does what it needs: claim it,
 // recover it from an expired lease, or settle a finished one. It reports
 // whether it started running the task; otherwise when the task will next
@@ -206,6 +220,13 @@ func (w *Worker) serve(ctx, base context.Context, todo []marker, soonest func(ti
 func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due time.Time, taken, failed bool) {
 	s := w.store
 	log := w.log.With("task_id", m.id)
+	if _, ok := w.gone[m.id]; ok {
+		// Another marker of a task already found deleted (a purge leaves
+		// the markers of earlier phases that were never removed): it goes
+		// without reading the record again.
+		s.dropMarker(ctx, m.key)
+		return false, due, false, false
+	}
 	t, etag, err := s.read(ctx, m.id)
 	var unreadable *RecordError
 	switch {
@@ -213,6 +234,7 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 		log.Warn("s3task: marker without a task record; removing it", "key", m.key)
 		s.dropMarker(ctx, m.key)
 		w.forget(m.id)
+		w.noteGone(m.id)
 		return false, due, false, false
 	case errors.As(err, &unreadable):
 		// Corrupt, or of a newer schema: nothing to do with it until

@@ -2186,3 +2186,33 @@ func requestsPerTask(counts map[string]int, n int) string {
 	fmt.Fprintf(&b, "(total %.2f)", float64(total)/float64(n))
 	return b.String()
 }
+
+// A purge can leave markers of earlier phases behind (their deletes
+// failed). A worker that finds the task's record deleted through one of
+// them removes the others without reading the record again: one GET of the
+// record for the task, however many markers it left.
+func TestWorkerReadsDeletedRecordOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	task := e.submit(t, "purged")
+	var leftovers []string
+	for i := range 3 {
+		key := e.datedMarker(task.ID, time.Now().Add(-time.Duration(i+1)*time.Minute))
+		e.put(t, key, nil)
+		leftovers = append(leftovers, key)
+	}
+	e.del(t, e.recordKey(task.ID))
+	var reads atomic.Int32
+	store := e.newStore(t, nil, func(next http.RoundTripper) http.RoundTripper {
+		return s3tasktest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, task.ID+"/status.json") {
+				reads.Add(1)
+			}
+			return next.RoundTrip(r)
+		})
+	})
+	runWorker(t, store, s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), &s3task.WorkerOptions{Concurrency: 4})
+	waitUntil(t, testWait, "the task's markers to go", func() bool { return !e.hasMarker(task.ID) })
+	if n := reads.Load(); n != 1 {
+		t.Errorf("the worker read the deleted record %d times for %d markers, want once", n, len(leftovers)+1)
+	}
+}
