@@ -326,7 +326,7 @@ func advFailedTask(e *advEnv) *Task {
 	if got.Status != StatusFailed || e.has(e.markerKey(task.ID)) {
 		e.t.Fatalf("setup: task %s, marker %v; want failed without marker", got.Status, e.has(e.markerKey(task.ID)))
 	}
-	return got
+	return &got.Task
 }
 
 // advPurgeLockOnly runs a Purge that locks the (finished) task for deletion
@@ -948,7 +948,7 @@ func TestAdversityLeftoverMarkerOfFinishedTask(t *testing.T) {
 			t.Errorf("marker %s of the completed task (written %s before its last write) is still there %s after it fell due",
 				strings.TrimPrefix(leftover, DefaultPrefix), 700*time.Millisecond, 3*DefaultMaxPollInterval)
 		}
-		if e.has(e.admin.MarkerKey(got)) {
+		if e.has(e.admin.MarkerKey(&got.Task)) {
 			t.Errorf("the completed task still has the marker of its claim")
 		}
 	})

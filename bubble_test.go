@@ -118,8 +118,8 @@ func (e *advEnv) rawRecord(id string, v any) {
 }
 
 // record reads a task's record straight from the backend, no request.
-func (e *advEnv) record(id string) *Task {
-	var t Task
+func (e *advEnv) record(id string) *record {
+	var t record
 	e.rawRecord(id, &t)
 	return &t
 }

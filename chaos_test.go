@@ -851,8 +851,15 @@ func (r *chaosRun) describeMarker(name string, all map[string]*s3task.Task) stri
 	if !ok {
 		return fmt.Sprintf("%s (written %s; no record)", name, written)
 	}
+	var book struct {
+		NotifyPending bool `json:"notify_pending"`
+	}
+	if out, err := r.raw.Client.GetObject(r.t.Context(), &s3.GetObjectInput{Bucket: &r.raw.Bucket, Key: aws.String(r.admin.Prefix() + id + "/status.json")}); err == nil {
+		_ = json.NewDecoder(out.Body).Decode(&book) // a diagnostic: false if it cannot be read
+		out.Body.Close()
+	}
 	return fmt.Sprintf("%s (written %s; task %s attempt %d, notify_pending %v, updated %s, due_at %s; its record calls for %s)",
-		name, written, task.Status, task.Attempt, task.NotifyPending, task.UpdatedAt.Format("15:04:05.000"),
+		name, written, task.Status, task.Attempt, book.NotifyPending, task.UpdatedAt.Format("15:04:05.000"),
 		task.DueAt.Format("15:04:05.000"), strings.TrimPrefix(r.admin.MarkerKey(task), r.admin.Prefix()+"active/"))
 }
 

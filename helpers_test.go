@@ -150,6 +150,30 @@ func (e *env) snapshot(prefix string) map[string]string {
 	return m
 }
 
+// stored is a task's record as the library writes it: the Task, and the
+// bookkeeping kept beside it that a Task does not show.
+type stored struct {
+	s3task.Task
+	InputETag      string   `json:"input_etag,omitempty"`
+	NotifyPending  bool     `json:"notify_pending,omitempty"`
+	Writes         int64    `json:"writes,omitempty"`
+	PriorRevisions []string `json:"prior_revisions,omitempty"`
+}
+
+// stored reads task id's record straight from the server, no request.
+func (e *env) stored(t *testing.T, id string) *stored {
+	t.Helper()
+	body, ok := e.object(e.recordKey(id))
+	if !ok {
+		t.Fatalf("no record of %s", id)
+	}
+	var r stored
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatalf("record of %s: %v", id, err)
+	}
+	return &r
+}
+
 func (e *env) get(t *testing.T, id string) *s3task.Task {
 	t.Helper()
 	task, err := e.store.Get(e.ctx, id)
@@ -213,23 +237,23 @@ func (e *env) prepare(t *testing.T, task *s3task.Task, state string) *s3task.Tas
 	switch state {
 	case "queued":
 	case "running":
-		e.change(t, id, func(x *s3task.Task) {
+		e.change(t, id, func(x *stored) {
 			x.Status, x.Attempt, x.WorkerID, x.LeaseExpiresAt = s3task.StatusRunning, 1, "worker-elsewhere", inAnHour
 			x.DueAt = inAnHour.Add(s3task.DefaultClockMargin)
 		})
 	case "completed":
 		key := e.outputKey(t, id, 1)
 		e.put(t, key, []byte("output of attempt 1"))
-		e.change(t, id, func(x *s3task.Task) { x.Status, x.Attempt, x.OutputPath = s3task.StatusCompleted, 1, key })
+		e.change(t, id, func(x *stored) { x.Status, x.Attempt, x.OutputPath = s3task.StatusCompleted, 1, key })
 	case "failed", "failed-exhausted":
-		e.change(t, id, func(x *s3task.Task) {
+		e.change(t, id, func(x *stored) {
 			x.Status, x.Attempt, x.LastError, x.ErrorCategory = s3task.StatusFailed, 1, "bad row", s3task.CategoryPermanent
 			if state == "failed-exhausted" {
 				x.Attempt, x.MaxAttempts = 3, 3
 			}
 		})
 	case "failed-waiting":
-		e.change(t, id, func(x *s3task.Task) {
+		e.change(t, id, func(x *stored) {
 			x.Status, x.Attempt, x.LastError, x.ErrorCategory = s3task.StatusFailed, 1, "timeout", s3task.CategoryTransient
 			x.RetryAt, x.DueAt = inAnHour, inAnHour
 		})
@@ -242,17 +266,17 @@ func (e *env) prepare(t *testing.T, task *s3task.Task, state string) *s3task.Tas
 // rewrite reads a record, lets edit change it, and writes it back raw, as a
 // worker's write would look: with a fresh revision and the server's time as
 // updated_at. It leaves the markers alone; change moves them too.
-func (e *env) rewrite(t *testing.T, id string, edit func(*s3task.Task)) *s3task.Task {
+func (e *env) rewrite(t *testing.T, id string, edit func(*stored)) *s3task.Task {
 	t.Helper()
-	task := e.get(t, id)
-	edit(task)
-	e.writeRecord(t, task)
-	return task
+	r := e.stored(t, id)
+	edit(r)
+	e.writeRecord(t, r)
+	return &r.Task
 }
 
 // writeRecord writes task as its record, raw, with a fresh revision and the
 // server's time as updated_at.
-func (e *env) writeRecord(t *testing.T, task *s3task.Task) {
+func (e *env) writeRecord(t *testing.T, task *stored) {
 	t.Helper()
 	task.Revision = strings.ToLower(s3task.NewID())
 	task.UpdatedAt = e.srv.Now().UTC().Truncate(time.Millisecond)
@@ -266,9 +290,9 @@ func (e *env) writeRecord(t *testing.T, task *s3task.Task) {
 // change is rewrite with the markers moved as the library moves them: the
 // marker the new record calls for, if it needs one, is written before the
 // record, and the old record's marker deleted after it.
-func (e *env) change(t *testing.T, id string, edit func(*s3task.Task)) {
+func (e *env) change(t *testing.T, id string, edit func(*stored)) {
 	t.Helper()
-	task := e.get(t, id)
+	task := e.stored(t, id)
 	old := e.markerCalledFor(task)
 	edit(task)
 	want := e.markerCalledFor(task)
@@ -305,7 +329,7 @@ func (e *env) datedMarker(id string, at time.Time) string {
 // needsMarker says whether a task needs a marker: it waits for a worker
 // (queued, running, or failed with a retry due), or its OnTerminal notice
 // is still to go out.
-func needsMarker(task *s3task.Task) bool {
+func needsMarker(task *stored) bool {
 	switch {
 	case task.NotifyPending, task.Status == s3task.StatusQueued, task.Status == s3task.StatusRunning:
 		return true
@@ -314,11 +338,11 @@ func needsMarker(task *s3task.Task) bool {
 }
 
 // markerCalledFor returns the key of the marker task needs, "" if none.
-func (e *env) markerCalledFor(task *s3task.Task) string {
+func (e *env) markerCalledFor(task *stored) string {
 	if !needsMarker(task) {
 		return ""
 	}
-	return e.dueMarkerKey(task)
+	return e.dueMarkerKey(&task.Task)
 }
 
 // markers returns every marker key of task id, whatever its due time, in

@@ -135,7 +135,7 @@ func (s *Store) readKey(ctx context.Context, obj string) (keyRef, error) {
 // createKeyed creates t under the idempotency key t.IdempotencyKey, or
 // returns the task the key already names; found says which: true when
 // another call's write made the task returned.
-func (s *Store) createKeyed(ctx context.Context, t *Task) (_ *Task, found bool, _ error) {
+func (s *Store) createKeyed(ctx context.Context, t *record) (_ *record, found bool, _ error) {
 	obj := s.keyObject(t.IdempotencyKey)
 	etag := "" // the key's object to take over; "": create it
 	for try := 0; ; try++ {
@@ -190,7 +190,7 @@ func (s *Store) createKeyed(ctx context.Context, t *Task) (_ *Task, found bool, 
 // a key, for now: its key's object names it and was written less than
 // keyHold ago, so a Create of the key may still write its record.
 // Requests: one GET.
-func (s *Store) keyHolds(ctx context.Context, t *Task) (bool, error) {
+func (s *Store) keyHolds(ctx context.Context, t *record) (bool, error) {
 	k, err := s.readKey(ctx, s.keyObject(t.IdempotencyKey))
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -206,7 +206,7 @@ func (s *Store) keyHolds(ctx context.Context, t *Task) (bool, error) {
 // later Create may take the key over, and the write is given up. Another
 // Create of the same key may have written the record first: then that is
 // the task, found.
-func (s *Store) writeKeyed(ctx context.Context, t *Task, k keyRef) (_ *Task, found bool, _ error) {
+func (s *Store) writeKeyed(ctx context.Context, t *record, k keyRef) (_ *record, found bool, _ error) {
 	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(k.written.Add(keyAdoptWithin).Sub(s.serverClock())))
 	defer cancel()
 	got, _, err := s.commit(ctx, nil, "", t)

@@ -33,7 +33,7 @@ func (e *advEnv) tasksOf(key string) map[string][]*Task {
 		}
 		t := e.record(id)
 		if t.Metadata[MetaSourceKey] == key {
-			out[t.Metadata[MetaSourceETag]] = append(out[t.Metadata[MetaSourceETag]], t)
+			out[t.Metadata[MetaSourceETag]] = append(out[t.Metadata[MetaSourceETag]], &t.Task)
 		}
 	}
 	return out

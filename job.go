@@ -24,9 +24,10 @@ type Job struct {
 	// changes nothing in S3.
 	Task Task
 
-	store   *Store
-	attempt context.Context // the handler's context: done once the attempt may write nothing more
-	answer  time.Duration   // how long OpenInput waits for S3 to answer (0: as long as ctx allows)
+	store     *Store
+	attempt   context.Context // the handler's context: done once the attempt may write nothing more
+	answer    time.Duration   // how long OpenInput waits for S3 to answer (0: as long as ctx allows)
+	inputETag string          // the input Submit verified; empty in records from before it was kept
 
 	mu       sync.Mutex
 	progress Progress
@@ -61,8 +62,8 @@ func (j *Job) OpenInput(ctx context.Context) (io.ReadCloser, error) {
 	s := j.store
 	key := s.inputKey(j.Task.ID)
 	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key}
-	if j.Task.InputETag != "" {
-		in.IfMatch = aws.String(j.Task.InputETag)
+	if j.inputETag != "" {
+		in.IfMatch = aws.String(j.inputETag)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	unlink := func() bool { return false }
@@ -96,7 +97,7 @@ func (j *Job) OpenInput(ctx context.Context) (io.ReadCloser, error) {
 		release()
 		return nil, fmt.Errorf("s3task: open input %s: %w", key, err)
 	}
-	if etag := aws.ToString(out.ETag); j.Task.InputETag != "" && etag != j.Task.InputETag {
+	if etag := aws.ToString(out.ETag); j.inputETag != "" && etag != j.inputETag {
 		// Some stores ignore If-Match on GET; the ETag still tells.
 		out.Body.Close()
 		release()

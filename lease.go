@@ -20,7 +20,7 @@ type lease struct {
 	log    *slog.Logger
 	cancel context.CancelCauseFunc // ends the handler's context
 
-	task     *Task     // the record as we last wrote it
+	task     *record   // the record as we last wrote it
 	etag     string    // its ETag
 	deadline time.Time // local clock: from then on the lease cannot be trusted
 	ended    bool      // the record is no longer ours to write
@@ -28,11 +28,11 @@ type lease struct {
 
 // start runs the claimed task t in its own goroutine. The slot taken in poll
 // is released when the attempt is settled.
-func (w *Worker) start(base context.Context, t *Task, etag string) (settled <-chan struct{}) {
+func (w *Worker) start(base context.Context, t *record, etag string) (settled <-chan struct{}) {
 	ctx, cancel := context.WithCancelCause(base)
 	l := &lease{
 		w:      w,
-		job:    &Job{Task: *t.clone(), store: w.store, attempt: ctx, answer: w.requestTimeout()},
+		job:    &Job{Task: *t.Task.clone(), store: w.store, attempt: ctx, answer: w.requestTimeout(), inputETag: t.InputETag},
 		log:    w.log.With("task_id", t.ID, "attempt", t.Attempt),
 		cancel: cancel,
 	}
@@ -54,7 +54,7 @@ func (w *Worker) start(base context.Context, t *Task, etag string) (settled <-ch
 // hold records t, just written with etag, as the lease's record, and moves
 // the deadline to the end of its lease less ClockMargin, by the server's
 // clock at the latest it may read (serverLatest), mapped to the local one.
-func (l *lease) hold(t *Task, etag string) {
+func (l *lease) hold(t *record, etag string) {
 	l.task, l.etag = t, etag
 	if !t.LeaseExpiresAt.IsZero() {
 		left := t.LeaseExpiresAt.Sub(l.w.store.serverLatest()) - l.w.opts.ClockMargin
@@ -66,7 +66,7 @@ func (l *lease) run(ctx context.Context) {
 	l.log.Debug("s3task: claimed task")
 	l.w.hook("OnClaim", func(h *Hooks) {
 		if h.OnClaim != nil {
-			h.OnClaim(l.task.clone())
+			h.OnClaim(l.task.Task.clone())
 		}
 	})
 	trusted := time.Until(l.deadline) > 0 // before the heartbeat loop owns the lease
@@ -212,11 +212,12 @@ func (l *lease) finish(ctx context.Context, handlerErr error) {
 		}
 		return
 	}
-	t, etag := l.task.clone(), l.etag
+	r, etag := l.task.clone(), l.etag
+	t := &r.Task
 	switch e.kind {
 	case evComplete:
 		l.log.Info("s3task: task completed")
-		l.w.notifyIfPending(t, etag)
+		l.w.notifyIfPending(r, etag)
 		l.w.hook("OnComplete", func(h *Hooks) {
 			if h.OnComplete != nil {
 				h.OnComplete(t)
@@ -234,7 +235,7 @@ func (l *lease) finish(ctx context.Context, handlerErr error) {
 	case evFail:
 		l.log.Info("s3task: attempt failed", "err", handlerErr, "final", t.Terminal())
 		if t.Terminal() {
-			l.w.notifyIfPending(t, etag)
+			l.w.notifyIfPending(r, etag)
 		} else {
 			l.w.noteDue(t.RetryAt)
 		}
@@ -291,7 +292,7 @@ func (l *lease) write(ctx context.Context, e event) error {
 
 // lose marks the lease as over, cancels the handler with cause and reports
 // it.
-func (l *lease) lose(cause error, current *Task) {
+func (l *lease) lose(cause error, current *record) {
 	if l.ended {
 		return
 	}
@@ -300,7 +301,7 @@ func (l *lease) lose(cause error, current *Task) {
 	l.log.Info("s3task: lost the task", "cause", cause)
 	var c *Task
 	if current != nil {
-		c = current.clone()
+		c = current.Task.clone()
 	}
 	l.w.hook("OnLeaseLost", func(h *Hooks) {
 		if h.OnLeaseLost != nil {

@@ -168,7 +168,7 @@ func (s *Store) list(ctx context.Context, opts ListOptions) (*Page, error) {
 				switch {
 				case tasks[i] != nil:
 					if q.match(tasks[i]) {
-						page.Tasks = append(page.Tasks, tasks[i])
+						page.Tasks = append(page.Tasks, &tasks[i].Task)
 						taken++
 					}
 				case bad[i] != nil:
@@ -259,7 +259,7 @@ func newListQuery(opts ListOptions) (*listQuery, error) {
 }
 
 // match reports whether t passes the query's filters.
-func (q *listQuery) match(t *Task) bool {
+func (q *listQuery) match(t *record) bool {
 	if q.statuses != nil && !q.statuses[t.Status] {
 		return false
 	}
@@ -358,8 +358,8 @@ func (s *Store) listFolders(ctx context.Context, after string, limit int) (ids [
 // StoreOptions.ListConcurrency at a time. For each entry it returns either
 // the task or why its record cannot be used, at the entry's index, or
 // neither for an entry that is not a task folder.
-func (s *Store) readRecords(ctx context.Context, entries []listEntry) ([]*Task, []*RecordError) {
-	tasks := make([]*Task, len(entries))
+func (s *Store) readRecords(ctx context.Context, entries []listEntry) ([]*record, []*RecordError) {
+	tasks := make([]*record, len(entries))
 	bad := make([]*RecordError, len(entries))
 	sem := make(chan struct{}, s.opts.ListConcurrency)
 	var wg sync.WaitGroup
@@ -390,13 +390,13 @@ func (s *Store) readRecords(ctx context.Context, entries []listEntry) ([]*Task, 
 // readMany reads the records of ids, StoreOptions.ListConcurrency at a
 // time, and returns the readable ones and the others, each in the order of
 // ids.
-func (s *Store) readMany(ctx context.Context, ids []string) ([]*Task, []*RecordError) {
+func (s *Store) readMany(ctx context.Context, ids []string) ([]*record, []*RecordError) {
 	entries := make([]listEntry, len(ids))
 	for i, id := range ids {
 		entries[i] = listEntry{id: id}
 	}
 	tasks, bad := s.readRecords(ctx, entries)
-	var good []*Task
+	var good []*record
 	var broken []*RecordError
 	for i := range entries {
 		if tasks[i] != nil {
@@ -414,7 +414,7 @@ func (s *Store) readMany(ctx context.Context, ids []string) ([]*Task, []*RecordE
 // task created before oldest (zero: no limit), and reads at most limit
 // records (zero: no limit), reporting whether more tasks were left unread.
 // Records that cannot be read go to broken.
-func (s *Store) walk(ctx context.Context, newest, oldest time.Time, limit int, fn func(t *Task) bool, broken func(*RecordError)) (more bool, err error) {
+func (s *Store) walk(ctx context.Context, newest, oldest time.Time, limit int, fn func(t *record) bool, broken func(*RecordError)) (more bool, err error) {
 	after := ""
 	if !newest.IsZero() {
 		after = idBound(newest)

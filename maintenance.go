@@ -92,7 +92,7 @@ func fmtAge(d time.Duration) string {
 // reading its record again (one GET, then a PUT),
 // through the state machine, which decides again against the stored record
 // (a task submitted meanwhile is left alone). It reports whether it did.
-func (s *Store) abandonUnsent(ctx context.Context, t *Task, cutoff time.Time) (bool, error) {
+func (s *Store) abandonUnsent(ctx context.Context, t *record, cutoff time.Time) (bool, error) {
 	got, changed, err := s.change(ctx, t.ID, event{kind: evNoInput, at: cutoff, reason: s.unsentReason(), notify: s.opts.OnTerminal != nil})
 	if errors.Is(err, ErrInvalidTransition) {
 		return false, nil // submitted, cancelled or purged since it was read
@@ -172,7 +172,7 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 	}
 	cutoff, abandons := s.unsentCutoff(now)
 	pending, met := map[string]string{}, map[string]bool{}
-	_, err = s.walk(ctx, time.Time{}, opts.Since, 0, func(t *Task) bool {
+	_, err = s.walk(ctx, time.Time{}, opts.Since, 0, func(t *record) bool {
 		r.Tasks++
 		met[t.ID] = true
 		if abandons && t.Status == StatusCreated && t.CreatedAt.Before(cutoff) {
@@ -299,7 +299,7 @@ func (s *Store) abandonUnsentSince(ctx context.Context, oldest time.Time) ([]str
 	}
 	var done []string
 	var firstErr error
-	_, err := s.walk(ctx, cutoff, oldest, 0, func(t *Task) bool {
+	_, err := s.walk(ctx, cutoff, oldest, 0, func(t *record) bool {
 		if t.Status != StatusCreated || !t.CreatedAt.Before(cutoff) {
 			return true
 		}
@@ -401,7 +401,7 @@ func (s *Store) stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
 	limit := cmp(opts.MaxTasks, DefaultStatsMaxTasks)
 	st := &Stats{ByStatus: map[Status]int{}, Failures: map[string]int{}, UnfinishedByType: map[string]int{}}
 	var awaiting []time.Time // creation times of the created tasks
-	more, err := s.walk(ctx, time.Time{}, opts.Since, max(limit, 0), func(t *Task) bool {
+	more, err := s.walk(ctx, time.Time{}, opts.Since, max(limit, 0), func(t *record) bool {
 		st.Tasks++
 		st.ByStatus[t.Status]++
 		if t.Status == StatusCreated {
@@ -419,7 +419,7 @@ func (s *Store) stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
 		if t.pending() {
 			st.Unfinished++
 			st.UnfinishedByType[t.Type]++
-			st.OldestUnfinished = t // newest first: the last one seen is the oldest
+			st.OldestUnfinished = &t.Task // newest first: the last one seen is the oldest
 		}
 		return true
 	}, func(*RecordError) { st.Broken++ })
@@ -511,7 +511,7 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOption
 	}
 	r := &PurgeReport{}
 	var err error
-	_, werr := s.walk(ctx, olderThan.Add(-time.Millisecond), time.Time{}, 0, func(t *Task) bool {
+	_, werr := s.walk(ctx, olderThan.Add(-time.Millisecond), time.Time{}, 0, func(t *record) bool {
 		r.Tasks++
 		if !t.Terminal() {
 			r.Kept++
@@ -591,7 +591,7 @@ func (s *Store) purgeTask(ctx context.Context, id string, force bool) (int, erro
 		}
 		in.ContinuationToken = out.NextContinuationToken
 	}
-	for _, key := range []string{s.MarkerKey(t), record} {
+	for _, key := range []string{s.MarkerKey(&t.Task), record} {
 		if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
 			return deleted, fmt.Errorf("s3task: delete %s: %w", key, err)
 		}

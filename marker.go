@@ -170,11 +170,11 @@ func (s *Store) dropMarker(ctx context.Context, key string) error {
 
 // markerOf returns the key of the marker t calls for, or "" if it needs
 // none.
-func (s *Store) markerOf(t *Task) string {
+func (s *Store) markerOf(t *record) string {
 	if t == nil || !t.needsMarker() {
 		return ""
 	}
-	return s.MarkerKey(t)
+	return s.MarkerKey(&t.Task)
 }
 
 // commitMarked is commit with the marker index kept in step: when next
@@ -185,7 +185,7 @@ func (s *Store) markerOf(t *Task) string {
 // marker written for next is taken back unless the record as it is now
 // calls for it. On an unknown outcome both stay: a stale marker costs a
 // visit, a missing one a wait.
-func (s *Store) commitMarked(ctx context.Context, cur *Task, etag string, next *Task, stale ...string) (*Task, string, error) {
+func (s *Store) commitMarked(ctx context.Context, cur *record, etag string, next *record, stale ...string) (*record, string, error) {
 	old, want := s.markerOf(cur), s.markerOf(next)
 	wrote := false
 	if want != "" && want != old {
@@ -230,7 +230,7 @@ const staleSubmitAge = 10 * time.Minute
 // its record may be the first write of a Store that had not yet seen the
 // server's clock (Create reads nothing first), so its updated_at can lie
 // ahead of the server's time by the error of that Store's clock.
-func staleMarker(m marker, t *Task, now time.Time) bool {
+func staleMarker(m marker, t *record, now time.Time) bool {
 	switch {
 	case t.Status == StatusCompleted || t.Status == StatusAbandoned:
 		return true // nothing follows these: no change can be under way

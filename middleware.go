@@ -118,7 +118,7 @@ type Call struct {
 	// The record read for the call before the middleware ran (see Task).
 	read    bool
 	readID  string
-	rec     *Task
+	rec     *record
 	etag    string
 	readErr error
 
@@ -175,15 +175,15 @@ func (s *Store) call(ctx context.Context, c *Call) (*Task, error) {
 			c.rec, c.etag, c.readErr = s.read(ctx, c.TaskID)
 		}
 		if c.rec != nil {
-			c.Task = c.rec.clone()
+			c.Task = c.rec.Task.clone()
 		}
 	}
 	return s.do(ctx, c)
 }
 
-// record returns the record of c's task and its ETag: the one read before
+// current returns the record of c's task and its ETag: the one read before
 // the middleware ran, or a fresh read if a middleware changed TaskID.
-func (s *Store) record(ctx context.Context, c *Call) (*Task, string, error) {
+func (s *Store) current(ctx context.Context, c *Call) (*record, string, error) {
 	if c.read && c.readID == c.TaskID {
 		return c.rec, c.etag, c.readErr
 	}
@@ -212,8 +212,8 @@ func (s *Store) perform(ctx context.Context, c *Call) (*Task, error) {
 	case OpUploadInput:
 		return s.uploadInput(ctx, c)
 	case OpGet:
-		t, _, err := s.record(ctx, c)
-		return t, err
+		t, _, err := s.current(ctx, c)
+		return t.task(), err
 	case OpPresignUpload:
 		return s.presignUpload(ctx, c)
 	case OpPresignDownload, OpOpenOutput:

@@ -33,7 +33,7 @@ type notifier struct {
 }
 
 type notice struct {
-	t        *Task
+	t        *record
 	etag     string
 	seen     time.Time // server clock: when the record was last seen finished
 	news     bool      // its marker was announced since: see lift
@@ -55,7 +55,7 @@ func newNotifier(w *Worker) *notifier {
 }
 
 // add takes the pending notice of the finished task t.
-func (n *notifier) add(t *Task, etag string) {
+func (n *notifier) add(t *record, etag string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if old, ok := n.held[t.ID]; ok && old.t.Status == t.Status && old.t.Attempt == t.Attempt {
@@ -84,7 +84,7 @@ func (n *notifier) holds(m marker) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	no, ok := n.held[m.id]
-	return ok && !no.news && m.key == n.w.store.MarkerKey(no.t) && m.written.Before(no.seen.Add(-markerSkew))
+	return ok && !no.news && m.key == n.w.store.MarkerKey(&no.t.Task) && m.written.Before(no.seen.Add(-markerSkew))
 }
 
 // lift stops holding the marker key, announced by a change that has landed:
@@ -96,7 +96,7 @@ func (n *notifier) lift(key string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, no := range n.held {
-		if n.w.store.MarkerKey(no.t) == key {
+		if n.w.store.MarkerKey(&no.t.Task) == key {
 			no.news = true
 		}
 	}
@@ -201,13 +201,13 @@ func (n *notifier) deliver(ctx context.Context, no *notice) error {
 // deliver runs OnTerminal for the finished task t (read first if etag is
 // ""), records that its notice went out, and so removes its marker. It returns
 // the hook's error, after which the notice stays pending.
-func (s *Store) deliver(ctx context.Context, t *Task, etag string) error {
+func (s *Store) deliver(ctx context.Context, t *record, etag string) error {
 	return s.deliverWithin(ctx, t, etag, 0)
 }
 
 // deliverWithin is deliver whose requests (not the hook) end within d, if
 // d is not zero.
-func (s *Store) deliverWithin(ctx context.Context, t *Task, etag string, d time.Duration) error {
+func (s *Store) deliverWithin(ctx context.Context, t *record, etag string, d time.Duration) error {
 	bound := func() (context.Context, context.CancelFunc) {
 		if d > 0 {
 			return context.WithTimeout(ctx, d)
@@ -224,7 +224,7 @@ func (s *Store) deliverWithin(ctx context.Context, t *Task, etag string, d time.
 		}
 	}
 	if t.NotifyPending {
-		if err := s.callOnTerminal(ctx, t); err != nil {
+		if err := s.callOnTerminal(ctx, t.Task.clone()); err != nil {
 			s.log.WarnContext(ctx, "s3task: OnTerminal failed; it will be called again", "task_id", t.ID, "status", t.Status, "err", err)
 			return err
 		}

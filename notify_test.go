@@ -61,7 +61,7 @@ func awaitDelivered(t *testing.T, e *env, n *notices, id string) {
 		t.Fatalf("notice for %s, want %s", got, id)
 	}
 	waitUntil(t, testWait, "the notice recorded and the marker removed", func() bool {
-		return !e.get(t, id).NotifyPending && !e.hasMarker(id)
+		return !e.stored(t, id).NotifyPending && !e.hasMarker(id)
 	})
 }
 
@@ -105,12 +105,12 @@ func TestNoticeDeliveredByAnotherWorker(t *testing.T) {
 	e := newEnv(t, nil)
 	task := completeUndelivered(t, e, "notice goes astray")
 
-	got := e.get(t, task.ID)
+	got := e.stored(t, task.ID)
 	if got.Status != s3task.StatusCompleted || !got.NotifyPending || !e.hasMarker(task.ID) {
 		t.Fatalf("after a failed delivery: status %s, notify_pending %v, marker %v; want completed, true, true",
 			got.Status, got.NotifyPending, e.hasMarker(task.ID))
 	}
-	if key, want := e.markerKey(task.ID), e.store.MarkerKey(got); key != want {
+	if key, want := e.markerKey(task.ID), e.store.MarkerKey(&got.Task); key != want {
 		t.Errorf("marker of the task with its notice pending: %s, want %s (due_at %s)", key, want, got.DueAt)
 	}
 	// The marker falls due when the lease would have run out: move the
@@ -157,7 +157,7 @@ func TestNoticeOnCancelAndFinalFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.wantOne(t, queued.ID, s3task.StatusAbandoned)
-	if rec := e.get(t, queued.ID); rec.NotifyPending || e.hasMarker(queued.ID) {
+	if rec := e.stored(t, queued.ID); rec.NotifyPending || e.hasMarker(queued.ID) {
 		t.Errorf("after Cancel: notify_pending %v, marker %v; want both cleared", rec.NotifyPending, e.hasMarker(queued.ID))
 	}
 
@@ -184,7 +184,7 @@ func TestPurgeAndPendingNotices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Purged) != 0 || r.Kept != 1 || !e.get(t, task.ID).NotifyPending {
+	if len(r.Purged) != 0 || r.Kept != 1 || !e.stored(t, task.ID).NotifyPending {
 		t.Fatalf("Purge with a notice pending: purged %v, kept %d; want the task kept, notice pending", r.Purged, r.Kept)
 	}
 	r, err = e.store.Purge(e.ctx, cutoff, s3task.PurgeOptions{DropPendingNotices: true})
@@ -215,9 +215,9 @@ func TestNoticeOfTaskCancelledBeforeSubmit(t *testing.T) {
 	if _, err := st.Cancel(e.ctx, task.ID, "changed my mind"); err != nil {
 		t.Fatal(err)
 	}
-	if got := broken.of(task.ID); len(got) != 1 || !e.get(t, task.ID).NotifyPending || !e.hasMarker(task.ID) {
+	if got := broken.of(task.ID); len(got) != 1 || !e.stored(t, task.ID).NotifyPending || !e.hasMarker(task.ID) {
 		t.Fatalf("after a failed notice: calls %v, notify_pending %v, marker %v; want one call, pending, a marker",
-			got, e.get(t, task.ID).NotifyPending, e.hasMarker(task.ID))
+			got, e.stored(t, task.ID).NotifyPending, e.hasMarker(task.ID))
 	}
 
 	good := newNotices(false)

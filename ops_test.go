@@ -140,7 +140,7 @@ func TestReconcileHealsMarkers(t *testing.T) {
 	e.pastMarkerSkew()
 	for _, c := range cases {
 		p := tasks[c.name]
-		e.rewrite(t, p.task.ID, func(x *s3task.Task) {
+		e.rewrite(t, p.task.ID, func(x *stored) {
 			if c.legacy {
 				x.DueAt = time.Time{}
 			}
@@ -165,7 +165,7 @@ func TestReconcileHealsMarkers(t *testing.T) {
 				p.wantAfter = append(p.wantAfter, key)
 			}
 		}
-		if needsMarker(p.task) {
+		if needsMarker(e.stored(t, p.task.ID)) {
 			p.wantAfter = append(p.wantAfter, ownKey)
 			if c.markers&own == 0 {
 				wantRestored = append(wantRestored, p.task.ID)
@@ -350,7 +350,7 @@ func TestReconcileSince(t *testing.T) {
 	}
 	e.pastMarkerSkew()
 	for _, task := range []*s3task.Task{oldDone, newDone} {
-		e.rewrite(t, task.ID, func(*s3task.Task) {}) // their last change
+		e.rewrite(t, task.ID, func(*stored) {}) // their last change
 	}
 	// Markers without records, one from before the window and one in it.
 	oldOrphan := s3task.NewIDAt(time.Now().Add(-3 * time.Hour))
@@ -489,7 +489,7 @@ func TestWorkerReconcileHealsLostMarker(t *testing.T) {
 	// no wake object: Create and UploadInput do not write one. (The
 	// worker's reconcile may restore the marker at any moment from here.)
 	task := e.prepare(t, e.createAgo(t, 0, "lost marker"), "created")
-	e.rewrite(t, task.ID, func(x *s3task.Task) {
+	e.rewrite(t, task.ID, func(x *stored) {
 		x.Status, x.DueAt = s3task.StatusQueued, e.srv.Now().UTC().Truncate(time.Millisecond)
 	})
 	queued := e.get(t, task.ID)
@@ -715,7 +715,7 @@ func TestStats(t *testing.T) {
 	}
 	e.prepare(t, e.createAgo(t, 0, "running"), "running")
 	third := e.prepare(t, e.createAgo(t, 0, "running, third attempt"), "running")
-	e.rewrite(t, third.ID, func(x *s3task.Task) { x.Attempt = 3 })
+	e.rewrite(t, third.ID, func(x *stored) { x.Attempt = 3 })
 	e.prepare(t, e.createAgo(t, 0, "abandoned"), "abandoned")
 	broken := s3task.NewID()
 	e.put(t, e.recordKey(broken), []byte("{not json"))
@@ -956,7 +956,7 @@ func TestPurgeFinishesInterruptedPurge(t *testing.T) {
 	task := e.prepare(t, e.createAgo(t, time.Hour, "half purged"), "failed")
 	output := e.outputKey(t, task.ID, 1)
 	e.put(t, output, []byte("partial output"))
-	e.rewrite(t, task.ID, func(x *s3task.Task) { x.Purging = true })
+	e.rewrite(t, task.ID, func(x *stored) { x.Purging = true })
 	e.del(t, e.inputKey(t, task.ID))
 	e.setMarker(t, task.ID, true)
 

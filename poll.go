@@ -251,7 +251,7 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 	}
 	var stale []string
 	now := s.serverNow()
-	if m.key != s.MarkerKey(t) {
+	if m.key != s.MarkerKey(&t.Task) {
 		switch {
 		case m.event && (t.Terminal() || t.Status == StatusRunning):
 			// An event named a marker of a phase that is over, or of a
@@ -310,7 +310,7 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 			got, gotETag, err := s.commitMarked(ctx, t, etag, expired, stale...)
 			if err == nil {
 				w.notifyIfPending(got, gotETag)
-				w.hookFail(got, errors.New(got.LastError))
+				w.hookFail(&got.Task, errors.New(got.LastError))
 			}
 			lost := errors.Is(err, errLost) || errors.Is(err, errOvertaken)
 			return false, due, false, err != nil && !lost
@@ -385,7 +385,7 @@ func (w *Worker) claimEvent() event {
 // lease, and, if it won, starts the handler. stale are markers of the task
 // to delete as well. It reports whether it started the task, and whether
 // it lost the task to another writer.
-func (w *Worker) claim(ctx, base context.Context, t *Task, etag string, next *Task, stale []string) (started, lost bool) {
+func (w *Worker) claim(ctx, base context.Context, t *record, etag string, next *record, stale []string) (started, lost bool) {
 	if ctx.Err() != nil {
 		return false, false
 	}
@@ -423,7 +423,7 @@ func (w *Worker) claim(ctx, base context.Context, t *Task, etag string, next *Ta
 // pending, which the notifier delivers first, off the poll loop. A delete
 // that does not happen (ctx ended) is only a stale marker, removed by the
 // next visit.
-func (w *Worker) settle(ctx context.Context, t *Task, etag string, stale ...string) {
+func (w *Worker) settle(ctx context.Context, t *record, etag string, stale ...string) {
 	for _, key := range stale {
 		_ = w.store.dropMarker(ctx, key)
 	}
@@ -431,5 +431,5 @@ func (w *Worker) settle(ctx context.Context, t *Task, etag string, stale ...stri
 		w.notices.add(t, etag)
 		return
 	}
-	_ = w.store.dropMarker(ctx, w.store.MarkerKey(t))
+	_ = w.store.dropMarker(ctx, w.store.MarkerKey(&t.Task))
 }

@@ -245,7 +245,7 @@ func TestCancelledNoticeIsDueNow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !got.NotifyPending {
+			if !e.record(got.ID).NotifyPending {
 				t.Fatalf("setup: the cancel of %s delivered its notice", id)
 			}
 		}
@@ -566,9 +566,9 @@ func TestNotifierTiesInIDOrder(t *testing.T) {
 	at := time.Now().Add(time.Hour)
 	ids := []string{"7Z4EAHS848HCJVV3BSPNQ9S7ZN", "7Z4EAHP7KMMNJC7ZRZ0YYNPKFF", "7Z4EAHV7QFWBFBDZNN81Y5K17V", "7Z4EAHSJG5D1E9Y58B83H5JC0A", "7Z4EAHS9K446HHRCW3YX9MS7KC"}
 	for _, id := range ids {
-		n.held[id] = &notice{t: &Task{ID: id}, next: at}
+		n.held[id] = &notice{t: &record{Task: Task{ID: id}}, next: at}
 	}
-	n.held["7Z4EAH0000000000000000000Z"] = &notice{t: &Task{ID: "7Z4EAH0000000000000000000Z"}, next: at.Add(time.Millisecond)}
+	n.held["7Z4EAH0000000000000000000Z"] = &notice{t: &record{Task: Task{ID: "7Z4EAH0000000000000000000Z"}}, next: at.Add(time.Millisecond)}
 	for range 50 {
 		if no, _ := n.first(); no == nil || no.t.ID != "7Z4EAHP7KMMNJC7ZRZ0YYNPKFF" {
 			t.Fatalf("first() = %v, want the notice of the lowest ID among the earliest", no)

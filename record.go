@@ -35,7 +35,7 @@ func (s *Store) revision(key string) string {
 }
 
 // read fetches a task's record and its ETag.
-func (s *Store) read(ctx context.Context, id string) (*Task, string, error) {
+func (s *Store) read(ctx context.Context, id string) (*record, string, error) {
 	key := s.recordKey(id)
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
 	if err != nil {
@@ -88,7 +88,7 @@ const settleWithin = 30 * time.Second
 // as it was); or the record cannot tell, or cannot be read in time
 // (ErrOutcomeUnknown). With errLost and errOvertaken it returns the fresh
 // record and ETag, so the caller can decide again without another GET.
-func (s *Store) commit(ctx context.Context, cur *Task, etag string, next *Task) (*Task, string, error) {
+func (s *Store) commit(ctx context.Context, cur *record, etag string, next *record) (*record, string, error) {
 	n := next.clone()
 	key := s.recordKey(n.ID)
 	succeed(cur, n, s.revision(key))
@@ -150,7 +150,7 @@ func (s *Store) commit(ctx context.Context, cur *Task, etag string, next *Task) 
 // passing reason is tried again with backoff for up to settleWithin (or
 // until ctx ends): a claim whose answer was lost must not be given up
 // because one read failed.
-func (s *Store) reread(ctx context.Context, id string) (*Task, string, error) {
+func (s *Store) reread(ctx context.Context, id string) (*record, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, settleWithin)
 	defer cancel()
 	for try := 0; ; try++ {
@@ -191,7 +191,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // callers drift apart) and decides again against the fresh record, up to
 // ConflictRetries times, then returns ErrConflict. It returns the record as
 // stored afterwards and whether this call changed it.
-func (s *Store) apply(ctx context.Context, t *Task, etag string, e event) (*Task, bool, error) {
+func (s *Store) apply(ctx context.Context, t *record, etag string, e event) (*record, bool, error) {
 	for try := 0; ; try++ {
 		next, write, err := transition(t, e, s.serverNow())
 		if err != nil {
@@ -220,7 +220,7 @@ func (s *Store) apply(ctx context.Context, t *Task, etag string, e event) (*Task
 }
 
 // change reads task id and applies e; see apply.
-func (s *Store) change(ctx context.Context, id string, e event) (*Task, bool, error) {
+func (s *Store) change(ctx context.Context, id string, e event) (*record, bool, error) {
 	if err := ParseID(id); err != nil {
 		return nil, false, err
 	}
@@ -236,7 +236,7 @@ func (s *Store) change(ctx context.Context, id string, e event) (*Task, bool, er
 // has the hook, then removes the marker. A notice that cannot be delivered
 // here keeps the marker, so a worker comes back to it. An empty etag means
 // "read it".
-func (s *Store) settle(ctx context.Context, t *Task, etag string) {
+func (s *Store) settle(ctx context.Context, t *record, etag string) {
 	if t.NotifyPending && s.opts.OnTerminal == nil {
 		return // a store with the hook will deliver it
 	}

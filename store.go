@@ -330,7 +330,7 @@ func (s *Store) create(ctx context.Context, c *Call) (*Task, error) {
 	}
 	now := s.stamp()
 	id := s.newID(now)
-	t := &Task{
+	t := &record{Task: Task{
 		SchemaVersion:  SchemaVersion,
 		ID:             id,
 		Type:           p.Type,
@@ -342,7 +342,7 @@ func (s *Store) create(ctx context.Context, c *Call) (*Task, error) {
 		CreatedBy:      p.CreatedBy,
 		RunAt:          runAt(p.RunAt),
 		IdempotencyKey: p.Key,
-	}
+	}}
 	if len(p.Metadata) > 0 {
 		t.Metadata = maps.Clone(p.Metadata)
 	}
@@ -359,7 +359,7 @@ func (s *Store) create(ctx context.Context, c *Call) (*Task, error) {
 			return nil, fmt.Errorf("s3task: create task with key %q: %w", truncate(p.Key, 64), err)
 		}
 		c.Found = found
-		return got, nil
+		return got.task(), nil
 	}
 	got, _, err := s.commit(ctx, nil, "", t)
 	if errors.Is(err, errOvertaken) {
@@ -368,7 +368,7 @@ func (s *Store) create(ctx context.Context, c *Call) (*Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3task: create task %s: %w", id, err)
 	}
-	return got, nil
+	return got.task(), nil
 }
 
 // cmp returns v, or def when v is zero.
@@ -409,7 +409,7 @@ func (s *Store) Submit(ctx context.Context, id string) (*Task, error) {
 
 func (s *Store) submit(ctx context.Context, c *Call) (*Task, error) {
 	id := c.TaskID
-	t, etag, err := s.record(ctx, c)
+	t, etag, err := s.current(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -421,9 +421,9 @@ func (s *Store) submit(ctx context.Context, c *Call) (*Task, error) {
 	}
 	got, changed, err := s.apply(ctx, t, etag, e)
 	if changed {
-		s.wake(ctx, s.MarkerKey(got))
+		s.wake(ctx, s.MarkerKey(&got.Task))
 	}
-	return got, err
+	return got.task(), err
 }
 
 // checkInput verifies that the input at key is there and within
@@ -447,7 +447,7 @@ func (s *Store) checkInput(ctx context.Context, key string) (string, int64, erro
 // record names, which a Store with other extensions (an operator's tool)
 // cannot derive, as long as it is an input in the task's own folder;
 // otherwise the one this Store's options give.
-func (s *Store) submittedInput(t *Task) string {
+func (s *Store) submittedInput(t *record) string {
 	ext, ok := strings.CutPrefix(t.InputPath, s.taskDir(t.ID)+"input")
 	if !ok || !validExt(ext) {
 		return s.inputKey(t.ID)
@@ -477,7 +477,7 @@ func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
 
 func (s *Store) retry(ctx context.Context, c *Call) (*Task, error) {
 	id := c.TaskID
-	t, etag, err := s.record(ctx, c)
+	t, etag, err := s.current(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -501,10 +501,10 @@ func (s *Store) retry(ctx context.Context, c *Call) (*Task, error) {
 	}
 	got, changed, err := s.apply(ctx, t, etag, e)
 	if err != nil || !changed {
-		return got, err
+		return got.task(), err
 	}
-	s.wake(ctx, s.MarkerKey(got))
-	return got, nil
+	s.wake(ctx, s.MarkerKey(&got.Task))
+	return got.task(), nil
 }
 
 // Cancel abandons a task that is not finished and returns it; reason is kept
@@ -537,7 +537,7 @@ func (s *Store) cancel(ctx context.Context, c *Call) (*Task, error) {
 	if err := checkReason(reason); err != nil {
 		return nil, err // a middleware's change
 	}
-	t, etag, err := s.record(ctx, c)
+	t, etag, err := s.current(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -548,7 +548,7 @@ func (s *Store) cancel(ctx context.Context, c *Call) (*Task, error) {
 	if changed && got.NotifyPending {
 		s.settle(ctx, got, "")
 	}
-	return got, nil
+	return got.task(), nil
 }
 
 // checkReason refuses a cancel reason over 1024 bytes or not UTF-8.
@@ -581,7 +581,7 @@ func (s *Store) Schedule(ctx context.Context, id string, at time.Time) (*Task, e
 
 func (s *Store) schedule(ctx context.Context, c *Call) (*Task, error) {
 	at := c.At
-	t, etag, err := s.record(ctx, c)
+	t, etag, err := s.current(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -592,9 +592,9 @@ func (s *Store) schedule(ctx context.Context, c *Call) (*Task, error) {
 	if changed && got.Status == StatusQueued {
 		// A time still ahead idle workers only note, to list then.
 		s.reached("schedule/announced")
-		s.wake(ctx, s.MarkerKey(got))
+		s.wake(ctx, s.MarkerKey(&got.Task))
 	}
-	return got, nil
+	return got.task(), nil
 }
 
 // runAt returns a caller's start time as kept in the record: in UTC,

@@ -120,9 +120,9 @@ func TestConcurrentOperatorCalls(t *testing.T) {
 				}
 				outcomes[fmt.Sprintf("%s from %s: %s", c.op, init.Status, outcome)]++
 			}
-			final := e.get(t, init.ID)
+			final := e.stored(t, init.ID)
 			markers := e.markers(init.ID)
-			own := e.dueMarkerKey(final)
+			own := e.dueMarkerKey(&final.Task)
 			t.Run(fmt.Sprintf("round %d task %d from %s", round, i, init.Status), func(t *testing.T) {
 				checkRace(t, init, inputETag[i], calls[i], final, own, markers)
 			})
@@ -135,7 +135,7 @@ func TestConcurrentOperatorCalls(t *testing.T) {
 // TestConcurrentOperatorCalls.
 // own is the key of the marker the final record calls for, markers the
 // task's markers after the race.
-func checkRace(t *testing.T, init *s3task.Task, inputETag string, calls []*raceCall, final *s3task.Task, own string, markers []string) {
+func checkRace(t *testing.T, init *s3task.Task, inputETag string, calls []*raceCall, final *stored, own string, markers []string) {
 	t.Helper()
 	fromCreated := init.Status == s3task.StatusCreated
 	revs := map[s3task.Status]map[string]bool{} // reported revisions by status
@@ -310,7 +310,7 @@ func TestConcurrentSubmit(t *testing.T) {
 				t.Errorf("round %d: Submit: %v", round, errs[g])
 			}
 		}
-		final := e.get(t, task.ID)
+		final := e.stored(t, task.ID)
 		if len(revs) != 1 || revs[final.Revision] == 0 {
 			t.Errorf("round %d: returned revisions %v, want only the final one %s", round, revs, final.Revision)
 		}
@@ -319,7 +319,7 @@ func TestConcurrentSubmit(t *testing.T) {
 		}
 		// Every Submit wrote a marker before its record write; those that
 		// lost took theirs back.
-		if diff := cmp.Diff([]string{e.dueMarkerKey(final)}, e.markers(task.ID)); diff != "" {
+		if diff := cmp.Diff([]string{e.dueMarkerKey(&final.Task)}, e.markers(task.ID)); diff != "" {
 			t.Errorf("round %d: markers after the race (-want +got):\n%s", round, diff)
 		}
 		if n := rec.succeeded("PUT " + e.recordKey(task.ID)); n != 1 {

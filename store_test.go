@@ -294,7 +294,9 @@ func TestCreate(t *testing.T) {
 				SchemaVersion: s3task.SchemaVersion, ID: got.ID, Name: tc.params.Name, Type: tc.params.Type,
 				Status: s3task.StatusCreated, MaxAttempts: tc.wantMax, CreatedBy: tc.params.CreatedBy,
 				InputPath: e.inputKey(t, got.ID), CreatedAt: got.CreatedAt, UpdatedAt: got.UpdatedAt, Revision: got.Revision,
-				Writes: 1,
+			}
+			if w := e.stored(t, got.ID).Writes; w != 1 {
+				t.Errorf("the created record counts %d writes, want 1", w)
 			}
 			if tc.wantPayload != "" {
 				want.Payload = json.RawMessage(tc.wantPayload)
@@ -676,7 +678,10 @@ func TestSubmit(t *testing.T) {
 		}
 		e.wantCounts(t, map[string]int{"GET": 2, "HEAD": 1, "PUT": 3}) // record and wake object read; marker, record, wake written
 		want := task
-		want.Status, want.InputETag, want.InputSize = s3task.StatusQueued, etag, int64(len(input))
+		want.Status, want.InputSize = s3task.StatusQueued, int64(len(input))
+		if r := e.stored(t, task.ID); r.InputETag != etag {
+			t.Errorf("submitted record's input_etag %s, want the input's %s", r.InputETag, etag)
+		}
 		want.DueAt = got.DueAt             // checked below
 		want.SubmittedAt = got.SubmittedAt // likewise
 		if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {
@@ -803,7 +808,7 @@ func TestCancel(t *testing.T) {
 		if diff := cmp.Diff([]s3task.Status{s3task.StatusAbandoned}, notified); diff != "" {
 			t.Errorf("OnTerminal calls (-want +got):\n%s", diff)
 		}
-		if stored := e.get(t, task.ID); got.Status != s3task.StatusAbandoned || stored.NotifyPending {
+		if stored := e.stored(t, task.ID); got.Status != s3task.StatusAbandoned || stored.NotifyPending {
 			t.Errorf("after Cancel: status %s, notify_pending %v; want abandoned, delivered", got.Status, stored.NotifyPending)
 		}
 		wantDueNow(t, got)
@@ -1111,8 +1116,8 @@ func TestRetryVerifiesTheInputAgain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if etag, _ := e.head(t, e.inputKey(t, id)); got.InputETag != etag {
-			t.Errorf("Retry verified input %s, want the task's own %s", got.InputETag, etag)
+		if etag, _ := e.head(t, e.inputKey(t, id)); e.stored(t, got.ID).InputETag != etag {
+			t.Errorf("Retry verified input %s, want the task's own %s", e.stored(t, got.ID).InputETag, etag)
 		}
 	}
 
@@ -1123,8 +1128,8 @@ func TestRetryVerifiesTheInputAgain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Status != s3task.StatusQueued || got.InputETag != etag || got.InputSize != 12 {
-			t.Errorf("after Retry: status %s, input %s (%d bytes); want queued, %s (12 bytes)", got.Status, got.InputETag, got.InputSize, etag)
+		if got.Status != s3task.StatusQueued || e.stored(t, got.ID).InputETag != etag || got.InputSize != 12 {
+			t.Errorf("after Retry: status %s, input %s (%d bytes); want queued, %s (12 bytes)", got.Status, e.stored(t, got.ID).InputETag, got.InputSize, etag)
 		}
 	})
 	t.Run("a store with other extensions finds the recorded input", func(t *testing.T) {
@@ -1200,7 +1205,11 @@ func TestRetry(t *testing.T) {
 			want := task
 			want.Status, want.RetryAt, want.MaxAttempts = s3task.StatusQueued, time.Time{}, tc.wantMax(task)
 			// The input is verified again and recorded as it is now.
-			want.InputETag, want.InputSize = e.head(t, e.inputKey(t, task.ID))
+			etag, size := e.head(t, e.inputKey(t, task.ID))
+			want.InputSize = size
+			if r := e.stored(t, task.ID); r.InputETag != etag {
+				t.Errorf("retried record's input_etag %s, want the input's %s", r.InputETag, etag)
+			}
 			want.DueAt = got.DueAt // checked below
 			if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {
 				t.Errorf("retried task (-want +got):\n%s", diff)
@@ -1337,10 +1346,10 @@ func TestOpenOutput(t *testing.T) {
 			for n := 1; n <= tc.attempt; n++ {
 				e.put(t, e.outputKey(t, task.ID, n), fmt.Appendf(nil, `{"attempt":%d}`, n))
 			}
-			e.rewrite(t, task.ID, func(x *s3task.Task) {
+			e.rewrite(t, task.ID, func(x *stored) {
 				x.Status, x.Attempt, x.OutputPath = s3task.StatusCompleted, tc.attempt, e.outputKey(t, x.ID, tc.attempt)
 				if tc.edit != nil {
-					tc.edit(t, x)
+					tc.edit(t, &x.Task)
 				}
 			})
 			e.count.Reset()
@@ -1963,7 +1972,7 @@ func TestMarkers(t *testing.T) {
 		if _, err := e.store.Cancel(e.ctx, failed.ID, ""); err != nil { // removes the marker
 			t.Fatal(err)
 		}
-		e.rewrite(t, failed.ID, func(x *s3task.Task) {
+		e.rewrite(t, failed.ID, func(x *stored) {
 			x.Status, x.Attempt, x.CancelReason, x.LastError = s3task.StatusFailed, 1, "", "boom"
 		})
 		if e.exists(e.markerKey(failed.ID)) {

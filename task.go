@@ -53,9 +53,11 @@ type Progress struct {
 	ErrorCount     int64 `json:"error_count"`     // rows rejected
 }
 
-// Task is a task's record: the decoded status.json, the task's whole state.
-// Values returned by the library are copies; changing one changes nothing in
-// S3.
+// Task is a task's state as hosts see it: the decoded status.json, less the
+// bookkeeping the protocol keeps beside it there (the verified input's
+// ETag, whether a notice is owed, the write count and the latest prior
+// revisions). Values returned by the library are copies; changing one
+// changes nothing in S3.
 type Task struct {
 	// Identity.
 	SchemaVersion int             `json:"schema_version"`
@@ -92,9 +94,6 @@ type Task struct {
 	// change is allowed after it, so a Retry racing with the purge cannot
 	// bring the task back while its files go.
 	Purging bool `json:"purging,omitempty"`
-	// NotifyPending is set on a task that became terminal while the writer
-	// had a StoreOptions.OnTerminal hook, until the hook has run for it.
-	NotifyPending bool `json:"notify_pending,omitempty"`
 
 	// Ownership: set while running.
 	WorkerID       string    `json:"worker_id,omitempty"`
@@ -110,8 +109,7 @@ type Task struct {
 
 	// Artifacts.
 	InputPath  string `json:"input_object_path"`
-	InputETag  string `json:"input_etag,omitempty"`         // the input Submit verified
-	InputSize  int64  `json:"input_size,omitempty"`         // its size in bytes, as Submit verified it
+	InputSize  int64  `json:"input_size,omitempty"`         // the input's size in bytes, as Submit verified it
 	OutputPath string `json:"output_object_path,omitempty"` // set when completed
 
 	// Audit.
@@ -132,13 +130,29 @@ type Task struct {
 	// ([CreateParams.Metadata]); nil if none. No change of the task alters
 	// it.
 	Metadata map[string]string `json:"metadata,omitempty"`
-	Revision string            `json:"revision"` // random, new on every write; tells identical bodies apart
+	// Revision is random and new on every write of the record, a heartbeat
+	// included: two reads returned the same record exactly when their
+	// revisions are equal, so it serves as an HTTP ETag for the task.
+	Revision string `json:"revision"`
+}
+
+// record is a task's status.json: the Task that hosts see, and the
+// bookkeeping the protocol keeps beside it, which hosts have no use for.
+type record struct {
+	Task
+
+	// InputETag is the ETag of the input Submit verified; an attempt
+	// refuses an input that changed since.
+	InputETag string `json:"input_etag,omitempty"`
+	// NotifyPending is set on a task that became terminal while the writer
+	// had a StoreOptions.OnTerminal hook, until the hook has run for it.
+	NotifyPending bool `json:"notify_pending,omitempty"`
 	// Writes counts the writes of this record, and PriorRevisions holds the
-	// revisions of the latest ones before it, newest first (at most 8). A
-	// writer whose answer was lost reads them to prove whether its write
-	// landed, even when others wrote after it.
+	// revisions of the latest ones before it, newest first (at most
+	// priorRevisions). A writer whose answer was lost reads them to prove
+	// whether its write landed, even when others wrote after it.
 	Writes         int64    `json:"writes,omitempty"`
-	PriorRevisions []string `json:"prior_revisions,omitempty"` // newest first
+	PriorRevisions []string `json:"prior_revisions,omitempty"`
 }
 
 // Scheduled reports whether the task is queued to start no earlier than
@@ -217,7 +231,7 @@ func (t *Task) pending() bool {
 
 // needsMarker reports whether the task should have an active marker: it is
 // pending, or finished with its OnTerminal notice not yet delivered.
-func (t *Task) needsMarker() bool { return t.pending() || t.NotifyPending }
+func (r *record) needsMarker() bool { return r.pending() || r.NotifyPending }
 
 // clone returns a deep copy.
 func (t *Task) clone() *Task {
@@ -225,9 +239,24 @@ func (t *Task) clone() *Task {
 	if t.Payload != nil {
 		c.Payload = append(json.RawMessage(nil), t.Payload...)
 	}
-	c.PriorRevisions = append([]string(nil), t.PriorRevisions...)
 	c.Metadata = maps.Clone(t.Metadata)
 	c.Counters = maps.Clone(t.Counters)
+	return &c
+}
+
+// task returns the Task of r, the part hosts see; nil for nil.
+func (r *record) task() *Task {
+	if r == nil {
+		return nil
+	}
+	return &r.Task
+}
+
+// clone returns a deep copy.
+func (r *record) clone() *record {
+	c := *r
+	c.Task = *r.Task.clone()
+	c.PriorRevisions = append([]string(nil), r.PriorRevisions...)
 	return &c
 }
 
@@ -300,7 +329,7 @@ type event struct {
 // when the event is a repeat that changes nothing (submitting a queued task,
 // cancelling an abandoned one, checking an upload), or a *TransitionError.
 // It is pure: no I/O, no clock, no randomness; t is not modified.
-func transition(t *Task, e event, now time.Time) (next *Task, write bool, err error) {
+func transition(t *record, e event, now time.Time) (next *record, write bool, err error) {
 	next, write, err = decide(t, e, now)
 	if write && next.Terminal() && (!t.Terminal() || next.Status != t.Status) {
 		// A new result: finished, or finished otherwise (a final failure
@@ -313,8 +342,8 @@ func transition(t *Task, e event, now time.Time) (next *Task, write bool, err er
 
 // decide is transition without the notice bookkeeping common to every
 // event that finishes a task.
-func decide(t *Task, e event, now time.Time) (next *Task, write bool, err error) {
-	deny := func(reason string, args ...any) (*Task, bool, error) {
+func decide(t *record, e event, now time.Time) (next *record, write bool, err error) {
+	deny := func(reason string, args ...any) (*record, bool, error) {
 		return nil, false, &TransitionError{ID: t.ID, From: t.Status, Event: e.kind.String(), Reason: fmt.Sprintf(reason, args...)}
 	}
 	owns := func() (string, bool) {
@@ -579,7 +608,7 @@ const maxRecordSize = 1 << 20
 // newer schema (ErrUnsupportedSchema) and anything that is not a
 // self-consistent version-1 record for that ID (ErrCorruptRecord). A record
 // without max_attempts, such as one written by hand, gets defaultMax.
-func decodeTask(key, id string, data []byte, defaultMax int) (*Task, error) {
+func decodeTask(key, id string, data []byte, defaultMax int) (*record, error) {
 	bad := func(format string, args ...any) error {
 		return &RecordError{Key: key, Err: fmt.Errorf("%w: "+format, append([]any{ErrCorruptRecord}, args...)...)}
 	}
@@ -597,7 +626,7 @@ func decodeTask(key, id string, data []byte, defaultMax int) (*Task, error) {
 	case *head.SchemaVersion < 1:
 		return nil, bad("schema_version %d", *head.SchemaVersion)
 	}
-	var t Task
+	var t record
 	if err := json.Unmarshal(data, &t); err != nil {
 		return nil, &RecordError{Key: key, Err: fmt.Errorf("%w: %w", ErrCorruptRecord, err)}
 	}
@@ -622,8 +651,8 @@ func decodeTask(key, id string, data []byte, defaultMax int) (*Task, error) {
 // record format is there, null when unset, so that a script in another
 // language that looks a key up finds it; the library's own additions are
 // left out when unset.
-func encodeRecord(t *Task) ([]byte, error) {
-	type plain Task // Task's fields, without this function's overrides
+func encodeRecord(t *record) ([]byte, error) {
+	type plain record // the record's fields, without this function's overrides
 
 	// str returns t's own field, or nil (null) for an empty one.
 	str := func(s *string) *string {
@@ -658,7 +687,7 @@ const priorRevisions = 8
 // succeed fills in next's write bookkeeping as the write that follows cur
 // (nil for a create): a fresh revision, the write count, and cur's revision
 // at the head of the prior ones.
-func succeed(cur, next *Task, revision string) {
+func succeed(cur, next *record, revision string) {
 	next.Revision = revision
 	next.Writes, next.PriorRevisions = 1, nil
 	if cur != nil {
@@ -684,7 +713,7 @@ const (
 // mine.Writes is either mine or another's; the last priorRevisions
 // revisions tell which. Further back, or when a writer that keeps no count
 // wrote in between, it cannot tell.
-func landed(base, mine, cur *Task) landing {
+func landed(base, mine, cur *record) landing {
 	k := cur.Writes - mine.Writes
 	switch {
 	case cur.Revision == mine.Revision:

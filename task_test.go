@@ -32,8 +32,8 @@ const recordKey = "batch-tasks/" + knownGoodID + "/status.json"
 
 // baseRecord is a freshly created task with every identity and audit field
 // filled in, so that a transition which clears one of them shows up.
-func baseRecord() *Task {
-	return &Task{
+func baseRecord() *record {
+	return &record{Task: Task{
 		SchemaVersion: SchemaVersion,
 		ID:            knownGoodID,
 		Type:          "import",
@@ -48,13 +48,13 @@ func baseRecord() *Task {
 		Revision:      "rev-1",
 		// No event may change it: every expected record below keeps it.
 		Metadata: map[string]string{"tenant": "acme", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
-	}
+	}}
 }
 
 // startState is a record in one of the situations a transition can meet.
 type startState struct {
 	name  string
-	build func() *Task
+	build func() *record
 }
 
 // startRunAt is the start time of the scheduled start states: after
@@ -65,8 +65,8 @@ var startRunAt = transitionNow.Add(30 * time.Minute)
 var partDone = Progress{RowCount: 10, ProcessedCount: 4, SuccessCount: 3, ErrorCount: 1}
 
 // fresh builds baseRecord changed by more.
-func fresh(more func(t *Task)) func() *Task {
-	return func() *Task {
+func fresh(more func(t *record)) func() *record {
+	return func() *record {
 		t := baseRecord()
 		more(t)
 		return t
@@ -75,8 +75,8 @@ func fresh(more func(t *Task)) func() *Task {
 
 // submittedAs builds baseRecord once Submit verified its input, in status s
 // at attempt n, last held by worker, changed by more.
-func submittedAs(s Status, n int, worker string, more func(t *Task)) func() *Task {
-	return fresh(func(t *Task) {
+func submittedAs(s Status, n int, worker string, more func(t *record)) func() *record {
+	return fresh(func(t *record) {
 		t.Status, t.Attempt, t.WorkerID = s, n, worker
 		t.InputETag, t.InputSize = evETag, evSize
 		more(t)
@@ -90,38 +90,38 @@ func submittedAs(s Status, n int, worker string, more func(t *Task)) func() *Tas
 // transition which should keep it shows up if it does not.
 func startStates() []startState {
 	return []startState{
-		{"created", fresh(func(*Task) {})},
-		{"created, scheduled", fresh(func(t *Task) { t.RunAt = startRunAt })},
-		{"queued", submittedAs(StatusQueued, 1, "", func(t *Task) { // back in the queue after a lost lease
+		{"created", fresh(func(*record) {})},
+		{"created, scheduled", fresh(func(t *record) { t.RunAt = startRunAt })},
+		{"queued", submittedAs(StatusQueued, 1, "", func(t *record) { // back in the queue after a lost lease
 			t.LastError = "attempt 1: lease expired"
 			t.Progress = Progress{RowCount: 10, ProcessedCount: 4, SuccessCount: 4}
 			t.DueAt = t.UpdatedAt // the moment the lease was found expired
 		})},
-		{"queued, scheduled", submittedAs(StatusQueued, 0, "", func(t *Task) { t.RunAt, t.DueAt = startRunAt, startRunAt })},
-		{"running", submittedAs(StatusRunning, 2, "worker-a", func(t *Task) {
+		{"queued, scheduled", submittedAs(StatusQueued, 0, "", func(t *record) { t.RunAt, t.DueAt = startRunAt, startRunAt })},
+		{"running", submittedAs(StatusRunning, 2, "worker-a", func(t *record) {
 			t.LastError, t.Progress = "attempt 1: lease expired", partDone
 			t.LeaseExpiresAt = transitionNow.Add(10 * time.Second)
 			t.DueAt = t.LeaseExpiresAt.Add(evMargin)
 		})},
-		{"completed", submittedAs(StatusCompleted, 2, "worker-a", func(t *Task) {
+		{"completed", submittedAs(StatusCompleted, 2, "worker-a", func(t *record) {
 			t.OutputPath = "batch-tasks/" + knownGoodID + "/output-attempt-2.csv"
 			t.Progress = Progress{RowCount: 10, ProcessedCount: 10, SuccessCount: 9, ErrorCount: 1}
 			t.DueAt = transitionNow.Add(-10 * time.Minute) // the end of its last lease
 		})},
-		{"failed, retry scheduled", submittedAs(StatusFailed, 1, "worker-z", func(t *Task) {
+		{"failed, retry scheduled", submittedAs(StatusFailed, 1, "worker-z", func(t *record) {
 			t.LastError, t.Progress = "attempt 1: timeout", partDone
 			t.RetryAt = transitionNow.Add(-time.Second) // due
 			t.DueAt = t.RetryAt
 		})},
-		{"failed, final", submittedAs(StatusFailed, 3, "worker-z", func(t *Task) {
+		{"failed, final", submittedAs(StatusFailed, 3, "worker-z", func(t *record) {
 			t.LastError, t.Progress = "attempt 3: timeout", partDone
 			t.DueAt = transitionNow.Add(-10 * time.Minute) // the end of its last lease
 		})},
-		{"abandoned", submittedAs(StatusAbandoned, 1, "worker-z", func(t *Task) {
+		{"abandoned", submittedAs(StatusAbandoned, 1, "worker-z", func(t *record) {
 			t.CancelReason = "no longer needed"
 			t.DueAt = transitionNow.Add(-20 * time.Minute) // when it was queued
 		})},
-		{"completed, being purged", submittedAs(StatusCompleted, 1, "worker-a", func(t *Task) {
+		{"completed, being purged", submittedAs(StatusCompleted, 1, "worker-a", func(t *record) {
 			t.OutputPath = "batch-tasks/" + knownGoodID + "/output-attempt-1.csv"
 			t.Purging = true
 			t.DueAt = transitionNow.Add(-10 * time.Minute)
@@ -203,7 +203,7 @@ func tableEvent(k eventKind) event {
 type outcome struct {
 	deny   bool
 	noop   bool
-	change func(t *Task)
+	change func(t *record)
 }
 
 var (
@@ -212,7 +212,7 @@ var (
 	written   = outcome{}
 )
 
-func becomes(change func(t *Task)) outcome { return outcome{change: change} }
+func becomes(change func(t *record)) outcome { return outcome{change: change} }
 
 // except is a row of the transition table: every event denied but those
 // given.
@@ -226,14 +226,14 @@ func except(allowed map[eventKind]outcome) map[eventKind]outcome {
 }
 
 // copyTask is a deep copy made without the code under test.
-func copyTask(t *Task) *Task {
+func copyTask(t *record) *record {
 	c := *t
 	c.Payload = bytes.Clone(t.Payload)
 	return &c
 }
 
 // checkDenied fails t unless err is a *TransitionError for start and event k.
-func checkDenied(t *testing.T, start *Task, k eventKind, next *Task, write bool, err error) {
+func checkDenied(t *testing.T, start *record, k eventKind, next *record, write bool, err error) {
 	t.Helper()
 
 	if !errors.Is(err, ErrInvalidTransition) {
@@ -257,18 +257,18 @@ func checkDenied(t *testing.T, start *Task, k eventKind, next *Task, write bool,
 // step is one call of transition and what it should do.
 type step struct {
 	name   string
-	start  *Task
+	start  *record
 	ev     event
 	at     time.Time // the clock reading; zero means transitionNow
 	want   outcome
-	ignore gocmp.Option                   // fields the comparison with the wanted record leaves out
-	check  func(t *testing.T, next *Task) // what else must hold afterwards (next is nil if denied)
-	why    string                         // what the step shows, for the messages
+	ignore gocmp.Option                     // fields the comparison with the wanted record leaves out
+	check  func(t *testing.T, next *record) // what else must hold afterwards (next is nil if denied)
+	why    string                           // what the step shows, for the messages
 }
 
 // run calls transition for s and fails t unless it does what s wants; it
 // returns the next record (nil if denied).
-func (s step) run(t *testing.T) *Task {
+func (s step) run(t *testing.T) *record {
 	t.Helper()
 	at := s.at
 	if at.IsZero() {
@@ -326,8 +326,8 @@ func TestTransitionEveryPair(t *testing.T) {
 	createdScheduled, queuedScheduled := "created, scheduled", "queued, scheduled"
 	failedRetry, failedFinal, abandoned := "failed, retry scheduled", "failed, final", "abandoned"
 	purging := "completed, being purged"
-	toPurging := becomes(func(t *Task) { t.Purging = true })
-	toAbandoned := becomes(func(t *Task) {
+	toPurging := becomes(func(t *record) { t.Purging = true })
+	toAbandoned := becomes(func(t *record) {
 		t.Status = StatusAbandoned
 		t.CancelReason = evReason
 		t.RetryAt, t.LeaseExpiresAt = time.Time{}, time.Time{}
@@ -335,10 +335,10 @@ func TestTransitionEveryPair(t *testing.T) {
 	claimed := becomes(claimedBy(evWorker, transitionNow, evLease, evMargin))
 	// A created task only remembers its start; a queued one's marker moves
 	// to it.
-	scheduledCreated := becomes(func(t *Task) { t.RunAt = evRunAt })
-	scheduledQueued := becomes(func(t *Task) { t.RunAt, t.DueAt = evRunAt, evRunAt })
+	scheduledCreated := becomes(func(t *record) { t.RunAt = evRunAt })
+	scheduledQueued := becomes(func(t *record) { t.RunAt, t.DueAt = evRunAt, evRunAt })
 	toQueued := func(due time.Time) outcome {
-		return becomes(func(t *Task) {
+		return becomes(func(t *record) {
 			t.Status = StatusQueued
 			t.InputETag, t.InputSize = evETag, evSize
 			t.SubmittedAt = transitionNow
@@ -374,19 +374,19 @@ func TestTransitionEveryPair(t *testing.T) {
 			evSchedule: scheduledQueued, // moved later
 		}),
 		running: except(map[eventKind]outcome{ // no lease expiry: the lease runs 10s past now
-			evHeartbeat: becomes(func(t *Task) {
+			evHeartbeat: becomes(func(t *record) {
 				t.LeaseExpiresAt = transitionNow.Add(evLease)
 				t.DueAt = transitionNow.Add(evLease + evMargin) // the table's heartbeat moves the marker
 				t.Progress = evProgress
 			}),
-			evComplete: becomes(func(t *Task) {
+			evComplete: becomes(func(t *record) {
 				t.Status = StatusCompleted
 				t.OutputPath = evOutput
 				t.Progress = evProgress
 				t.LastError = ""
 				t.LeaseExpiresAt = time.Time{}
 			}),
-			evFail: becomes(func(t *Task) {
+			evFail: becomes(func(t *record) {
 				t.Status = StatusFailed
 				t.LastError = evErrMsg
 				t.ErrorCategory = evCategory
@@ -395,7 +395,7 @@ func TestTransitionEveryPair(t *testing.T) {
 				t.RetryAt = transitionNow.Add(evDelay)
 				t.DueAt = t.RetryAt
 			}),
-			evRelease: becomes(func(t *Task) {
+			evRelease: becomes(func(t *record) {
 				t.Status = StatusQueued
 				t.ReleasedAttempts = 1
 				t.LastError = "attempt 2: interrupted by worker shutdown"
@@ -411,7 +411,7 @@ func TestTransitionEveryPair(t *testing.T) {
 		}),
 		failedRetry: except(map[eventKind]outcome{ // no purge: a retry is scheduled, not finished
 			evClaim: claimed,
-			evRetry: becomes(func(t *Task) {
+			evRetry: becomes(func(t *record) {
 				t.Status = StatusQueued
 				t.RetryAt = time.Time{}
 				t.DueAt = transitionNow
@@ -419,7 +419,7 @@ func TestTransitionEveryPair(t *testing.T) {
 			evCancel: toAbandoned,
 		}),
 		failedFinal: except(map[eventKind]outcome{
-			evRetry: becomes(func(t *Task) {
+			evRetry: becomes(func(t *record) {
 				t.Status = StatusQueued
 				t.MaxAttempts = 4 // one more than the attempts used
 				t.DueAt = transitionNow
@@ -550,7 +550,7 @@ func TestTransitionTableCoversDeclarations(t *testing.T) {
 
 // runningTask is a task whose attempt 2 of 3 is held by worker-a, with its
 // lease ending at lease.
-func runningTask(lease time.Time) *Task {
+func runningTask(lease time.Time) *record {
 	t := baseRecord()
 	t.Status = StatusRunning
 	t.Attempt = 2
@@ -561,8 +561,8 @@ func runningTask(lease time.Time) *Task {
 
 // claimedBy is what a claim by worker at now, for lease and margin, makes of
 // a task.
-func claimedBy(worker string, now time.Time, lease, margin time.Duration) func(t *Task) {
-	return func(t *Task) {
+func claimedBy(worker string, now time.Time, lease, margin time.Duration) func(t *record) {
+	return func(t *record) {
 		t.Status = StatusRunning
 		t.Attempt++
 		t.StartedAt = now
@@ -581,9 +581,9 @@ func TestTransitionClaimWaitsForDueTime(t *testing.T) {
 	t.Parallel()
 
 	at := transitionNow.Add(time.Minute)
-	starts := map[string]func() *Task{
-		"failed, retry at": fresh(func(t *Task) { t.Status, t.Attempt, t.RetryAt, t.DueAt = StatusFailed, 1, at, at }),
-		"queued, run at":   fresh(func(t *Task) { t.Status, t.RunAt, t.DueAt = StatusQueued, at, at }),
+	starts := map[string]func() *record{
+		"failed, retry at": fresh(func(t *record) { t.Status, t.Attempt, t.RetryAt, t.DueAt = StatusFailed, 1, at, at }),
+		"queued, run at":   fresh(func(t *record) { t.Status, t.RunAt, t.DueAt = StatusQueued, at, at }),
 	}
 	tests := []struct {
 		name    string
@@ -604,7 +604,7 @@ func TestTransitionClaimWaitsForDueTime(t *testing.T) {
 			if tt.allowed {
 				s.want = becomes(claimedBy("worker-b", tt.now, time.Minute, evMargin))
 			}
-			s.check = func(t *testing.T, next *Task) {
+			s.check = func(t *testing.T, next *record) {
 				if scheduled := start.Status == StatusQueued && !tt.allowed; start.Scheduled(tt.now) != scheduled {
 					t.Errorf("Scheduled(%v) = %v, want %v", tt.now, !scheduled, scheduled)
 				}
@@ -622,10 +622,10 @@ func TestTransitionSchedule(t *testing.T) {
 	t.Parallel()
 
 	later, earlier := transitionNow.Add(time.Hour), transitionNow.Add(-time.Hour)
-	created := fresh(func(*Task) {})
-	queued := fresh(func(t *Task) { t.Status, t.DueAt = StatusQueued, transitionNow.Add(-time.Minute) })
-	withRunAt := func(build func() *Task, at time.Time) func() *Task {
-		return func() *Task {
+	created := fresh(func(*record) {})
+	queued := fresh(func(t *record) { t.Status, t.DueAt = StatusQueued, transitionNow.Add(-time.Minute) })
+	withRunAt := func(build func() *record, at time.Time) func() *record {
+		return func() *record {
 			t := build()
 			t.RunAt = at
 			if t.Status == StatusQueued && at.After(transitionNow) {
@@ -637,7 +637,7 @@ func TestTransitionSchedule(t *testing.T) {
 	scheduled := withRunAt(queued, later)
 	tests := []struct {
 		name      string
-		start     func() *Task
+		start     func() *record
 		at        time.Time
 		noop      bool
 		wantRunAt time.Time
@@ -663,13 +663,13 @@ func TestTransitionSchedule(t *testing.T) {
 	for _, tt := range tests {
 		s := step{name: tt.name, start: tt.start(), ev: event{kind: evSchedule, at: tt.at}, want: unchanged, why: tt.reason}
 		if !tt.noop {
-			s.want = becomes(func(t *Task) {
+			s.want = becomes(func(t *record) {
 				t.RunAt = tt.wantRunAt
 				if t.Status == StatusQueued {
 					t.DueAt = tt.wantDueAt
 				}
 			})
-			s.check = func(t *testing.T, next *Task) {
+			s.check = func(t *testing.T, next *record) {
 				if got := next.Scheduled(transitionNow); got != tt.wantSched {
 					t.Errorf("Scheduled(now) = %v, want %v (%s)", got, tt.wantSched, tt.reason)
 				}
@@ -710,7 +710,7 @@ func TestTransitionHeartbeatMovesDueAt(t *testing.T) {
 		start.DueAt = start.LeaseExpiresAt.Add(evMargin)
 		steps = append(steps, step{name: fmt.Sprintf("move=%v", move), start: start,
 			ev: event{kind: evHeartbeat, worker: "worker-a", attempt: 2, lease: time.Minute, margin: evMargin, move: move},
-			want: becomes(func(t *Task) {
+			want: becomes(func(t *record) {
 				t.LeaseExpiresAt = transitionNow.Add(time.Minute)
 				if move {
 					t.DueAt = t.LeaseExpiresAt.Add(evMargin)
@@ -724,7 +724,7 @@ func TestTransitionClaimNeedsAttemptLeft(t *testing.T) {
 	t.Parallel()
 
 	claim := func(name string, status Status, attempt, maxAttempts int, allowed bool, why string) step {
-		start := fresh(func(t *Task) {
+		start := fresh(func(t *record) {
 			t.Status, t.Attempt, t.MaxAttempts = status, attempt, maxAttempts
 			if status == StatusFailed {
 				t.RetryAt = transitionNow.Add(-time.Minute)
@@ -733,7 +733,7 @@ func TestTransitionClaimNeedsAttemptLeft(t *testing.T) {
 		s := step{name: name, start: start, ev: event{kind: evClaim, worker: "w", lease: time.Minute}, want: denied, why: why}
 		if allowed {
 			s.want = written
-			s.check = func(t *testing.T, next *Task) {
+			s.check = func(t *testing.T, next *record) {
 				if next.Attempt != attempt+1 {
 					t.Errorf("claim = %+v, want attempt %d written (%s)", next, attempt+1, why)
 				}
@@ -784,7 +784,7 @@ func TestTransitionFail(t *testing.T) {
 		final := retryAt.IsZero()
 		return step{name: name, start: start, why: why,
 			ev: event{kind: evFail, worker: "worker-a", attempt: attempt, errMsg: "boom", permanent: permanent, retryDelay: delay},
-			want: becomes(func(t *Task) {
+			want: becomes(func(t *record) {
 				t.Status = StatusFailed
 				t.LastError = "boom"
 				t.LeaseExpiresAt = time.Time{}
@@ -793,7 +793,7 @@ func TestTransitionFail(t *testing.T) {
 					t.DueAt = retryAt // the marker moves to the retry
 				} // a final failure keeps DueAt: it has no marker, or its notice's
 			}),
-			check: func(t *testing.T, next *Task) {
+			check: func(t *testing.T, next *record) {
 				if next.Terminal() != final || next.pending() == final || !next.Retryable() {
 					t.Errorf("Terminal() = %v, pending() = %v, Retryable() = %v; want %v, %v, true (%s)", next.Terminal(), next.pending(), next.Retryable(), final, !final, why)
 				}
@@ -822,14 +822,14 @@ func TestTransitionLeaseExpired(t *testing.T) {
 		if status == "" {
 			return s
 		}
-		s.want = becomes(func(t *Task) {
+		s.want = becomes(func(t *record) {
 			t.Status = status
 			t.WorkerID, t.LeaseExpiresAt = "", time.Time{}
 			t.ErrorCategory = CategoryLeaseExpired
 			t.DueAt = now // due at once: for a new attempt, or its notice
 		})
 		s.ignore = cmpopts.IgnoreFields(Task{}, "LastError")
-		s.check = func(t *testing.T, next *Task) {
+		s.check = func(t *testing.T, next *record) {
 			for _, part := range []string{"worker-a", fmt.Sprintf("attempt %d", attempt)} {
 				if !strings.Contains(next.LastError, part) {
 					t.Errorf("LastError = %q, want it to mention %q", next.LastError, part)
@@ -857,7 +857,7 @@ func TestTransitionReleaseGivesAttemptBack(t *testing.T) {
 	start.Attempt = 3 // the last one
 	start.DueAt = start.LeaseExpiresAt.Add(evMargin)
 	next := step{start: start, ev: event{kind: evRelease, worker: "worker-a", attempt: 3},
-		want: becomes(func(t *Task) {
+		want: becomes(func(t *record) {
 			t.Status = StatusQueued
 			t.ReleasedAttempts = 1 // max_attempts stays as created
 			t.WorkerID, t.LeaseExpiresAt = "", time.Time{}
@@ -881,7 +881,7 @@ func TestTransitionRetry(t *testing.T) {
 	t.Parallel()
 
 	retry := func(name string, attempt, maxAttempts int, retryAt time.Time, wantMax int, why string) step {
-		start := fresh(func(t *Task) {
+		start := fresh(func(t *record) {
 			t.Status, t.Attempt, t.MaxAttempts = StatusFailed, attempt, maxAttempts
 			t.RetryAt, t.DueAt = retryAt, retryAt
 			if retryAt.IsZero() {
@@ -890,13 +890,13 @@ func TestTransitionRetry(t *testing.T) {
 			t.LastError = "boom"
 		})()
 		return step{name: name, start: start, ev: event{kind: evRetry}, why: why,
-			want: becomes(func(t *Task) {
+			want: becomes(func(t *record) {
 				t.Status = StatusQueued
 				t.RetryAt = time.Time{}
 				t.MaxAttempts = wantMax
 				t.DueAt = transitionNow // due at once, whatever the retry was scheduled for
 			}),
-			check: func(t *testing.T, next *Task) {
+			check: func(t *testing.T, next *record) {
 				if _, _, err := transition(next, event{kind: evClaim, worker: "w", lease: time.Minute}, transitionNow); err != nil {
 					t.Errorf("claim right after retry = %v, want it allowed (%s)", err, why)
 				}
@@ -914,25 +914,25 @@ func TestTransitionCancel(t *testing.T) {
 	t.Parallel()
 
 	cancel := func(reason string, notify bool) event { return event{kind: evCancel, reason: reason, notify: notify} }
-	queued := fresh(func(t *Task) { t.Status, t.DueAt = StatusQueued, transitionNow.Add(-time.Minute) })()
+	queued := fresh(func(t *record) { t.Status, t.DueAt = StatusQueued, transitionNow.Add(-time.Minute) })()
 	steps := []step{{
 		name:  "abandoned is a no-op",
-		start: fresh(func(t *Task) { t.Status, t.CancelReason = StatusAbandoned, "first" })(),
+		start: fresh(func(t *record) { t.Status, t.CancelReason = StatusAbandoned, "first" })(),
 		ev:    cancel("second", false), want: unchanged,
-		check: func(t *testing.T, next *Task) {
+		check: func(t *testing.T, next *record) {
 			if next.CancelReason != "first" {
 				t.Errorf("cancel of abandoned changed the reason to %q", next.CancelReason)
 			}
 		},
 	}, {
 		name:  "completed is denied",
-		start: fresh(func(t *Task) { t.Status = StatusCompleted })(),
+		start: fresh(func(t *record) { t.Status = StatusCompleted })(),
 		ev:    cancel("", false), want: denied,
 	}, {
 		name:  "scheduled retry is dropped",
-		start: fresh(func(t *Task) { t.Status, t.Attempt, t.RetryAt = StatusFailed, 1, transitionNow.Add(time.Hour) })(),
+		start: fresh(func(t *record) { t.Status, t.Attempt, t.RetryAt = StatusFailed, 1, transitionNow.Add(time.Hour) })(),
 		ev:    cancel("r", false), want: written,
-		check: func(t *testing.T, next *Task) {
+		check: func(t *testing.T, next *record) {
 			if !next.RetryAt.IsZero() || next.pending() || !next.Terminal() {
 				t.Errorf("cancelled: RetryAt = %v, pending() = %v, Terminal() = %v; want zero, false, true", next.RetryAt, next.pending(), next.Terminal())
 			}
@@ -941,7 +941,7 @@ func TestTransitionCancel(t *testing.T) {
 		name:  "queued with a notice keeps its due time",
 		start: queued,
 		ev:    cancel("r", true), want: written,
-		check: func(t *testing.T, next *Task) {
+		check: func(t *testing.T, next *record) {
 			if !next.DueAt.Equal(queued.DueAt) || !next.NotifyPending {
 				t.Errorf("cancel of queued with a notice: DueAt %v, NotifyPending %v; want %v (its marker stays), true", next.DueAt, next.NotifyPending, queued.DueAt)
 			}
@@ -954,7 +954,7 @@ func TestTransitionCancel(t *testing.T) {
 	// due now: the one its due time names went with its own notice, and a
 	// worker that reads the record before the cancel lands deletes it.
 	abandonedWith := func(pending bool, due time.Time) outcome {
-		return becomes(func(t *Task) {
+		return becomes(func(t *record) {
 			t.Status = StatusAbandoned
 			t.CancelReason = "r"
 			t.RetryAt, t.LeaseExpiresAt = time.Time{}, time.Time{}
@@ -986,7 +986,7 @@ func TestTransitionCancel(t *testing.T) {
 	}
 	steps = append(steps, step{
 		name: "with a notice/failed, retry ahead",
-		start: submittedAs(StatusFailed, 1, "worker-z", func(t *Task) {
+		start: submittedAs(StatusFailed, 1, "worker-z", func(t *record) {
 			t.RetryAt = transitionNow.Add(time.Hour)
 			t.DueAt = t.RetryAt
 		})(),
@@ -994,7 +994,7 @@ func TestTransitionCancel(t *testing.T) {
 		why: "the notice is due now, not at the retry an hour ahead",
 	}, step{
 		name: "with an earlier notice pending/failed, final, lease end ahead",
-		start: submittedAs(StatusFailed, 1, "worker-z", func(t *Task) {
+		start: submittedAs(StatusFailed, 1, "worker-z", func(t *record) {
 			t.NotifyPending = true                   // the failure's notice, not delivered yet
 			t.DueAt = transitionNow.Add(time.Minute) // the end of the lease it failed in
 		})(),
@@ -1002,7 +1002,7 @@ func TestTransitionCancel(t *testing.T) {
 		why: "the pending notice is due now, whoever cancels",
 	}, step{
 		name: "without a notice/failed, retry ahead",
-		start: submittedAs(StatusFailed, 1, "worker-z", func(t *Task) {
+		start: submittedAs(StatusFailed, 1, "worker-z", func(t *record) {
 			t.RetryAt = transitionNow.Add(time.Hour)
 			t.DueAt = t.RetryAt
 		})(),
@@ -1020,7 +1020,7 @@ func TestTransitionCancel(t *testing.T) {
 			name:  fmt.Sprintf("created with a notice is due now/notify=%v", notify),
 			start: baseRecord(),
 			ev:    cancel("r", notify), want: written,
-			check: func(t *testing.T, next *Task) {
+			check: func(t *testing.T, next *record) {
 				if !next.DueAt.Equal(wantDue) || next.NotifyPending != notify || next.needsMarker() != notify {
 					t.Errorf("cancel of created (notify %v): DueAt %v, NotifyPending %v, needsMarker %v; want %v, %v, %v", notify, next.DueAt, next.NotifyPending, next.needsMarker(), wantDue, notify, notify)
 				}
@@ -1228,14 +1228,14 @@ func TestSeedRecordThroughDecodeTask(t *testing.T) {
 	want.ID = knownGoodID
 	want.InputPath = "batch-tasks/" + knownGoodID + "/input.csv"
 	want.MaxAttempts = 3
-	if diff := gocmp.Diff(&want, task); diff != "" {
+	if diff := gocmp.Diff(&want, &task.Task); diff != "" {
 		t.Errorf("decodeTask(seed) differs (-want +got):\n%s", diff)
 	}
 }
 
 // goldenTask has every field set, at fixed UTC times.
-func goldenTask() *Task {
-	return &Task{
+func goldenTask() *record {
+	return &record{Task: Task{
 		SchemaVersion:    SchemaVersion,
 		ID:               knownGoodID,
 		Type:             "csv-import",
@@ -1251,13 +1251,11 @@ func goldenTask() *Task {
 		CancelReason:     "kept from an earlier cancel",
 		ErrorCategory:    "bad_input",
 		Purging:          true,
-		NotifyPending:    true,
 		WorkerID:         "worker-8",
 		LeaseExpiresAt:   time.Date(2026, 6, 21, 10, 15, 0, 500_000_000, time.UTC),
 		Progress:         Progress{RowCount: 1000, ProcessedCount: 250, SuccessCount: 245, ErrorCount: 5},
 		Counters:         map[string]int64{"pages": 40, "images.resized": 3},
 		InputPath:        "batch-tasks/" + knownGoodID + "/input.csv",
-		InputETag:        `"d41d8cd98f00b204e9800998ecf8427e"`,
 		InputSize:        123456,
 		OutputPath:       "batch-tasks/" + knownGoodID + "/output-attempt-1.csv",
 		CreatedAt:        time.Date(2026, 6, 21, 10, 0, 0, 0, time.UTC),
@@ -1269,8 +1267,11 @@ func goldenTask() *Task {
 		IdempotencyKey:   "june-import-2026",
 		Revision:         "6b1f0c2e9a7d4e58",
 		ReleasedAttempts: 1,
-		Writes:           9,
-		PriorRevisions:   []string{"0c4d5e6f7a8b9c0d", "1e2f3a4b5c6d7e8f"},
+	},
+		InputETag:      `"d41d8cd98f00b204e9800998ecf8427e"`,
+		NotifyPending:  true,
+		Writes:         9,
+		PriorRevisions: []string{"0c4d5e6f7a8b9c0d", "1e2f3a4b5c6d7e8f"},
 	}
 }
 
@@ -1335,7 +1336,7 @@ func TestTaskGolden(t *testing.T) {
 func TestTaskJSONRoundTrip(t *testing.T) {
 	t.Parallel()
 
-	tasks := map[string]*Task{"golden": goldenTask()}
+	tasks := map[string]*record{"golden": goldenTask()}
 	for _, st := range startStates() {
 		tasks[st.name] = st.build()
 	}
@@ -1351,7 +1352,7 @@ func TestTaskJSONRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var plain Task
+			var plain record
 			if err := json.Unmarshal(data, &plain); err != nil {
 				t.Fatal(err)
 			}
@@ -1402,7 +1403,7 @@ func recordJSON(t testing.TB, edit map[string]any) []byte {
 
 // checkRecordError fails t unless err is a *RecordError for recordKey
 // wrapping sentinel (and not the other record sentinel), and task is nil.
-func checkRecordError(t *testing.T, task *Task, err, sentinel error) {
+func checkRecordError(t *testing.T, task *record, err, sentinel error) {
 	t.Helper()
 
 	if task != nil {
@@ -1478,7 +1479,7 @@ func TestDecodeTaskAccepts(t *testing.T) {
 	t.Parallel()
 
 	created := time.Date(2026, 6, 21, 10, 0, 0, 0, time.UTC)
-	base := Task{
+	base := record{Task: Task{
 		SchemaVersion: 1,
 		ID:            knownGoodID,
 		Name:          "n",
@@ -1489,21 +1490,21 @@ func TestDecodeTaskAccepts(t *testing.T) {
 		CreatedAt:     created,
 		UpdatedAt:     created,
 		Revision:      "r",
-	}
+	}}
 	tests := []struct {
 		name   string
 		data   []byte
-		change func(t *Task)
+		change func(t *record)
 		reason string
 	}{
-		{name: "complete", data: recordJSON(t, nil), change: func(*Task) {}},
-		{name: "no max_attempts", data: recordJSON(t, map[string]any{"max_attempts": nil}), change: func(t *Task) { t.MaxAttempts = 5 }, reason: "gets the default"},
-		{name: "max_attempts 0", data: recordJSON(t, map[string]any{"max_attempts": 0}), change: func(t *Task) { t.MaxAttempts = 5 }, reason: "zero means unset"},
-		{name: "max_attempts 0 after many attempts", data: recordJSON(t, map[string]any{"max_attempts": 0, "attempt_id": 7}), change: func(t *Task) { t.Attempt, t.MaxAttempts = 7, 7 }, reason: "the default never falls below the attempts made"},
-		{name: "unknown field", data: recordJSON(t, map[string]any{"shard": "eu-1"}), change: func(*Task) {}, reason: "fields a version-1 writer added are ignored"},
-		{name: "payload", data: recordJSON(t, map[string]any{"payload": map[string]any{"a": 1}}), change: func(t *Task) { t.Payload = json.RawMessage(`{"a":1}`) }},
-		{name: "each status", data: recordJSON(t, map[string]any{"status": "abandoned"}), change: func(t *Task) { t.Status = StatusAbandoned }},
-		{name: "run_at and due_at", data: recordJSON(t, map[string]any{"run_at": "2026-06-21T11:00:00Z", "due_at": "2026-06-21T11:00:00.25Z"}), change: func(t *Task) {
+		{name: "complete", data: recordJSON(t, nil), change: func(*record) {}},
+		{name: "no max_attempts", data: recordJSON(t, map[string]any{"max_attempts": nil}), change: func(t *record) { t.MaxAttempts = 5 }, reason: "gets the default"},
+		{name: "max_attempts 0", data: recordJSON(t, map[string]any{"max_attempts": 0}), change: func(t *record) { t.MaxAttempts = 5 }, reason: "zero means unset"},
+		{name: "max_attempts 0 after many attempts", data: recordJSON(t, map[string]any{"max_attempts": 0, "attempt_id": 7}), change: func(t *record) { t.Attempt, t.MaxAttempts = 7, 7 }, reason: "the default never falls below the attempts made"},
+		{name: "unknown field", data: recordJSON(t, map[string]any{"shard": "eu-1"}), change: func(*record) {}, reason: "fields a version-1 writer added are ignored"},
+		{name: "payload", data: recordJSON(t, map[string]any{"payload": map[string]any{"a": 1}}), change: func(t *record) { t.Payload = json.RawMessage(`{"a":1}`) }},
+		{name: "each status", data: recordJSON(t, map[string]any{"status": "abandoned"}), change: func(t *record) { t.Status = StatusAbandoned }},
+		{name: "run_at and due_at", data: recordJSON(t, map[string]any{"run_at": "2026-06-21T11:00:00Z", "due_at": "2026-06-21T11:00:00.25Z"}), change: func(t *record) {
 			t.RunAt = created.Add(time.Hour)
 			t.DueAt = created.Add(time.Hour + 250*time.Millisecond)
 		}, reason: "a record of this version"},
@@ -1660,7 +1661,7 @@ func BenchmarkEncodeDecodeTask(b *testing.B) {
 // waits for it.
 func TestTransitionNotice(t *testing.T) {
 	t.Parallel()
-	byName := map[string]*Task{}
+	byName := map[string]*record{}
 	for _, st := range startStates() {
 		byName[st.name] = st.build()
 	}
@@ -1713,16 +1714,16 @@ func TestLanded(t *testing.T) {
 	t.Parallel()
 
 	// rec builds a record with a write count, a revision and prior ones.
-	rec := func(writes int64, rev string, prior ...string) *Task {
-		return &Task{Writes: writes, Revision: rev, PriorRevisions: prior}
+	rec := func(writes int64, rev string, prior ...string) *record {
+		return &record{Task: Task{Revision: rev}, Writes: writes, PriorRevisions: prior}
 	}
 	base := rec(4, "base", "r3", "r2", "r1")
 	mine := rec(5, "mine", "base", "r3", "r2", "r1")
 	full := []string{"p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8"}
 	tests := []struct {
 		name   string
-		base   *Task
-		cur    *Task
+		base   *record
+		cur    *record
 		want   landing
 		reason string
 	}{
@@ -1754,7 +1755,7 @@ func TestLanded(t *testing.T) {
 func TestSucceedKeepsEightPriorRevisions(t *testing.T) {
 	t.Parallel()
 
-	cur := &Task{}
+	cur := &record{}
 	succeed(nil, cur, "r0")
 	for i := 1; i <= 12; i++ {
 		next := cur.clone()
@@ -1773,7 +1774,7 @@ func TestSucceedKeepsEightPriorRevisions(t *testing.T) {
 func TestTransitionNotifiedIsForOneResult(t *testing.T) {
 	t.Parallel()
 
-	done := &Task{ID: knownGoodID, Status: StatusCompleted, Attempt: 2, MaxAttempts: 3, NotifyPending: true}
+	done := &record{Task: Task{ID: knownGoodID, Status: StatusCompleted, Attempt: 2, MaxAttempts: 3}, NotifyPending: true}
 	if _, _, err := transition(done, event{kind: evNotified, status: StatusFailed, attempt: 1}, transitionNow); !errors.Is(err, ErrInvalidTransition) {
 		t.Errorf("notice of failed/1 recorded on completed/2: err %v, want ErrInvalidTransition", err)
 	}
@@ -1792,9 +1793,9 @@ func TestTransitionClaimJudgesStartByEarliest(t *testing.T) {
 	t.Parallel()
 	at := transitionNow.Add(-100 * time.Millisecond) // due by the estimate, not yet by the earliest
 	claim := event{kind: evClaim, worker: evWorker, lease: evLease, margin: evMargin, earliest: transitionNow.Add(-300 * time.Millisecond)}
-	for name, task := range map[string]*Task{
-		"scheduled": fresh(func(t *Task) { t.Status, t.RunAt, t.DueAt = StatusQueued, at, at })(),
-		"retry":     submittedAs(StatusFailed, 1, "worker-z", func(t *Task) { t.RetryAt, t.DueAt = at, at })(),
+	for name, task := range map[string]*record{
+		"scheduled": fresh(func(t *record) { t.Status, t.RunAt, t.DueAt = StatusQueued, at, at })(),
+		"retry":     submittedAs(StatusFailed, 1, "worker-z", func(t *record) { t.RetryAt, t.DueAt = at, at })(),
 	} {
 		if _, _, err := transition(task, claim, transitionNow); !errors.Is(err, ErrInvalidTransition) {
 			t.Errorf("%s: claim at %s, earliest %s, due %s: err %v, want a refusal", name, transitionNow, claim.earliest, at, err)

@@ -48,8 +48,8 @@ func checkTTL(ttl time.Duration) error {
 }
 
 // uploadable returns c's task if it still takes an input, and checks ttl.
-func (s *Store) uploadable(ctx context.Context, c *Call, ttl time.Duration) (*Task, error) {
-	t, _, err := s.record(ctx, c)
+func (s *Store) uploadable(ctx context.Context, c *Call, ttl time.Duration) (*record, error) {
+	t, _, err := s.current(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -72,11 +72,11 @@ func (s *Store) presignUpload(ctx context.Context, c *Call) (*Task, error) {
 	if c.form {
 		form, err := s.presignForm(ctx, t.ID, c.TTL)
 		c.result = form
-		return t, err
+		return t.task(), err
 	}
 	put, err := s.presignPut(ctx, t.ID, c.TTL)
 	c.result = put
-	return t, err
+	return t.task(), err
 }
 
 // result returns what c's call returned beside its task: an error if a
@@ -221,7 +221,7 @@ func (s *Store) uploadInput(ctx context.Context, c *Call) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t, s.putInput(ctx, t.ID, c.input)
+	return t.task(), s.putInput(ctx, t.ID, c.input)
 }
 
 // putInput uploads r as task id's input, create-only.
@@ -387,7 +387,7 @@ func (r readerAt) ReadAt(p []byte, off int64) (int, error) {
 // which must be completed: c.result is the *PresignedRequest or the
 // output's io.ReadCloser.
 func (s *Store) output(ctx context.Context, c *Call) (*Task, error) {
-	t, _, err := s.record(ctx, c)
+	t, _, err := s.current(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -406,7 +406,7 @@ func (s *Store) output(ctx context.Context, c *Call) (*Task, error) {
 			return nil, fmt.Errorf("s3task: open output %s: %w", key, err)
 		}
 		c.result = out.Body
-		return t, nil
+		return t.task(), nil
 	}
 	if err := checkTTL(c.TTL); err != nil {
 		return nil, err
@@ -421,7 +421,7 @@ func (s *Store) output(ctx context.Context, c *Call) (*Task, error) {
 		return nil, fmt.Errorf("s3task: presign download %s: %w", key, err)
 	}
 	c.result = &PresignedRequest{Method: req.Method, URL: req.URL, Header: req.SignedHeader, Expires: s.opts.Clock().Add(c.TTL)}
-	return t, nil
+	return t.task(), nil
 }
 
 // PresignDownload returns a presigned GET of a completed task's output, valid

@@ -499,7 +499,7 @@ func (w *Worker) RunTask(ctx context.Context, id string) (*Task, error) {
 	gctx, cancel := w.bounded(context.WithoutCancel(ctx))
 	defer cancel()
 	t, _, err = s.read(gctx, id) // the worker's own read: no StoreMiddleware
-	return t, err
+	return t.task(), err
 }
 
 // requestTimeout bounds each S3 request of the poll loop (wake object
@@ -520,7 +520,7 @@ func (w *Worker) bounded(ctx context.Context) (context.Context, context.CancelFu
 // notifyIfPending hands the task, just made terminal by this worker (its
 // marker already gone unless a notice is due), to the notifier if its
 // OnTerminal notice is pending.
-func (w *Worker) notifyIfPending(t *Task, etag string) {
+func (w *Worker) notifyIfPending(t *record, etag string) {
 	if t.NotifyPending {
 		w.notices.add(t, etag)
 	}

@@ -170,8 +170,8 @@ func testLifecycle(t *testing.T, b Backend) {
 	if err != nil {
 		t.Fatalf("Submit: %v", err)
 	}
-	if queued.Status != s3task.StatusQueued || queued.InputSize != int64(len(input)) || queued.InputETag == "" {
-		t.Errorf("submitted: status %s, input size %d, etag %q", queued.Status, queued.InputSize, queued.InputETag)
+	if queued.Status != s3task.StatusQueued || queued.InputSize != int64(len(input)) {
+		t.Errorf("submitted: status %s, input size %d", queued.Status, queued.InputSize)
 	}
 	if !h.hasMarker(created.ID) {
 		t.Errorf("a queued task has no marker")

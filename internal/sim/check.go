@@ -186,7 +186,7 @@ func (x *index) at(t time.Time) string {
 }
 
 // last returns the task's last record as written (nil if none).
-func (x *index) last(id string) *s3task.Task {
+func (x *index) last(id string) *Record {
 	ws := x.records[id]
 	for i := len(ws) - 1; i >= 0; i-- {
 		if ws[i].Record != nil {
@@ -215,8 +215,17 @@ func (x *index) during(proc string, from, to time.Time, kinds ...EventKind) (Pro
 	return ProcEvent{}, false
 }
 
+// asRecord wraps a task a call returned as a record without bookkeeping;
+// nil for nil.
+func asRecord(t *s3task.Task) *Record {
+	if t == nil {
+		return nil
+	}
+	return &Record{Task: *t}
+}
+
 // describe summarizes a record for messages.
-func describe(t *s3task.Task) string {
+func describe(t *Record) string {
 	if t == nil {
 		return "none"
 	}
@@ -236,9 +245,9 @@ func describe(t *s3task.Task) string {
 // over an existing record.
 type step struct {
 	id         string
-	prev, next *s3task.Task // the record before and after; never nil
-	w          *Write       // the PUT of next
-	later      []*Write     // the record's writes after w
+	prev, next *Record  // the record before and after; never nil
+	w          *Write   // the PUT of next
+	later      []*Write // the record's writes after w
 }
 
 // steps yields the steps of every task's record, task by task in order of

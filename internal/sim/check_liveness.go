@@ -112,7 +112,7 @@ func checkNotices(x *index) []Violation {
 			dropped bool // retried, or purged, before its notice went out
 		}
 		var results []*result
-		var prev *s3task.Task
+		var prev *Record
 		for _, w := range x.records[id] {
 			t := w.Record
 			if t == nil {

@@ -114,7 +114,7 @@ func checkAttempts(x *index) []Violation {
 		}
 		a, holder, claimed := next.Attempt, next.WorkerID, s.w.Time
 		end, released := x.h.End, false
-		var after *s3task.Task
+		var after *Record
 		for _, w := range s.later {
 			if r := w.Record; r != nil && r.Status == s3task.StatusRunning && r.Attempt == a && r.WorkerID == holder {
 				continue

@@ -33,8 +33,8 @@ func (s *story) at(d time.Duration) time.Time { return s.h.Start.Add(d) }
 func (s *story) next() int64 { s.seq++; return s.seq }
 
 // record appends a write of task id's record, derived from the last one.
-func (s *story) record(d time.Duration, proc, id string, change func(t *s3task.Task)) *Write {
-	t := &s3task.Task{SchemaVersion: 1, ID: id, Status: s3task.StatusCreated, MaxAttempts: 3}
+func (s *story) record(d time.Duration, proc, id string, change func(t *Record)) *Write {
+	t := &Record{Task: s3task.Task{SchemaVersion: 1, ID: id, Status: s3task.StatusCreated, MaxAttempts: 3}}
 	for i := len(s.h.Writes) - 1; i >= 0; i-- {
 		if w := s.h.Writes[i]; w.Record != nil && w.Record.ID == id {
 			c := *w.Record
@@ -56,7 +56,7 @@ func (s *story) event(proc string, kind EventKind, from, to time.Duration) {
 	s.h.Events = append(s.h.Events, ProcEvent{Proc: proc, Kind: kind, Start: s.at(from), End: s.at(to)})
 }
 
-func (s *story) snapshot(d time.Duration, tasks map[string]s3task.Task, markers ...string) {
+func (s *story) snapshot(d time.Duration, tasks map[string]Record, markers ...string) {
 	snap := Snapshot{Time: s.at(d), Tasks: map[string]TaskState{}, Markers: map[string]bool{}}
 	for id, t := range tasks {
 		snap.Tasks[id] = stateOf(&t)
@@ -107,31 +107,31 @@ func clean() (*story, *HandlerRun) {
 		s.h.Calls = append(s.h.Calls, Call{Proc: "op1", Kind: kind, TaskID: id, Start: s.at(d), End: s.at(d), StartSeq: from, EndSeq: s.next(), Task: t})
 	}
 	from := s.next()
-	created := s.record(0, "op1", id, func(t *s3task.Task) {})
-	call(CallCreate, from, 0, created.Record)
+	created := s.record(0, "op1", id, func(t *Record) {})
+	call(CallCreate, from, 0, &created.Record.Task)
 	from = s.next()
 	s.object(time.Second, "op1", "PUT", "p/active/"+id, "")
-	queued := s.record(time.Second, "op1", id, func(t *s3task.Task) { t.Status = s3task.StatusQueued })
-	call(CallSubmit, from, time.Second, queued.Record)
-	s.record(2*time.Second, "w1", id, func(t *s3task.Task) {
+	queued := s.record(time.Second, "op1", id, func(t *Record) { t.Status = s3task.StatusQueued })
+	call(CallSubmit, from, time.Second, &queued.Record.Task)
+	s.record(2*time.Second, "w1", id, func(t *Record) {
 		t.Status, t.Attempt, t.WorkerID, t.LeaseExpiresAt = s3task.StatusRunning, 1, "w1", s.at(62*time.Second)
 	})
 	run := &HandlerRun{Task: id, Attempt: 1, Worker: "w1", Start: s.at(2 * time.Second), StartSeq: s.next()}
 	s.h.Runs = append(s.h.Runs, run)
-	s.record(22*time.Second, "w1", id, func(t *s3task.Task) { t.LeaseExpiresAt = s.at(82 * time.Second) })
+	s.record(22*time.Second, "w1", id, func(t *Record) { t.LeaseExpiresAt = s.at(82 * time.Second) })
 	key := "p/" + id + "/output-attempt-1"
 	s.object(29*time.Second, "w1", "PUT", key, "out")
 	run.Output, run.Wrote = "out", true
 	run.Returned, run.Return, run.ReturnSeq, run.OK = true, s.at(30*time.Second), s.next(), true
-	s.record(30*time.Second, "w1", id, func(t *s3task.Task) {
+	s.record(30*time.Second, "w1", id, func(t *Record) {
 		t.Status, t.OutputPath, t.LeaseExpiresAt, t.NotifyPending = s3task.StatusCompleted, key, time.Time{}, true
 	})
 	run.CtxEnd, run.CtxEndSeq, run.Cause = s.at(30*time.Second), s.next(), CauseOther
 	s.h.Notices = append(s.h.Notices, Notice{Proc: "w1", TaskID: id, Status: s3task.StatusCompleted, Attempt: 1,
 		Start: s.at(30 * time.Second), End: s.at(31 * time.Second), StartSeq: s.next(), OK: true})
-	done := s.record(31*time.Second, "w1", id, func(t *s3task.Task) { t.NotifyPending = false })
+	done := s.record(31*time.Second, "w1", id, func(t *Record) { t.NotifyPending = false })
 	s.object(31*time.Second, "w1", "DELETE", "p/active/"+id, "")
-	s.snapshot(time.Hour, map[string]s3task.Task{id: *done.Record})
+	s.snapshot(time.Hour, map[string]Record{id: *done.Record})
 	return s, run
 }
 
@@ -179,13 +179,13 @@ func TestCheckFindsEachKind(t *testing.T) {
 			s.h.Writes[wDone].Record.Status = s3task.StatusFailed // failed, retry due at 40s
 			s.h.Writes[wDone].Record.RetryAt = s.at(40 * time.Second)
 			s.h.Writes = s.h.Writes[:wNotified]
-			s.record(50*time.Second, "w1", id, func(t *s3task.Task) {
+			s.record(50*time.Second, "w1", id, func(t *Record) {
 				t.Status, t.Attempt, t.WorkerID, t.LeaseExpiresAt, t.RetryAt = s3task.StatusRunning, 2, "w1", s.at(110*time.Second), time.Time{}
 			})
 		}},
 		{KindAPI, "a Cancel reports a failure although its abandon landed", func(s *story, run *HandlerRun) {
 			from := s.next()
-			s.record(40*time.Second, "op1", id, func(t *s3task.Task) { t.Status = s3task.StatusAbandoned })
+			s.record(40*time.Second, "op1", id, func(t *Record) { t.Status = s3task.StatusAbandoned })
 			s.h.Calls = append(s.h.Calls, Call{Proc: "op1", Kind: CallCancel, TaskID: id, Start: s.at(40 * time.Second), End: s.at(41 * time.Second),
 				StartSeq: from, EndSeq: s.next(), Err: "s3task: write p/x/status.json: 500"})
 		}},
@@ -202,11 +202,11 @@ func TestCheckFindsEachKind(t *testing.T) {
 			s.h.Snapshots[len(s.h.Snapshots)-1].Markers[id] = true
 		}},
 		{KindMarker, "a queued task goes without its marker for over the reconciler's bound", func(s *story, run *HandlerRun) {
-			q := s3task.Task{ID: storyOther, Status: s3task.StatusQueued}
+			q := Record{Task: s3task.Task{ID: storyOther, Status: s3task.StatusQueued}}
 			snaps := s.h.Snapshots
 			s.h.Snapshots = nil
 			for m := time.Duration(0); m <= 3*time.Hour; m += 10 * time.Minute {
-				s.snapshot(m, map[string]s3task.Task{storyOther: q})
+				s.snapshot(m, map[string]Record{storyOther: q})
 			}
 			s.h.Snapshots = append(s.h.Snapshots, snaps...)
 		}},
@@ -216,12 +216,12 @@ func TestCheckFindsEachKind(t *testing.T) {
 		{KindClaimDelay, "a queued task waits minutes while its worker has a free slot", func(s *story, run *HandlerRun) {
 			s.h.Writes = s.h.Writes[:wClaim] // queued at 1s, marked, claimed only at 5m
 			s.h.Runs, s.h.Notices = nil, nil
-			s.record(5*time.Minute, "w1", id, func(t *s3task.Task) {
+			s.record(5*time.Minute, "w1", id, func(t *Record) {
 				t.Status, t.Attempt, t.WorkerID, t.LeaseExpiresAt = s3task.StatusRunning, 1, "w1", s.at(6*time.Minute)
 			})
 		}},
 		{KindTransition, "a completed task runs again", func(s *story, run *HandlerRun) {
-			s.record(50*time.Second, "w1", id, func(t *s3task.Task) {
+			s.record(50*time.Second, "w1", id, func(t *Record) {
 				t.Status, t.Attempt, t.WorkerID, t.LeaseExpiresAt = s3task.StatusRunning, 2, "w1", s.at(110*time.Second)
 			})
 		}},
@@ -231,7 +231,7 @@ func TestCheckFindsEachKind(t *testing.T) {
 		}},
 		{KindExpiry, "the lease runs out under a live handler and another worker takes over", func(s *story, run *HandlerRun) {
 			s.h.Writes = s.h.Writes[:wRenew] // w1's lease ends at 62s; w2 takes over at 70s
-			s.record(70*time.Second, "w2", id, func(t *s3task.Task) {
+			s.record(70*time.Second, "w2", id, func(t *Record) {
 				t.Attempt, t.WorkerID, t.LeaseExpiresAt, t.ErrorCategory = 2, "w2", s.at(130*time.Second), "lease_expired"
 			})
 			run.Return = s.at(100 * time.Second) // while w1's handler runs to 100s
@@ -241,14 +241,14 @@ func TestCheckFindsEachKind(t *testing.T) {
 		}},
 		{KindKey, "a second task is created with the key of a live one", func(s *story, run *HandlerRun) {
 			s.key(id, "invoice-2000-01")
-			s.record(10*time.Second, "op2", storyOther, func(t *s3task.Task) { t.IdempotencyKey = "invoice-2000-01" })
+			s.record(10*time.Second, "op2", storyOther, func(t *Record) { t.IdempotencyKey = "invoice-2000-01" })
 		}},
 		{KindKey, "a keyed Create returns the key's task although it was marked for purging", func(s *story, run *HandlerRun) {
 			s.key(id, "invoice-2000-01")
-			marked := s.record(40*time.Minute, "op1", id, func(t *s3task.Task) { t.Purging = true })
+			marked := s.record(40*time.Minute, "op1", id, func(t *Record) { t.Purging = true })
 			from := s.next()
 			s.h.Calls = append(s.h.Calls, Call{Proc: "op2", Kind: CallCreate, TaskID: id, Key: "invoice-2000-01",
-				Start: s.at(40*time.Minute + time.Second), End: s.at(40*time.Minute + 2*time.Second), StartSeq: from, EndSeq: s.next(), Task: marked.Record})
+				Start: s.at(40*time.Minute + time.Second), End: s.at(40*time.Minute + 2*time.Second), StartSeq: from, EndSeq: s.next(), Task: &marked.Record.Task})
 		}},
 		{KindOverrun, "the handler runs to 90s, past the lease it renewed at 22s (to 82s), renewing it no more", func(s *story, run *HandlerRun) {
 			for i := wOutput; i < len(s.h.Writes); i++ { // the output, the completion and what follows come a minute later
@@ -260,45 +260,45 @@ func TestCheckFindsEachKind(t *testing.T) {
 		}},
 		{KindPickup, "a second task, queued and announced at 71s, waits for the next listing at 2m while w1 idles", func(s *story, run *HandlerRun) {
 			// w1 is free from 61s (30s after its notice of the first task).
-			s.record(70*time.Second, "op1", storyOther, func(t *s3task.Task) {})
+			s.record(70*time.Second, "op1", storyOther, func(t *Record) {})
 			s.object(71*time.Second, "op1", "PUT", "p/active/"+storyOther, "")
-			s.record(71*time.Second, "op1", storyOther, func(t *s3task.Task) { t.Status = s3task.StatusQueued })
+			s.record(71*time.Second, "op1", storyOther, func(t *Record) { t.Status = s3task.StatusQueued })
 			s.object(71*time.Second, "op1", "PUT", "p/_wake", "")
-			s.record(2*time.Minute, "w1", storyOther, func(t *s3task.Task) {
+			s.record(2*time.Minute, "w1", storyOther, func(t *Record) {
 				t.Status, t.Attempt, t.WorkerID, t.LeaseExpiresAt = s3task.StatusRunning, 1, "w1", s.at(3*time.Minute)
 			})
 			s.h.Runs = append(s.h.Runs, &HandlerRun{Task: storyOther, Attempt: 1, Worker: "w1", Start: s.at(2 * time.Minute), StartSeq: s.next(),
 				Returned: true, Return: s.at(125 * time.Second), ReturnSeq: s.next(), OK: true})
-			s.record(125*time.Second, "w1", storyOther, func(t *s3task.Task) {
+			s.record(125*time.Second, "w1", storyOther, func(t *Record) {
 				t.Status, t.LeaseExpiresAt, t.NotifyPending = s3task.StatusCompleted, time.Time{}, true
 			})
 			r := s.h.Runs[len(s.h.Runs)-1]
 			r.CtxEnd, r.CtxEndSeq, r.Cause = s.at(125*time.Second), s.next(), CauseOther
 			s.h.Notices = append(s.h.Notices, Notice{Proc: "w1", TaskID: storyOther, Status: s3task.StatusCompleted, Attempt: 1,
 				Start: s.at(125 * time.Second), End: s.at(126 * time.Second), StartSeq: s.next(), OK: true})
-			done := s.record(126*time.Second, "w1", storyOther, func(t *s3task.Task) { t.NotifyPending = false })
+			done := s.record(126*time.Second, "w1", storyOther, func(t *Record) { t.NotifyPending = false })
 			s.object(126*time.Second, "w1", "DELETE", "p/active/"+storyOther, "")
 			s.h.Snapshots[len(s.h.Snapshots)-1].Tasks[storyOther] = stateOf(done.Record)
 		}},
 		{KindCost, "w1 reads the record of a purged task again and again", func(s *story, run *HandlerRun) {
-			s.record(40*time.Minute, "op1", id, func(t *s3task.Task) { t.Purging = true })
+			s.record(40*time.Minute, "op1", id, func(t *Record) { t.Purging = true })
 			s.object(40*time.Minute, "op1", "DELETE", "p/"+id+"/status.json", "")
 			delete(s.h.Snapshots[len(s.h.Snapshots)-1].Tasks, id)
 			s.h.GoneReads = map[string]int{id + " w1": 12}
 		}},
 		{KindIngest, "two tasks name one version of a file as their source", func(s *story, run *HandlerRun) {
 			s.object(time.Second, "partner", "PUT", "incoming/a.csv", "v1")
-			s.record(2*time.Second, "i1", storyOther, func(t *s3task.Task) { t.Metadata = source("incoming/a.csv", "v1") })
-			s.record(3*time.Second, "i2", storyThird, func(t *s3task.Task) { t.Metadata = source("incoming/a.csv", "v1") })
+			s.record(2*time.Second, "i1", storyOther, func(t *Record) { t.Metadata = source("incoming/a.csv", "v1") })
+			s.record(3*time.Second, "i2", storyThird, func(t *Record) { t.Metadata = source("incoming/a.csv", "v1") })
 		}},
 		{KindIngest, "the current version of a file has no task at the end", func(s *story, run *HandlerRun) {
 			s.object(time.Second, "partner", "PUT", "incoming/b.csv", "v1")
-			s.record(2*time.Second, "i1", storyOther, func(t *s3task.Task) { t.Metadata = source("incoming/b.csv", "v1") })
+			s.record(2*time.Second, "i1", storyOther, func(t *Record) { t.Metadata = source("incoming/b.csv", "v1") })
 			s.object(3*time.Second, "partner", "PUT", "incoming/b.csv", "v2")
 		}},
 		{KindIngest, "a task's input is another version than its source", func(s *story, run *HandlerRun) {
 			s.object(time.Second, "partner", "PUT", "incoming/c.csv", "v1")
-			s.record(2*time.Second, "i1", storyOther, func(t *s3task.Task) { t.Metadata = source("incoming/c.csv", "v1") })
+			s.record(2*time.Second, "i1", storyOther, func(t *Record) { t.Metadata = source("incoming/c.csv", "v1") })
 			s.object(3*time.Second, "i1", "PUT", "p/"+storyOther+"/input", "v2")
 		}},
 		{KindStop, "w1 is stopped at 10s with 5s to finish, but its handler's context lives on to 30s", func(s *story, run *HandlerRun) {

@@ -14,7 +14,7 @@ func checkTransitions(x *index) []Violation {
 		var prev *Write
 		for _, w := range x.records[id] {
 			if why := x.illegal(prev, w); why != "" {
-				var from *s3task.Task
+				var from *Record
 				if prev != nil {
 					from = prev.Record
 				}

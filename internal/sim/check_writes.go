@@ -135,8 +135,8 @@ func (x *index) callWrites(c *Call) []*Write {
 }
 
 // prevRecord returns the record a record write replaced, nil for a create.
-func (x *index) prevRecord(w *Write) *s3task.Task {
-	var prev *s3task.Task
+func (x *index) prevRecord(w *Write) *Record {
+	var prev *Record
 	for _, o := range x.records[w.TaskID(x.h.Prefix)] {
 		if o == w {
 			return prev
@@ -148,8 +148,8 @@ func (x *index) prevRecord(w *Write) *s3task.Task {
 
 // lastPutBefore returns the last record written before sequence number
 // seq, nil if none.
-func (x *index) lastPutBefore(id string, seq int64) *s3task.Task {
-	var t *s3task.Task
+func (x *index) lastPutBefore(id string, seq int64) *Record {
+	var t *Record
 	for _, w := range x.records[id] {
 		if w.Seq >= seq {
 			break

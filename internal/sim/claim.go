@@ -273,8 +273,8 @@ func checkClaimDelay(x *index) []Violation {
 }
 
 // stateBefore returns the task's record as written last before t.
-func (x *index) stateBefore(id string, t time.Time) *s3task.Task {
-	var cur *s3task.Task
+func (x *index) stateBefore(id string, t time.Time) *Record {
+	var cur *Record
 	for _, w := range x.records[id] {
 		if !w.Time.Before(t) {
 			break

@@ -249,7 +249,7 @@ func (w *World) freezeAtDeadline(p *proc, pick float64, early, freeze time.Durat
 	if len(held) == 0 {
 		return
 	}
-	slices.SortFunc(held, func(a, b *s3task.Task) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(held, func(a, b *Record) int { return strings.Compare(a.ID, b.ID) })
 	end := held[int(pick*float64(len(held)))].LeaseExpiresAt
 	p.link.freezeAt(end.Add(-early), freeze)
 }

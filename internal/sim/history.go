@@ -152,7 +152,7 @@ type Write struct {
 	Body []byte
 	// Record is the decoded status.json of a PUT of a record; nil otherwise
 	// (and for a record that does not decode).
-	Record *s3task.Task
+	Record *Record
 	// Zombie says S3 applied the write after its client had been told it
 	// failed (see Params.MaxZombieDelay).
 	Zombie bool
@@ -351,6 +351,16 @@ type Notice struct {
 	OK       bool // the hook returned nil
 }
 
+// Record is a decoded status.json: the Task a host sees, and the
+// bookkeeping the library keeps beside it, which the oracles check too.
+type Record struct {
+	s3task.Task
+	InputETag      string   `json:"input_etag"`
+	NotifyPending  bool     `json:"notify_pending"`
+	Writes         int64    `json:"writes"`
+	PriorRevisions []string `json:"prior_revisions"`
+}
+
 // Snapshot is the state of the bucket at one moment, read without requests.
 type Snapshot struct {
 	Time    time.Time            // when it was taken
@@ -367,7 +377,7 @@ type TaskState struct {
 }
 
 // stateOf summarizes a record.
-func stateOf(t *s3task.Task) TaskState {
+func stateOf(t *Record) TaskState {
 	pending := t.Status == s3task.StatusQueued || t.Status == s3task.StatusRunning ||
 		(t.Status == s3task.StatusFailed && !t.RetryAt.IsZero())
 	return TaskState{Status: t.Status, Pending: pending, Terminal: t.Terminal(), NotifyPending: t.NotifyPending}

@@ -41,7 +41,7 @@ func Trace(out io.Writer, h *History, id string) {
 	for _, c := range h.Calls {
 		if c.TaskID == id || strings.Contains(c.Note, id) {
 			lines = append(lines, line{c.Start, c.StartSeq, fmt.Sprintf("%s %s starts", c.Proc, c.Kind)})
-			lines = append(lines, line{c.End, c.EndSeq, fmt.Sprintf("%s %s returns: %s err=%q unknown=%v %s", c.Proc, c.Kind, describe(c.Task), c.Err, c.OutcomeUnknown, c.Note)})
+			lines = append(lines, line{c.End, c.EndSeq, fmt.Sprintf("%s %s returns: %s err=%q unknown=%v %s", c.Proc, c.Kind, describe(asRecord(c.Task)), c.Err, c.OutcomeUnknown, c.Note)})
 		}
 	}
 	for _, n := range h.Notices {

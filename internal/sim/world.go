@@ -186,11 +186,11 @@ func (w *World) applied(a s3test.Applied) {
 		// released_attempts is read apart from the Task, so records of code
 		// without the field decode too.
 		var rec struct {
-			s3task.Task
+			Record
 			Released int `json:"released_attempts"`
 		}
 		if json.Unmarshal(a.Body, &rec) == nil {
-			wr.Record, wr.Released = &rec.Task, rec.Released
+			wr.Record, wr.Released = &rec.Record, rec.Released
 		}
 	case strings.Contains(a.Key, "/output-attempt-"), a.Key == w.prefix+"_wake",
 		strings.HasPrefix(a.Key, ingestFolder), strings.HasSuffix(a.Key, "/input"):
@@ -232,7 +232,7 @@ type summary struct {
 
 // state returns the summary as a TaskState.
 func (s *summary) state() TaskState {
-	return stateOf(&s3task.Task{Status: s.Status, RetryAt: s.RetryAt, NotifyPending: s.NotifyPending})
+	return stateOf(&Record{Task: s3task.Task{Status: s.Status, RetryAt: s.RetryAt}, NotifyPending: s.NotifyPending})
 }
 
 // records reads every task record in the bucket, without requests.
@@ -401,8 +401,8 @@ func (w *World) key(rng *Rand) string {
 
 // running returns the records of the tasks worker holds, read without
 // requests.
-func (w *World) running(worker string) []*s3task.Task {
-	var out []*s3task.Task
+func (w *World) running(worker string) []*Record {
+	var out []*Record
 	for _, key := range w.mem.Keys(w.prefix) {
 		if !strings.HasSuffix(key, "/status.json") || w.planted[keyTask(w.prefix, key)] {
 			continue
@@ -411,7 +411,7 @@ func (w *World) running(worker string) []*s3task.Task {
 		if !ok {
 			continue
 		}
-		var t s3task.Task
+		var t Record
 		if json.Unmarshal(body, &t) == nil && t.Status == s3task.StatusRunning && t.WorkerID == worker {
 			out = append(out, &t)
 		}

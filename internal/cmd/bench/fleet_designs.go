@@ -197,19 +197,25 @@ func (f *oldFleet) visit(ctx context.Context, c *s3.Client, worker, key, id stri
 	return true, err
 }
 
-func (f *oldFleet) read(ctx context.Context, c *s3.Client, id string) (*s3task.Task, string, error) {
+// oldRecord is a task record with the write count the library keeps.
+type oldRecord struct {
+	s3task.Task
+	Writes int64 `json:"writes,omitempty"`
+}
+
+func (f *oldFleet) read(ctx context.Context, c *s3.Client, id string) (*oldRecord, string, error) {
 	body, etag, err := f.e.objects(c).Get(ctx, f.prefix+id+"/status.json")
 	if err != nil {
 		return nil, "", err
 	}
-	var t s3task.Task
+	var t oldRecord
 	if err := json.Unmarshal(body, &t); err != nil {
 		return nil, "", err
 	}
 	return &t, etag, nil
 }
 
-func (f *oldFleet) write(ctx context.Context, c *s3.Client, t *s3task.Task, etag string) (string, error) {
+func (f *oldFleet) write(ctx context.Context, c *s3.Client, t *oldRecord, etag string) (string, error) {
 	t.UpdatedAt, t.Revision, t.Writes = time.Now().UTC(), randHex(8), t.Writes+1
 	body, err := json.Marshal(t)
 	if err != nil {

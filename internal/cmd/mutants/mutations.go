@@ -135,11 +135,11 @@ var mutations = []mutation{
 		File:    "store.go",
 		Old: `	got, changed, err := s.apply(ctx, t, etag, e)
 	if changed {
-		s.wake(ctx, s.MarkerKey(got))
+		s.wake(ctx, s.MarkerKey(&got.Task))
 	}
-	return got, err`,
+	return got.task(), err`,
 		New: `	got, _, err := s.apply(ctx, t, etag, e)
-	return got, err`,
+	return got.task(), err`,
 	},
 	{
 		Name:    "schedule-silent",
