@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"path"
 	"time"
 
 	"github.com/s3task/s3task"
@@ -151,4 +152,30 @@ func ExampleStore_Stats() {
 	// Output:
 	// tasks: 3 completed: 1 awaiting input: 1
 	// waiting for a retry: 1 unfinished csv: 1 failures: map[transient:1]
+}
+
+// StoreOptions.Files gives a task type file names and an upload type of its
+// own, so one Store and one Worker serve images beside CSV files.
+func ExampleFileOptions() {
+	store, _ := exampleStore(&s3task.StoreOptions{
+		InputExt: ".csv", OutputExt: ".csv", InputContentType: "text/csv",
+		Files: map[string]s3task.FileOptions{
+			"thumbnail": {InputExt: ".png", OutputExt: ".webp", InputContentType: "image/png"},
+		},
+	})
+	ctx := context.Background()
+	for _, p := range []s3task.CreateParams{{Args: thumbnailArgs{Width: 320}}, {Type: "import"}} {
+		task, err := store.Create(ctx, p)
+		if err != nil {
+			log.Fatal(err)
+		}
+		put, err := store.PresignUpload(ctx, task.ID, time.Minute)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s: %s, uploaded as %s\n", task.Type, path.Base(task.InputPath), put.Header.Get("Content-Type"))
+	}
+	// Output:
+	// thumbnail: input.png, uploaded as image/png
+	// import: input.csv, uploaded as text/csv
 }

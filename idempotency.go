@@ -172,7 +172,7 @@ func (s *Store) createKeyed(ctx context.Context, t *record) (_ *record, found bo
 			s.reached("key/adopt")
 			adopt := t.clone()
 			at, _ := IDTime(k.id)
-			adopt.ID, adopt.CreatedAt, adopt.InputPath = k.id, at, s.inputKey(k.id)
+			adopt.ID, adopt.CreatedAt, adopt.InputPath = k.id, at, s.inputKey(k.id, adopt.Type)
 			return s.writeKeyed(ctx, adopt, k)
 		case age < keyStaleAfter:
 			s.reached("key/conflict")

@@ -41,7 +41,7 @@ func (e *advEnv) tasksOf(key string) map[string][]*Task {
 
 func readInput(t *testing.T, e *advEnv, task *Task) string {
 	t.Helper()
-	b, ok := e.mem.Object(e.admin.inputKey(task.ID))
+	b, ok := e.mem.Object(e.admin.inputKey(task.ID, ""))
 	if !ok {
 		t.Fatalf("task %s has no input", task.ID)
 	}
@@ -139,7 +139,7 @@ func TestIngestRefusals(t *testing.T) {
 		if task.Status != StatusAbandoned || !strings.Contains(task.CancelReason, "over the limit") {
 			t.Errorf("an object over the limit, its size under-reported: task %s, reason %q", task.Status, task.CancelReason)
 		}
-		if e.has(e.admin.inputKey(task.ID)) {
+		if e.has(e.admin.inputKey(task.ID, "")) {
 			t.Error("the refused object was copied")
 		}
 

@@ -60,7 +60,7 @@ func (j *Job) discardOpen() {
 // is a plain one, so the attempt can be retried.
 func (j *Job) OpenInput(ctx context.Context) (io.ReadCloser, error) {
 	s := j.store
-	key := s.inputKey(j.Task.ID)
+	key := s.inputOf(&j.Task)
 	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key}
 	if j.inputETag != "" {
 		in.IfMatch = aws.String(j.inputETag)
@@ -129,7 +129,9 @@ func (b *inputBody) Close() error {
 
 // OutputKey returns the key this attempt's output is written to:
 // output-attempt-N in the task's folder.
-func (j *Job) OutputKey() string { return j.store.outputKey(j.Task.ID, j.Task.Attempt) }
+func (j *Job) OutputKey() string {
+	return j.store.outputKey(j.Task.ID, j.Task.Attempt, j.Task.Type)
+}
 
 // WriteOutput stores r as this attempt's output. The object is created with
 // If-None-Match: *, so no attempt can overwrite another's output, and it

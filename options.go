@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	mrand "math/rand/v2"
 	"mime"
 	"os"
@@ -35,9 +36,24 @@ type StoreOptions struct {
 
 	// InputExt and OutputExt are appended to the input and output object
 	// names, e.g. ".csv" gives input.csv and output-attempt-1.csv. They may
-	// hold letters, digits, '.', '-' and '_'. Default: none.
+	// hold letters, digits, '.', '-' and '_'. Default: none. A task type
+	// with an entry in Files takes the entry's instead.
 	InputExt  string
 	OutputExt string // see InputExt
+
+	// Files gives task types file names and an upload type of their own: a
+	// task whose type is a key here takes the entry's extensions and input
+	// Content-Type instead of the Store's InputExt, OutputExt and
+	// InputContentType, an empty field meaning none (not the Store's). The
+	// key "" stands for untyped tasks. So one Store and one Worker serve
+	// image tasks (input.png, output-attempt-1.webp) beside CSV tasks
+	// (input.csv). A task's input key is fixed when it is created, in
+	// Task.InputPath, and its output's when it completes, in
+	// Task.OutputPath: a Store with other Files (an operator's tool, the
+	// next release) finds both from the record, which it trusts only for
+	// an input or an output in the task's own folder with a valid
+	// extension. Default: none, every type takes the Store's.
+	Files map[string]FileOptions
 
 	// MaxAttempts is the number of attempts a new task gets when
 	// CreateParams.MaxAttempts is zero. Default [DefaultMaxAttempts].
@@ -137,10 +153,29 @@ type StoreOptions struct {
 	OnTerminal func(ctx context.Context, t *Task) error
 }
 
+// FileOptions are the file names and upload type of one task type's tasks;
+// see StoreOptions.Files.
+type FileOptions struct {
+	InputExt         string // as StoreOptions.InputExt: "" means none
+	OutputExt        string // as StoreOptions.OutputExt: "" means none
+	InputContentType string // as StoreOptions.InputContentType: "" means not pinned
+}
+
 // validExt reports whether ext may end an input or output object's name:
 // letters, digits, '.', '-' and '_', at most 32.
 func validExt(ext string) bool {
 	return len(ext) <= 32 && strings.Trim(ext, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") == ""
+}
+
+// validContentType reports whether ct may be pinned as an input's
+// Content-Type: empty, or a media type of at most 256 bytes.
+func validContentType(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	typ, sub, _ := strings.Cut(mt, "/")
+	return err == nil && typ != "" && sub != "" && !strings.ContainsAny(ct, "\r\n") && len(ct) <= 256
 }
 
 // withDefaults returns a validated copy with every default filled in.
@@ -199,13 +234,23 @@ func (o *StoreOptions) withDefaults() (StoreOptions, error) {
 			return bad("SpoolDir", "%q is not a folder", c.SpoolDir)
 		}
 	}
-	if c.InputContentType != "" {
-		mt, _, err := mime.ParseMediaType(c.InputContentType)
-		typ, sub, _ := strings.Cut(mt, "/")
-		if err != nil || typ == "" || sub == "" || strings.ContainsAny(c.InputContentType, "\r\n") || len(c.InputContentType) > 256 {
-			return bad("InputContentType", "%q is not a media type such as text/csv", c.InputContentType)
+	if !validContentType(c.InputContentType) {
+		return bad("InputContentType", "%q is not a media type such as text/csv", c.InputContentType)
+	}
+	for typ, f := range c.Files {
+		what := fmt.Sprintf("Files[%q]", truncate(typ, 64))
+		switch {
+		case len(typ) > maxTypeLen || !utf8.ValidString(typ):
+			return bad("Files", "key %q must be at most %d bytes of UTF-8", truncate(typ, 64), maxTypeLen)
+		case !validExt(f.InputExt):
+			return bad(what+".InputExt", "%q may hold only letters, digits, '.', '-' and '_' (at most 32)", f.InputExt)
+		case !validExt(f.OutputExt):
+			return bad(what+".OutputExt", "%q may hold only letters, digits, '.', '-' and '_' (at most 32)", f.OutputExt)
+		case !validContentType(f.InputContentType):
+			return bad(what+".InputContentType", "%q is not a media type such as image/png", f.InputContentType)
 		}
 	}
+	c.Files = maps.Clone(c.Files)
 	for i, typ := range c.Types {
 		if len(typ) > maxTypeLen || !utf8.ValidString(typ) {
 			return bad("Types", "[%d] must be at most %d bytes of UTF-8", i, maxTypeLen)

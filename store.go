@@ -129,19 +129,20 @@ func (s *Store) taskDir(id string) string   { return s.opts.Prefix + id + "/" }
 func (s *Store) recordKey(id string) string { return s.taskDir(id) + "status.json" }
 func (s *Store) wakeKey() string            { return s.opts.Prefix + "_wake" }
 
-// InputKey returns the object key of a task's input. It returns an error
-// wrapping [ErrInvalidID] for an invalid ID.
+// InputKey returns the object key of the input of a task whose type has no
+// entry in StoreOptions.Files; any task's is its Task.InputPath. It returns
+// an error wrapping [ErrInvalidID] for an invalid ID.
 func (s *Store) InputKey(id string) (string, error) {
 	if err := ParseID(id); err != nil {
 		return "", err
 	}
-	return s.inputKey(id), nil
+	return s.taskDir(id) + "input" + s.opts.InputExt, nil
 }
 
-func (s *Store) inputKey(id string) string { return s.taskDir(id) + "input" + s.opts.InputExt }
-
-// OutputKey returns the object key of the output of a task's attempt n
-// (counting from 1). It returns an error wrapping [ErrInvalidID] for an
+// OutputKey returns the object key of the output of attempt n (counting
+// from 1) of a task whose type has no entry in StoreOptions.Files; a
+// handler's own is [Job.OutputKey], a completed task's its
+// Task.OutputPath. It returns an error wrapping [ErrInvalidID] for an
 // invalid ID and [ErrInvalidArgument] for n < 1.
 func (s *Store) OutputKey(id string, n int) (string, error) {
 	if err := ParseID(id); err != nil {
@@ -150,11 +151,51 @@ func (s *Store) OutputKey(id string, n int) (string, error) {
 	if n < 1 {
 		return "", invalidArg("attempt %d, attempts count from 1", n)
 	}
-	return s.outputKey(id, n), nil
+	return s.taskDir(id) + "output-attempt-" + strconv.Itoa(n) + s.opts.OutputExt, nil
 }
 
-func (s *Store) outputKey(id string, n int) string {
-	return s.taskDir(id) + "output-attempt-" + strconv.Itoa(n) + s.opts.OutputExt
+// files returns the file options of tasks of type typ: its entry in
+// StoreOptions.Files, or the Store's own.
+func (s *Store) files(typ string) FileOptions {
+	if f, ok := s.opts.Files[typ]; ok {
+		return f
+	}
+	return FileOptions{InputExt: s.opts.InputExt, OutputExt: s.opts.OutputExt, InputContentType: s.opts.InputContentType}
+}
+
+// inputKey returns where a new task of type typ keeps its input.
+func (s *Store) inputKey(id, typ string) string {
+	return s.taskDir(id) + "input" + s.files(typ).InputExt
+}
+
+// inputOf returns the key of t's input: the one its record names, which a
+// Store with other options cannot derive, as long as it is an input in the
+// task's own folder; otherwise the one this Store's options give.
+func (s *Store) inputOf(t *Task) string {
+	ext, ok := strings.CutPrefix(t.InputPath, s.taskDir(t.ID)+"input")
+	if !ok || !validExt(ext) {
+		return s.inputKey(t.ID, t.Type)
+	}
+	return t.InputPath
+}
+
+// outputKey returns where attempt n of a task of type typ writes its
+// output.
+func (s *Store) outputKey(id string, n int, typ string) string {
+	return s.taskDir(id) + "output-attempt-" + strconv.Itoa(n) + s.files(typ).OutputExt
+}
+
+// outputOf returns the key of a completed task's output, and its
+// extension: the one its record names if it is the latest attempt's output
+// in the task's own folder, so a tampered record cannot point elsewhere;
+// otherwise the one this Store's options give.
+func (s *Store) outputOf(t *Task) (key, ext string) {
+	ext, ok := strings.CutPrefix(t.OutputPath, s.taskDir(t.ID)+"output-attempt-"+strconv.Itoa(t.Attempt))
+	if !ok || !validExt(ext) || ext != "" && ext[0] >= '0' && ext[0] <= '9' { // not output-attempt-12 for attempt 1
+		ext = s.files(t.Type).OutputExt
+		return s.outputKey(t.ID, t.Attempt, t.Type), ext
+	}
+	return t.OutputPath, ext
 }
 
 // CreateParams describes a new task.
@@ -337,7 +378,7 @@ func (s *Store) create(ctx context.Context, c *Call) (*Task, error) {
 		Name:           p.Name,
 		Status:         StatusCreated,
 		MaxAttempts:    cmp(p.MaxAttempts, s.opts.MaxAttempts),
-		InputPath:      s.inputKey(id),
+		InputPath:      s.inputKey(id, p.Type),
 		CreatedAt:      now,
 		CreatedBy:      p.CreatedBy,
 		RunAt:          runAt(p.RunAt),
@@ -408,14 +449,13 @@ func (s *Store) Submit(ctx context.Context, id string) (*Task, error) {
 }
 
 func (s *Store) submit(ctx context.Context, c *Call) (*Task, error) {
-	id := c.TaskID
 	t, etag, err := s.current(ctx, c)
 	if err != nil {
 		return nil, err
 	}
 	e := event{kind: evSubmit}
 	if t.Status == StatusCreated {
-		if e.inputETag, e.inputSize, err = s.checkInput(ctx, s.inputKey(id)); err != nil {
+		if e.inputETag, e.inputSize, err = s.checkInput(ctx, s.inputOf(&t.Task)); err != nil {
 			return nil, err
 		}
 	}
@@ -441,18 +481,6 @@ func (s *Store) checkInput(ctx context.Context, key string) (string, int64, erro
 		return "", 0, &InputSizeError{Key: key, Size: size, Limit: s.opts.MaxInputSize}
 	}
 	return aws.ToString(head.ETag), size, nil
-}
-
-// submittedInput returns the key of a submitted task's input: the one its
-// record names, which a Store with other extensions (an operator's tool)
-// cannot derive, as long as it is an input in the task's own folder;
-// otherwise the one this Store's options give.
-func (s *Store) submittedInput(t *record) string {
-	ext, ok := strings.CutPrefix(t.InputPath, s.taskDir(t.ID)+"input")
-	if !ok || !validExt(ext) {
-		return s.inputKey(t.ID)
-	}
-	return t.InputPath
 }
 
 // Retry puts a failed task back in the queue at once, whether its failure was
@@ -486,7 +514,7 @@ func (s *Store) retry(ctx context.Context, c *Call) (*Task, error) {
 		// Verify the input again: the attempt may have failed because it
 		// was replaced after Submit, and retrying those same checks forever
 		// would help nobody.
-		if e.inputETag, e.inputSize, err = s.checkInput(ctx, s.submittedInput(t)); err != nil {
+		if e.inputETag, e.inputSize, err = s.checkInput(ctx, s.inputOf(&t.Task)); err != nil {
 			if errors.Is(err, ErrInputMissing) {
 				// A Purge deletes the input after locking the record: if
 				// that is why, say so.

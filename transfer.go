@@ -70,11 +70,11 @@ func (s *Store) presignUpload(ctx context.Context, c *Call) (*Task, error) {
 		return nil, err
 	}
 	if c.form {
-		form, err := s.presignForm(ctx, t.ID, c.TTL)
+		form, err := s.presignForm(ctx, &t.Task, c.TTL)
 		c.result = form
 		return t.task(), err
 	}
-	put, err := s.presignPut(ctx, t.ID, c.TTL)
+	put, err := s.presignPut(ctx, &t.Task, c.TTL)
 	c.result = put
 	return t.task(), err
 }
@@ -97,8 +97,10 @@ func result[T any](c *Call, err error) (T, error) {
 // It is only issued while the task is created. Its signed headers include
 // If-None-Match: *, which the client must send as given (Header): S3 then
 // refuses a second upload, so the input Submit verifies cannot be replaced.
-// With StoreOptions.InputContentType they include Content-Type as well. A PUT cannot cap the size of
-// what is sent; Submit checks it afterwards, or use [Store.PresignUploadForm].
+// With a pinned Content-Type (StoreOptions.InputContentType, or the one
+// StoreOptions.Files gives the task's type) they include it as well. A PUT
+// cannot cap the size of what is sent; Submit checks it afterwards, or use
+// [Store.PresignUploadForm].
 // Requests: one GET (presigning itself is local).
 //
 // Errors: [ErrInvalidID]; [ErrInvalidArgument] for a TTL outside 1s to 7 days;
@@ -114,8 +116,9 @@ func (s *Store) PresignUpload(ctx context.Context, id string, ttl time.Duration)
 
 // PresignUploadForm returns a presigned POST form for the task's input, valid
 // for ttl, whose policy makes S3 refuse a file over
-// StoreOptions.MaxInputSize and, with StoreOptions.InputContentType, a
-// Content-Type field other than the one in Fields. It is only issued while the task is created.
+// StoreOptions.MaxInputSize and, with a pinned Content-Type (see
+// [Store.PresignUpload]), a Content-Type field other than the one in
+// Fields. It is only issued while the task is created.
 // Requests: one GET.
 //
 // Errors: as [Store.PresignUpload].
@@ -158,21 +161,21 @@ func (s *Store) CreateForUpload(ctx context.Context, p CreateParams, ttl time.Du
 	if t.Status != StatusCreated {
 		return t, nil, nil
 	}
-	put, err := s.presignPut(ctx, t.ID, ttl)
+	put, err := s.presignPut(ctx, t, ttl)
 	if err != nil {
 		return nil, nil, err
 	}
-	form, err := s.presignForm(ctx, t.ID, ttl)
+	form, err := s.presignForm(ctx, t, ttl)
 	if err != nil {
 		return nil, nil, err
 	}
 	return t, &Upload{Put: put, Form: form}, nil
 }
 
-func (s *Store) presignPut(ctx context.Context, id string, ttl time.Duration) (*PresignedRequest, error) {
-	key := s.inputKey(id)
+func (s *Store) presignPut(ctx context.Context, t *Task, ttl time.Duration) (*PresignedRequest, error) {
+	key := s.inputOf(t)
 	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, IfNoneMatch: aws.String("*")}
-	if ct := s.opts.InputContentType; ct != "" {
+	if ct := s.files(t.Type).InputContentType; ct != "" {
 		in.ContentType = aws.String(ct) // signed: another type breaks the signature
 	}
 	req, err := s.presign.PresignPutObject(ctx, in, s3.WithPresignExpires(ttl))
@@ -182,19 +185,20 @@ func (s *Store) presignPut(ctx context.Context, id string, ttl time.Duration) (*
 	return &PresignedRequest{Method: req.Method, URL: req.URL, Header: req.SignedHeader, Expires: s.opts.Clock().Add(ttl)}, nil
 }
 
-func (s *Store) presignForm(ctx context.Context, id string, ttl time.Duration) (*PresignedForm, error) {
-	key := s.inputKey(id)
+func (s *Store) presignForm(ctx context.Context, t *Task, ttl time.Duration) (*PresignedForm, error) {
+	key := s.inputOf(t)
+	ct := s.files(t.Type).InputContentType
 	req, err := s.presign.PresignPostObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key}, func(o *s3.PresignPostOptions) {
 		o.Expires = ttl
 		o.Conditions = []any{[]any{"content-length-range", 0, s.opts.MaxInputSize}}
-		if ct := s.opts.InputContentType; ct != "" {
+		if ct != "" {
 			o.Conditions = append(o.Conditions, []any{"eq", "$Content-Type", ct})
 		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("s3task: presign upload form %s: %w", key, err)
 	}
-	if ct := s.opts.InputContentType; ct != "" {
+	if ct != "" {
 		req.Values["Content-Type"] = ct
 	}
 	return &PresignedForm{URL: req.URL, Fields: req.Values, MaxSize: s.opts.MaxInputSize, Expires: s.opts.Clock().Add(ttl)}, nil
@@ -221,12 +225,12 @@ func (s *Store) uploadInput(ctx context.Context, c *Call) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.task(), s.putInput(ctx, t.ID, c.input)
+	return t.task(), s.putInput(ctx, &t.Task, c.input)
 }
 
-// putInput uploads r as task id's input, create-only.
-func (s *Store) putInput(ctx context.Context, id string, r io.Reader) error {
-	key := s.inputKey(id)
+// putInput uploads r as t's input, create-only.
+func (s *Store) putInput(ctx context.Context, t *Task, r io.Reader) error {
+	key := s.inputOf(t)
 	body, size, cleanup, err := s.seekable(r, s.opts.MaxInputSize)
 	if err != nil {
 		var se *InputSizeError
@@ -236,7 +240,7 @@ func (s *Store) putInput(ctx context.Context, id string, r io.Reader) error {
 		return err
 	}
 	defer cleanup()
-	switch created, err := s.createObject(ctx, key, body, size, s.opts.InputContentType); {
+	switch created, err := s.createObject(ctx, key, body, size, s.files(t.Type).InputContentType); {
 	case err != nil:
 		return fmt.Errorf("s3task: upload %s: %w", key, err)
 	case !created:
@@ -394,9 +398,7 @@ func (s *Store) output(ctx context.Context, c *Call) (*Task, error) {
 	if t.Status != StatusCompleted {
 		return nil, fmt.Errorf("%w: task %s is %s", ErrNotCompleted, t.ID, t.Status)
 	}
-	// The key is derived from the attempt, never taken from the record, so
-	// a tampered record cannot point outside the task's folder.
-	key := s.outputKey(t.ID, t.Attempt)
+	key, ext := s.outputOf(&t.Task)
 	if c.Op == OpOpenOutput {
 		out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
 		if err != nil {
@@ -411,7 +413,7 @@ func (s *Store) output(ctx context.Context, c *Call) (*Task, error) {
 	if err := checkTTL(c.TTL); err != nil {
 		return nil, err
 	}
-	name := t.ID + "-output" + s.opts.OutputExt
+	name := t.ID + "-output" + ext
 	req, err := s.presign.PresignGetObject(ctx, &s3.GetObjectInput{
 		Bucket:                     &s.bucket,
 		Key:                        &key,
