@@ -59,8 +59,8 @@ func TestFilesPerType(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasSuffix(form.Fields["key"], "/input.png") || form.Fields["Content-Type"] != "image/png" {
-		t.Errorf("presigned form of the thumbnail: key %s, Content-Type %q; want input.png, image/png", form.Fields["key"], form.Fields["Content-Type"])
+	if !strings.HasSuffix(form.Fields["key"], "/upload.png") || form.Fields["Content-Type"] != "image/png" {
+		t.Errorf("presigned form of the thumbnail: key %s, Content-Type %q; want upload.png, image/png", form.Fields["key"], form.Fields["Content-Type"])
 	}
 	sheetPut, err := st.PresignUpload(e.ctx, sheet.ID, time.Minute)
 	if err != nil {

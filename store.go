@@ -179,6 +179,13 @@ func (s *Store) inputOf(t *Task) string {
 	return t.InputPath
 }
 
+// uploadKeyOf returns the key a presigned POST form uploads t's input to:
+// upload<ext> beside its input<ext>. Submit copies it to the input.
+func (s *Store) uploadKeyOf(t *Task) string {
+	ext := strings.TrimPrefix(s.inputOf(t), s.taskDir(t.ID)+"input")
+	return s.taskDir(t.ID) + "upload" + ext
+}
+
 // outputKey returns where attempt n of a task of type typ writes its
 // output.
 func (s *Store) outputKey(id string, n int, typ string) string {
@@ -438,6 +445,13 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 // Submitting a queued task again changes nothing and returns it. Requests:
 // GET, HEAD, PUT marker, PUT record, GET and PUT wake.
 //
+// An input sent with a presigned POST form ([Store.PresignUploadForm]) is
+// in the task's upload object: when the input is missing, Submit copies
+// that object to the input, create-only, reading it through this process,
+// then deletes it once the record is written. That adds a GET, a PUT and a
+// HEAD before the record's write and a DELETE after it. An input already
+// in place (a presigned PUT, [Store.UploadInput]) is used as it is.
+//
 // Errors: [ErrInvalidID]; [ErrNotFound]; [ErrInputMissing]; an
 // *[InputSizeError] wrapping [ErrInputTooLarge]; a *[TransitionError] for any
 // status but created and queued; [ErrConflict]; [ErrOutcomeUnknown]; S3
@@ -454,8 +468,14 @@ func (s *Store) submit(ctx context.Context, c *Call) (*Task, error) {
 		return nil, err
 	}
 	e := event{kind: evSubmit}
+	adopted := false
 	if t.Status == StatusCreated {
-		if e.inputETag, e.inputSize, err = s.checkInput(ctx, s.inputOf(&t.Task)); err != nil {
+		e.inputETag, e.inputSize, err = s.checkInput(ctx, s.inputOf(&t.Task))
+		if errors.Is(err, ErrInputMissing) {
+			adopted = true
+			e.inputETag, e.inputSize, err = s.adoptUpload(ctx, &t.Task)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -463,7 +483,55 @@ func (s *Store) submit(ctx context.Context, c *Call) (*Task, error) {
 	if changed {
 		s.wake(ctx, s.MarkerKey(&got.Task))
 	}
+	if adopted && err == nil {
+		// The copy is the input now; the upload object only costs storage.
+		// A form posted again writes it anew, and Purge deletes it with the
+		// task's folder.
+		key := s.uploadKeyOf(&got.Task)
+		if _, derr := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); derr != nil {
+			s.log.WarnContext(ctx, "s3task: delete the upload object after submit", "key", key, "err", derr)
+		}
+	}
 	return got.task(), err
+}
+
+// adoptUpload makes the object a presigned POST form uploaded (see
+// uploadKeyOf) t's input: it copies it there through this process,
+// create-only, as Ingest copies a source object, and returns what
+// checkInput returns for the input afterwards. A copy refused because the
+// input exists (a presigned PUT landed meanwhile, or a concurrent Submit
+// copied first) leaves that input in place, as written once. S3's own copy
+// is not used: not every S3 server honours If-None-Match on a copy.
+// Requests: GET of the upload, PUT of the input, HEAD of the input.
+func (s *Store) adoptUpload(ctx context.Context, t *Task) (string, int64, error) {
+	up, in := s.uploadKeyOf(t), s.inputOf(t)
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &up})
+	switch {
+	case s3x.NotFound(err):
+		// Nothing uploaded, or a concurrent Submit adopted it and deleted
+		// it since our HEAD: the input tells which.
+		return s.checkInput(ctx, in)
+	case err != nil:
+		return "", 0, fmt.Errorf("s3task: read upload %s: %w", up, err)
+	}
+	defer out.Body.Close()
+	if n := aws.ToInt64(out.ContentLength); n > s.opts.MaxInputSize {
+		return "", 0, &InputSizeError{Key: up, Size: n, Limit: s.opts.MaxInputSize}
+	}
+	body, size, cleanup, err := s.seekable(out.Body, s.opts.MaxInputSize)
+	if err != nil {
+		var se *InputSizeError
+		if errors.As(err, &se) {
+			se.Key = up
+		}
+		return "", 0, err
+	}
+	defer cleanup()
+	if _, err := s.createObject(ctx, in, body, size, aws.ToString(out.ContentType)); err != nil {
+		return "", 0, fmt.Errorf("s3task: copy upload %s to %s: %w", up, in, err)
+	}
+	s.reached("submit/adopt-upload")
+	return s.checkInput(ctx, in)
 }
 
 // checkInput verifies that the input at key is there and within

@@ -139,6 +139,33 @@ func wantSubmits(t *testing.T, e *env, st *s3task.Store, id string, size int) {
 	}
 }
 
+// postForm sends body through the presigned POST form f, as a browser
+// does: every field, then the file last.
+func (e *env) postForm(t *testing.T, f *s3task.PresignedForm, body []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	for _, k := range slices.Sorted(maps.Keys(f.Fields)) {
+		if err := mw.WriteField(k, f.Fields[k]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fw, err := mw.CreateFormFile("file", "upload.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw.Write(body)
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(e.ctx, http.MethodPost, f.URL, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	e.send(t, req, 0)
+}
+
 // taskIDs returns the IDs of tasks, in order.
 func taskIDs(tasks []*s3task.Task) []string {
 	var ids []string
@@ -604,8 +631,8 @@ func TestPresignUploadForm(t *testing.T) {
 			t.Errorf("MaxSize = %d, want %d", f.MaxSize, limit)
 		}
 		called.wantExpires(t, f.Expires, ttl)
-		if f.Fields["key"] != e.inputKey(t, task.ID) {
-			t.Errorf("key field = %q, want %q", f.Fields["key"], e.inputKey(t, task.ID))
+		if want := e.folder(task.ID) + "upload"; f.Fields["key"] != want {
+			t.Errorf("key field = %q, want the upload object %q, never the input", f.Fields["key"], want)
 		}
 
 		// The policy must cap the size. gofakes3 does not enforce it, so
@@ -630,30 +657,20 @@ func TestPresignUploadForm(t *testing.T) {
 			t.Errorf("policy %s has no content-length-range up to %d", raw, limit)
 		}
 
-		// A browser-style upload: every field, then the file last.
 		body := []byte("sku,qty\nA-1,3\n")
-		var buf bytes.Buffer
-		mw := multipart.NewWriter(&buf)
-		for _, k := range slices.Sorted(maps.Keys(f.Fields)) {
-			if err := mw.WriteField(k, f.Fields[k]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		fw, err := mw.CreateFormFile("file", "stock.csv")
-		if err != nil {
-			t.Fatal(err)
-		}
-		fw.Write(body)
-		if err := mw.Close(); err != nil {
-			t.Fatal(err)
-		}
-		req, err := http.NewRequestWithContext(e.ctx, http.MethodPost, f.URL, &buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", mw.FormDataContentType())
-		e.send(t, req, 0)
+		e.postForm(t, f, body)
+		e.count.Reset()
 		wantSubmits(t, e, st, task.ID, len(body))
+		// Beside a Submit's usual requests: the input's HEAD finds none,
+		// the upload is read and copied, create-only, the copy's HEAD gives
+		// the ETag, and the upload object is deleted.
+		e.wantCounts(t, map[string]int{"GET": 3, "HEAD": 2, "PUT": 4, "DELETE": 1})
+		if got, ok := e.object(e.inputKey(t, task.ID)); !ok || string(got) != string(body) {
+			t.Errorf("input after Submit: %q (found %v), want the form's file", got, ok)
+		}
+		if e.exists(f.Fields["key"]) {
+			t.Errorf("the upload object %s is still there after Submit", f.Fields["key"])
+		}
 	})
 
 	presignErrorCases(t, e, func(id string, ttl time.Duration) (*s3task.PresignedForm, error) {

@@ -115,7 +115,12 @@ func (s *Store) PresignUpload(ctx context.Context, id string, ttl time.Duration)
 }
 
 // PresignUploadForm returns a presigned POST form for the task's input, valid
-// for ttl, whose policy makes S3 refuse a file over
+// for ttl. S3 lets a form replace its object as often as it is posted until
+// it expires, so the form does not address the input itself but the task's
+// upload object, <prefix><id>/upload<ext>, which [Store.Submit] copies to
+// the input, create-only: a form posted again after Submit, even after the
+// task completed, changes the upload object and never the input the record
+// names. The form's policy makes S3 refuse a file over
 // StoreOptions.MaxInputSize and, with a pinned Content-Type (see
 // [Store.PresignUpload]), a Content-Type field other than the one in
 // Fields. It is only issued while the task is created.
@@ -186,7 +191,7 @@ func (s *Store) presignPut(ctx context.Context, t *Task, ttl time.Duration) (*Pr
 }
 
 func (s *Store) presignForm(ctx context.Context, t *Task, ttl time.Duration) (*PresignedForm, error) {
-	key := s.inputOf(t)
+	key := s.uploadKeyOf(t)
 	ct := s.files(t.Type).InputContentType
 	req, err := s.presign.PresignPostObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key}, func(o *s3.PresignPostOptions) {
 		o.Expires = ttl

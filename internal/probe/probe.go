@@ -51,6 +51,7 @@ var Branches = map[string]string{
 	"reconciler/renewed":        "the reconciler lease renewed by its holder",
 	"reconciler/released":       "the reconciler lease handed back by a worker that stops",
 	"reconciler/answer-lost":    "a reconciler lease write whose answer was lost, found to be the holder's own",
+	"submit/adopt-upload":       "a Submit that copied a form's upload object to the input, create-only",
 	"schedule/announced":        "a start moved, nearer or later, announced to idle workers",
 	"wake/fallback":             "a wake announcement that kept losing its compare-and-set, written as 'list now'",
 	"stop/hurry":                "running handlers cancelled at once because a Stop's context ended",

@@ -38,6 +38,19 @@ func (o Objects) Put(ctx context.Context, key string, body []byte) (etag string,
 	return aws.ToString(out.ETag), nil
 }
 
+// Create writes body at key unless an object is there (If-None-Match: *),
+// as a presigned PUT of s3task's does.
+func (o Objects) Create(ctx context.Context, key string, body []byte) (etag string, err error) {
+	out, err := o.Client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: &o.Bucket, Key: &key, Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
+		IfNoneMatch: aws.String("*"),
+	})
+	if err != nil {
+		return "", err
+	}
+	return aws.ToString(out.ETag), nil
+}
+
 // Delete deletes key.
 func (o Objects) Delete(ctx context.Context, key string) error {
 	_, err := o.Client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &o.Bucket, Key: &key})

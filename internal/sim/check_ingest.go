@@ -72,6 +72,34 @@ func checkIngest(x *index) []Violation {
 	return vs
 }
 
+// checkInputOnce: S3 applied at most one write of each task's input. A
+// presigned PUT and UploadInput create it with If-None-Match, and a
+// presigned POST form, which S3 lets replace its object until it expires,
+// addresses the task's upload object, which Submit copies to the input
+// create-only: so neither a resend nor a form posted again after Submit,
+// or after the task completed, can replace the input Submit verified.
+func checkInputOnce(x *index) []Violation {
+	var vs []Violation
+	for _, id := range x.tasks {
+		in := x.inputsOf(id)
+		if len(in) < 2 {
+			continue
+		}
+		vs = append(vs, Violation{Kind: KindInput, Task: id, Time: in[1].Time, Msg: fmt.Sprintf(
+			"task %s's input was written %d times: by %s at %s (%q), then by %s at %s (%q)",
+			id, len(in), in[0].Proc, x.at(in[0].Time), clip(in[0].Body), in[1].Proc, x.at(in[1].Time), clip(in[1].Body))})
+	}
+	return vs
+}
+
+// clip returns body as text for a message, cut to 40 bytes.
+func clip(body []byte) string {
+	if len(body) > 40 {
+		return string(body[:40]) + "…"
+	}
+	return string(body)
+}
+
 // inputsOf returns the PUTs of task id's input, in order.
 func (x *index) inputsOf(id string) []*Write {
 	var out []*Write

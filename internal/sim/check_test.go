@@ -301,6 +301,10 @@ func TestCheckFindsEachKind(t *testing.T) {
 			s.record(2*time.Second, "i1", storyOther, func(t *Record) { t.Metadata = source("incoming/c.csv", "v1") })
 			s.object(3*time.Second, "i1", "PUT", "p/"+storyOther+"/input", "v2")
 		}},
+		{KindInput, "a form posted again after Submit replaces the input", func(s *story, run *HandlerRun) {
+			s.object(500*time.Millisecond, "op1", "PUT", "p/"+id+"/input", "the input")
+			s.object(45*time.Second, "browser", "PUT", "p/"+id+"/input", "another input")
+		}},
 		{KindStop, "w1 is stopped at 10s with 5s to finish, but its handler's context lives on to 30s", func(s *story, run *HandlerRun) {
 			s.event("w1", EventStop, 10*time.Second, 10*time.Second)
 			s.event("w1", EventStopBy, 10*time.Second, 15*time.Second)

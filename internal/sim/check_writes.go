@@ -26,7 +26,7 @@ func checkAPI(x *index) []Violation {
 	var vs []Violation
 	for i := range x.h.Calls {
 		c := &x.h.Calls[i]
-		if c.Kind == CallPutInput || c.Kind == CallUploadInput {
+		if c.Kind == CallPutInput || c.Kind == CallPostInput || c.Kind == CallUploadInput {
 			continue
 		}
 		bad := func(format string, args ...any) {

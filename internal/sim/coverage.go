@@ -19,6 +19,7 @@ var Required = []string{
 	"lease/lost",
 	"lease/cancelled",
 	"lease/release",
+	"submit/adopt-upload",
 	"poll/takeover",
 	"poll/expired-final",
 	"poll/unreadable",

@@ -305,7 +305,8 @@ const (
 	CallCreate          CallKind = "Create"
 	CallCreateForUpload CallKind = "CreateForUpload"
 	CallUploadInput     CallKind = "UploadInput"
-	CallPutInput        CallKind = "PutObject(input)" // the upload a CreateForUpload caller makes
+	CallPutInput        CallKind = "PutObject(input)"   // the upload a CreateForUpload caller makes with the presigned PUT
+	CallPostInput       CallKind = "PostObject(upload)" // the same with the presigned POST form: a PUT of the form's key
 	CallSubmit          CallKind = "Submit"
 	CallCancel          CallKind = "Cancel"
 	CallRetry           CallKind = "Retry"

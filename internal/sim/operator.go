@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/internal/s3x"
 )
 
 // OutcomeUnknown reports whether err says a Store call does not know
@@ -185,20 +186,40 @@ func (p *proc) create(c creation) {
 	far := t.RunAt.After(time.Now().Add(12 * time.Hour))
 
 	input := fmt.Sprintf("input of life %d", n)
+	post := forUpload && p.rng.Chance(0.5) // the browser's POST form, not the PUT
+	formKey := ""
 	uploaded := false
 	for try := 0; try < 30 && !uploaded; try++ {
 		if try > 0 && !w.sleep(p.backoff(try)) {
 			return
 		}
 		var err error
-		if forUpload {
-			// What a client with the presigned PUT does, through this client.
-			_, err = p.call(CallPutInput, id, func(ctx context.Context) (*s3task.Task, error) {
-				key, _ := p.store.InputKey(id)
-				_, err := p.raw.Put(ctx, key, []byte(input))
+		switch {
+		case post:
+			// What a browser with the presigned POST form does: S3 stores
+			// the file at the form's key, replacing what is there.
+			_, err = p.call(CallPostInput, id, func(ctx context.Context) (*s3task.Task, error) {
+				form, err := p.store.PresignUploadForm(ctx, id, 15*time.Minute)
+				if err != nil {
+					return nil, err
+				}
+				formKey = form.Fields["key"]
+				_, err = p.raw.Put(ctx, formKey, []byte(input))
 				return nil, err
 			})
-		} else {
+		case forUpload:
+			// What a client with the presigned PUT does, through this
+			// client, with the If-None-Match it signs: a refusal says the
+			// input is there, which a resend of ours may have put.
+			_, err = p.call(CallPutInput, id, func(ctx context.Context) (*s3task.Task, error) {
+				key, _ := p.store.InputKey(id)
+				_, err := p.raw.Create(ctx, key, []byte(input))
+				if s3x.Lost(err) {
+					err = nil
+				}
+				return nil, err
+			})
+		default:
 			_, err = p.call(CallUploadInput, id, func(ctx context.Context) (*s3task.Task, error) {
 				return nil, p.store.UploadInput(ctx, id, strings.NewReader(input))
 			})
@@ -227,6 +248,9 @@ func (p *proc) create(c creation) {
 		_, err := p.call(CallSubmit, id, func(ctx context.Context) (*s3task.Task, error) {
 			return p.store.Submit(ctx, id)
 		})
+		if err == nil && formKey != "" && p.rng.Chance(0.5) {
+			p.postAgain(id, formKey, n)
+		}
 		if err == nil && far {
 			p.reschedule(id)
 		}
@@ -235,6 +259,19 @@ func (p *proc) create(c creation) {
 		}
 	}
 	p.cancelUntilDone(id)
+}
+
+// postAgain is a browser that posts the task's upload form again after
+// Submit, while the form is valid, perhaps after the task completed: S3
+// accepts it, and the task's input must stay the one Submit verified.
+func (p *proc) postAgain(id, formKey string, n int) {
+	if !p.w.sleep(p.rng.Dur(0, 15*time.Minute)) {
+		return
+	}
+	_, _ = p.call(CallPostInput, id, func(ctx context.Context) (*s3task.Task, error) {
+		_, err := p.raw.Put(ctx, formKey, []byte(fmt.Sprintf("another input for life %d", n)))
+		return nil, err
+	})
 }
 
 // reschedule is the rest of a life scheduled days ahead: after a few

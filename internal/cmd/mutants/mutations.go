@@ -137,9 +137,9 @@ var mutations = []mutation{
 	if changed {
 		s.wake(ctx, s.MarkerKey(&got.Task))
 	}
-	return got.task(), err`,
+	if adopted && err == nil {`,
 		New: `	got, _, err := s.apply(ctx, t, etag, e)
-	return got.task(), err`,
+	if adopted && err == nil {`,
 	},
 	{
 		Name:    "schedule-silent",
@@ -223,5 +223,14 @@ var mutations = []mutation{
 		File:    "ingest.go",
 		Old:     `p.Key = IngestKey(o, s.bucket)`,
 		New:     `p.Key = ""`,
+	},
+	{
+		Name:    "form-addresses-input",
+		Promise: "An input is written once: a presigned POST form, which S3 lets replace its object until it expires, never addresses the input Submit verifies.",
+		File:    "transfer.go",
+		Old: `func (s *Store) presignForm(ctx context.Context, t *Task, ttl time.Duration) (*PresignedForm, error) {
+	key := s.uploadKeyOf(t)`,
+		New: `func (s *Store) presignForm(ctx context.Context, t *Task, ttl time.Duration) (*PresignedForm, error) {
+	key := s.inputOf(t)`,
 	},
 }
