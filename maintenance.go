@@ -125,7 +125,7 @@ func (s *Store) abandonUnsent(ctx context.Context, t *record, cutoff time.Time) 
 // repair failed, the report with the first such error (the next run retries
 // it). Unreadable records are reported, not returned.
 func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*ReconcileReport, error) {
-	r, _, err := s.reconcile(ctx, opts, nil)
+	r, _, err := s.reconcile(ctx, opts, nil, nil)
 	return r, err
 }
 
@@ -138,8 +138,13 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 // marker, and those whose record could not be read for a reason that may
 // pass. The fleet's reconciler walks only recent tasks at most turns, and
 // this is how the older tasks that wait for a worker keep their markers
-// from one turn to the next: one GET per such task that changed.
-func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[string]string) (*ReconcileReport, map[string]string, error) {
+// from one turn to the next: one GET per such task that changed. gone, if
+// not nil, is told of every task whose record a read found deleted, so a
+// worker need not read it again.
+func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[string]string, gone func(id string)) (*ReconcileReport, map[string]string, error) {
+	if gone == nil {
+		gone = func(string) {}
+	}
 	markers, stray, err := s.allMarkers(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -226,6 +231,7 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 		var re *RecordError
 		switch {
 		case errors.Is(err, ErrNotFound):
+			gone(id)
 			continue // purged
 		case errors.As(err, &re):
 			r.Broken = append(r.Broken, re)
@@ -255,6 +261,7 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 		if _, _, err := s.read(ctx, id); !errors.Is(err, ErrNotFound) {
 			continue // created since the walk passed it, or unreadable now
 		}
+		gone(id)
 		for _, m := range ms {
 			drop(m.key)
 		}

@@ -194,16 +194,27 @@ func (w *Worker) serve(ctx, base context.Context, todo []marker, soonest func(ti
 
 // maxGone is how many tasks found deleted a worker remembers. A task ID
 // never names a new task once its record is deleted, so the memory only
-// saves the reads of the markers a purge left behind; forgetting costs a
-// read each.
+// saves reads: of the markers a purge left behind, by the poll loop, and of
+// the tasks the reconciler watches; forgetting costs a read each.
 const maxGone = 1024
 
-// noteGone remembers that task id's record was found deleted.
+// noteGone remembers that task id's record was found deleted, by the poll
+// loop, the notifier or the reconciler: the others need not read it again.
 func (w *Worker) noteGone(id string) {
+	w.goneMu.Lock()
+	defer w.goneMu.Unlock()
 	if len(w.gone) >= maxGone {
 		clear(w.gone)
 	}
 	w.gone[id] = w.store.serverNow()
+}
+
+// isGone reports whether task id's record was found deleted (see noteGone).
+func (w *Worker) isGone(id string) bool {
+	w.goneMu.Lock()
+	defer w.goneMu.Unlock()
+	_, ok := w.gone[id]
+	return ok
 }
 
 // visit reads the task behind marker m and does what it needs: claim it,
@@ -220,7 +231,7 @@ func (w *Worker) noteGone(id string) {
 func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due time.Time, taken, failed bool) {
 	s := w.store
 	log := w.log.With("task_id", m.id)
-	if _, ok := w.gone[m.id]; ok {
+	if w.isGone(m.id) {
 		// Another marker of a task already found deleted (a purge leaves
 		// the markers of earlier phases that were never removed): it goes
 		// without reading the record again.

@@ -325,6 +325,41 @@ func TestPurgedTaskNoticeIsDropped(t *testing.T) {
 	})
 }
 
+// TestPurgedTaskReadOnceByTheWorker: a worker has three readers of a
+// task's record: its poll loop (visiting a marker it noted), its notifier
+// (retrying a failing OnTerminal hook) and its reconciler (rechecking the
+// older waiting tasks an earlier turn met). Once one of them finds the
+// record deleted, the others take its word for it: the worker reads a
+// purged record once, not once per reader (soak seed 5078: three reads).
+func TestPurgedTaskReadOnceByTheWorker(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		task := e.submit(CreateParams{Name: "purged while watched"})
+		key := e.recordKey(task.ID)
+		var gets advKeyCounter
+		st := e.store(&StoreOptions{OnTerminal: func(context.Context, *Task) error {
+			return errors.New("webhook down")
+		}}, gets.wrap(http.MethodGet, func(k string) bool { return k == key }))
+		e.run(st, advSucceed, &WorkerOptions{ID: "w", ReconcileInterval: time.Minute, ReconcileWindow: 3 * time.Minute})
+		// Past the first turns: the task, finished with its notice pending,
+		// is watched by the reconciler, which walks only the last two
+		// minutes now, and its notice is retried by the notifier.
+		time.Sleep(6 * time.Minute)
+		if r := e.record(task.ID); !r.NotifyPending || r.Status != StatusCompleted {
+			t.Fatalf("setup: task %s, notify_pending %v; want completed with its notice pending", r.Status, r.NotifyPending)
+		}
+		r, err := e.admin.Purge(e.ctx, time.Now().Add(time.Hour), PurgeOptions{DropPendingNotices: true})
+		if err != nil || len(r.Purged) != 1 {
+			t.Fatalf("setup: Purge = %+v, %v; want the task purged", r, err)
+		}
+		gets.reset()
+		const span = 2 * time.Hour
+		time.Sleep(span)
+		if n := gets.total(); n != 1 {
+			t.Errorf("the worker read the purged task's record %d times in %s; want once, by whichever of its readers came first", n, span)
+		}
+	})
+}
+
 // TestStopCancelsHandlersDespiteSlowHook: Worker.Stop promises that when
 // its ctx ends it cancels the running handlers' contexts at once, with
 // ErrWorkerStopping, without waiting for the rest of ShutdownTimeout. An

@@ -275,7 +275,12 @@ func (r *reconciler) turn(stop context.Context) {
 		since = later(since, from)
 	}
 	r.turns++
-	rep, pending, err := s.reconcile(ctx, ReconcileOptions{Since: since}, r.pending)
+	for id := range r.pending {
+		if w.isGone(id) {
+			delete(r.pending, id) // purged since the turn that met it
+		}
+	}
+	rep, pending, err := s.reconcile(ctx, ReconcileOptions{Since: since}, r.pending, w.noteGone)
 	if rep != nil {
 		// A turn cut short before its walk ended leaves both: the next
 		// one walks from before it, and a full one if none has ended.

@@ -32,7 +32,8 @@ type Worker struct {
 	wg    sync.WaitGroup
 
 	skip   map[string]time.Time // poll loop only: markers not to visit before a time (server clock)
-	gone   map[string]time.Time // poll loop only: tasks a visit found deleted, and when (server clock; see noteGone)
+	goneMu sync.Mutex
+	gone   map[string]time.Time // under goneMu: tasks found deleted, and when (server clock; see noteGone)
 	spread int                  // poll loop only: how many of the markers due first to pick among, per free slot
 	legacy bool                 // poll loop only: markers named as earlier versions did may be left
 
