@@ -414,7 +414,7 @@ func (w *Worker) claim(ctx, base context.Context, t *Task, etag string, next *Ta
 		}
 		return false, lost
 	}
-	w.start(base, got, gotETag)
+	w.begin(base, got, gotETag)
 	return true, false
 }
 
