@@ -447,12 +447,17 @@ func (w *Worker) notePoll() {
 // PresenceInterval, on a goroutine of its own, until the returned function
 // is called, which deletes the object and returns once that is done. Each
 // request has the poll loop's deadline (requestTimeout); ctx's values are
-// kept, its end is not heeded. With presence off it does nothing.
+// kept, its end is not heeded. A write still under way when the function
+// is called is given up, not waited for: the DELETE supersedes it, and
+// should S3 apply it after all, after the DELETE, the object is left to
+// turn not live and be swept (PresenceStaleAfter). With presence off it
+// does nothing.
 func (w *Worker) announce(ctx context.Context) (stop func()) {
 	if !w.present() {
 		return func() {}
 	}
 	ctx = context.WithoutCancel(ctx)
+	writes, giveUp := context.WithCancel(ctx)
 	started := w.store.serverNow()
 	w.presence.lastPoll.Store(0) // not yet, in this Run
 	quit, done := make(chan struct{}), make(chan struct{})
@@ -467,7 +472,7 @@ func (w *Worker) announce(ctx context.Context) (stop func()) {
 				return
 			default:
 			}
-			w.putPresence(ctx, started)
+			w.putPresence(writes, started)
 			select {
 			case <-quit:
 				w.dropPresence(ctx)
@@ -478,12 +483,13 @@ func (w *Worker) announce(ctx context.Context) (stop func()) {
 	}()
 	return sync.OnceFunc(func() {
 		close(quit)
+		giveUp()
 		<-done
 	})
 }
 
-// putPresence writes the presence object; a failure is logged. Requests:
-// one PUT.
+// putPresence writes the presence object; a failure is logged, unless ctx
+// ended (the worker stops). Requests: one PUT.
 func (w *Worker) putPresence(ctx context.Context, started time.Time) {
 	s := w.store
 	doc := presenceDoc{
@@ -513,17 +519,23 @@ func (w *Worker) putPresence(ctx context.Context, started time.Time) {
 	defer cancel()
 	_, err = s.client.PutObject(rctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(body),
 		ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json")})
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		w.log.Warn("s3task: announce presence", "key", key, "err", err)
 	}
 }
+
+// dropWithin bounds the DELETE of a stopping worker's presence object,
+// below the poll loop's request deadline: it is the last request before Run
+// returns, and on an S3 that hangs the object is better left (it turns not
+// live, and is swept) than Run held.
+const dropWithin = 5 * time.Second
 
 // dropPresence deletes the presence object; a failure is logged, and the
 // object shows as not live once its time is up. Requests: one DELETE.
 func (w *Worker) dropPresence(ctx context.Context) {
 	s := w.store
 	key := s.presenceKey(w.opts.ID)
-	rctx, cancel := w.bounded(ctx)
+	rctx, cancel := context.WithTimeout(ctx, min(w.requestTimeout(), dropWithin))
 	defer cancel()
 	if _, err := s.client.DeleteObject(rctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
 		w.log.Warn("s3task: delete presence object", "key", key, "err", err)
