@@ -609,3 +609,17 @@ func TestWorkersThroughMiddleware(t *testing.T) {
 		}
 	})
 }
+
+// A worker ID that is not plain (a space, a slash, non-ASCII) is written
+// under its hex name, and listed under the ID itself.
+func TestPresenceOddWorkerID(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		const id = "web 1/ü"
+		e.runHandler(e.store(nil), HandlerFunc(advSucceed), &WorkerOptions{ID: id, ReconcileInterval: -1})
+		time.Sleep(time.Second)
+		got := onlyWorker(t, workersOf(t, e.admin))
+		if got.ID != id || got.Err != nil || !got.Live || got.Key != DefaultPrefix+"_workers/~77656220312fc3bc.json" {
+			t.Errorf("listed %+v, want %q live under its hex name", got, id)
+		}
+	})
+}
