@@ -362,9 +362,9 @@ func decodePresence(data []byte, id string) (*presenceDoc, error) {
 		return nil, fmt.Errorf("it names worker %q, its key %q", truncate(doc.WorkerID, 160), id)
 	case doc.Concurrency < 1:
 		return nil, fmt.Errorf("concurrency %d", doc.Concurrency)
-	case doc.IntervalMS <= 0 || time.Duration(doc.IntervalMS) > MaxPresenceInterval/time.Millisecond:
+	case doc.IntervalMS <= 0 || doc.IntervalMS > int64(24*time.Hour/time.Millisecond):
 		return nil, fmt.Errorf("presence_interval_ms %d", doc.IntervalMS)
-	case doc.ClockMarginMS < 0 || doc.ClockMarginMS > int64(time.Hour/time.Millisecond):
+	case doc.ClockMarginMS < 0 || doc.ClockMarginMS > int64(24*time.Hour/time.Millisecond):
 		return nil, fmt.Errorf("clock_margin_ms %d", doc.ClockMarginMS)
 	}
 	for _, tid := range doc.Running {
