@@ -23,6 +23,14 @@
 //	batch-tasks/_keys/<sha256 of key>         the task an idempotency key names (CreateParams.Key)
 //	batch-tasks/_wake, batch-tasks/_reconciler  the latest announcements for idle workers; the fleet's reconciler lease
 //	batch-tasks/_check/<id>                   the probe Store.CheckBackend writes, deleted when it ends
+//	batch-tasks/_workers/<name>.json          a running worker's presence object (Store.Workers)
+//
+// Every name under the prefix that is not a task's folder starts with
+// "active/" or '_', which no task ID does, so a listing of tasks passes
+// over them. A presence object's <name> is its worker's ID when that is
+// made of ASCII letters, digits, '.', '-' and '_' only (and does not start
+// with '.'), and "~" and the ID's bytes in lowercase hex otherwise: one key
+// per worker, and the key alone names it.
 //
 // Task IDs are ULIDs whose time field is inverted ((2^48-1) - unix_ms), so
 // S3's ascending listing shows the newest task first. See [NewID]. Marker
@@ -514,6 +522,16 @@
 //     while the holder lives, and within two and a quarter when it dies
 //     (an interval and a quarter more for each next holder that dies
 //     before its turn ends).
+//   - [Store.Workers] lists the workers: each running [Worker] keeps a
+//     small presence object (its ID, host, concurrency, the types it
+//     claims, the tasks it holds, when it started and last polled),
+//     written when Run starts and every WorkerOptions.PresenceInterval (2
+//     minutes by default) apart from its poll loop, and deleted when Run
+//     returns. A worker is live while its object was written within two
+//     intervals plus ClockMargin, by the server's clock; one killed
+//     without a Stop shows as not live until the fleet's reconciler
+//     deletes its object, [PresenceStaleAfter] (24 hours) after its last
+//     write. A presence write that fails is logged and delays nothing.
 //   - [Store.Purge] deletes finished tasks older than a cutoff, record last,
 //     never one that is queued, running or waiting for a retry.
 //   - StoreOptions.OnTerminal tells the host when a task finishes, at least
@@ -542,10 +560,11 @@
 // List: 1 LIST plus one GET per task in the page, whatever the bucket holds;
 // a filtered List also reads the tasks it passes over (see [Store.List]).
 // PresignUpload, PresignUploadForm, PresignDownload: 1 GET (signing is
-// local); CreateForUpload creates and presigns with 1 PUT. One attempt: a
-// LIST that finds it, a GET of the record, a PUT of the marker at the lease's
-// end, the claim PUT, a DELETE of the queued marker, a GET of the input, a
-// PUT of the output, one PUT per heartbeat (and one PUT and DELETE to move
+// local); CreateForUpload creates and presigns with 1 PUT. Workers: 1 LIST
+// plus one GET per worker listed. One attempt: a LIST that finds it, a GET
+// of the record, a PUT of the marker at the lease's end, the claim PUT, a
+// DELETE of the queued marker, a GET of the input, a PUT of the output,
+// one PUT per heartbeat (and one PUT and DELETE to move
 // the marker once a lease, for an attempt longer than about 40 seconds at
 // the defaults), the final PUT and a DELETE of the marker. A lost
 // compare-and-set adds a GET.
@@ -556,7 +575,12 @@
 // and 43,000 LISTs a month, $0.80 at S3 Standard prices, where a LIST every
 // 2s would cost about six and a half dollars. Its hourly turn at the
 // reconciler lease adds one GET; the one worker of the fleet that holds it
-// pays for the reconcile itself. Submit and Retry add their task's marker
+// pays for the reconcile itself, and one LIST a turn to sweep stale
+// presence objects. Its presence object adds one PUT per PresenceInterval
+// (21,900 a month at the default, $0.11) and a DELETE when it stops; a
+// worker that lists only every few minutes (MaxPollInterval, as one fed S3
+// events does) announces itself as rarely, and a negative PresenceInterval
+// turns presence off at no request. Submit and Retry add their task's marker
 // to the wake object, so new work is picked up within PollInterval plus a
 // few round trips; the first idle worker to notice lists, and the others,
 // finding the announced marker gone (one HEAD), do not; a Worker in the

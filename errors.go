@@ -81,6 +81,13 @@ var (
 	// than this code knows. The record is left untouched.
 	ErrUnsupportedSchema = errors.New("s3task: unsupported record schema version")
 
+	// ErrUnreadablePresence means an object in the presence folder
+	// (<prefix>_workers/) is not a worker's presence object as this code
+	// knows it: its key names no worker, or its body does not decode, is of
+	// another kind or a newer format, or names another worker.
+	// [Store.Workers] reports it in WorkerInfo.Err and goes on.
+	ErrUnreadablePresence = errors.New("s3task: unreadable worker presence object")
+
 	// ErrConditionalWritesUnsupported means the bucket accepted a write that
 	// a conditional header should have refused. Workers sharing such a bucket
 	// could both claim one task, so the library must not be used with it.

@@ -62,6 +62,7 @@ const (
 	OpOpenOutput      Op = "open_output"      // Store.OpenOutput
 	OpList            Op = "list"             // Store.List
 	OpStats           Op = "stats"            // Store.Stats
+	OpWorkers         Op = "workers"          // Store.Workers
 )
 
 // Writes reports whether o creates a task or changes one (its record or
@@ -83,7 +84,8 @@ type Call struct {
 	// Op is the Store method called.
 	Op Op
 	// TaskID is the task the call is for; empty for OpCreate, whose task's
-	// ID is that of the Task returned, and for OpList and OpStats.
+	// ID is that of the Task returned, and for OpList, OpStats and
+	// OpWorkers.
 	TaskID string
 	// Task is the task's record as the Store read it for this call, before
 	// any middleware ran, for every Op with a TaskID: a tenant or permission
@@ -144,7 +146,7 @@ type CallFunc func(ctx context.Context, c *Call) (*Task, error)
 //
 // The CallFunc returns the task the call returned or, for a call that
 // returns something else (a URL, an output, a page), the task's record, or
-// nil for OpList and OpStats.
+// nil for OpList, OpStats and OpWorkers.
 //
 // StoreOptions.Middleware lists them outermost first, as for Middleware.
 type StoreMiddleware func(next CallFunc) CallFunc
@@ -228,6 +230,10 @@ func (s *Store) perform(ctx context.Context, c *Call) (*Task, error) {
 	case OpStats:
 		stats, err := s.stats(ctx, c.stats)
 		c.result = stats
+		return nil, err
+	case OpWorkers:
+		list, err := s.workers(ctx)
+		c.result = list
 		return nil, err
 	}
 	return nil, invalidArg("unknown store call %q", c.Op)

@@ -276,6 +276,7 @@ const (
 	DefaultShutdownTimeout   = 30 * time.Second
 	DefaultReconcileInterval = time.Hour
 	DefaultReconcileWindow   = 24 * time.Hour
+	DefaultPresenceInterval  = 2 * time.Minute
 )
 
 // WorkerOptions configures a [Worker]. A nil *WorkerOptions, and every zero
@@ -343,6 +344,27 @@ type WorkerOptions struct {
 	// ReconcileWindow is how far back the worker's own reconcile looks.
 	// Default [DefaultReconcileWindow].
 	ReconcileWindow time.Duration
+
+	// PresenceInterval is how often the worker rewrites its presence
+	// object, the small JSON object under <prefix>_workers/ through which
+	// [Store.Workers] lists it: its ID, host, concurrency, the task types it
+	// claims, the tasks it holds and when it last polled. It is written
+	// when Run starts and every interval while Run runs, and deleted when
+	// Run returns, once its tasks are settled. Store.Workers calls the
+	// worker live while its object was written within two intervals plus
+	// ClockMargin, by the S3 server's clock; the fleet's reconciler deletes
+	// the object of a worker that died without returning from Run once it
+	// has gone unwritten for [PresenceStaleAfter]. Each write is one PUT
+	// (at the default, 21,900 a month: $0.11 at S3 Standard prices), sent
+	// apart from the poll loop with a request deadline of its own, so a
+	// write that fails or hangs is logged and delays nothing else. Negative
+	// turns presence off: no request, and the worker is not in
+	// Store.Workers. At most [MaxPresenceInterval]. Default
+	// [DefaultPresenceInterval], or MaxPollInterval if that is longer (up
+	// to MaxPresenceInterval): a worker told to list rarely, as one fed S3
+	// events is, announces itself as rarely, and presence never adds more
+	// requests than its safety-net listings.
+	PresenceInterval time.Duration
 
 	// Logger receives the worker's logs, with task_id, attempt and worker_id
 	// attributes. Default: the Store's logger.
@@ -426,6 +448,12 @@ func (o *WorkerOptions) withDefaults(storeLog *slog.Logger) (WorkerOptions, erro
 		c.HeartbeatInterval = c.LeaseDuration / 3
 	}
 	switch {
+	case c.PresenceInterval == 0:
+		c.PresenceInterval = min(max(DefaultPresenceInterval, c.MaxPollInterval), MaxPresenceInterval)
+	case c.PresenceInterval > MaxPresenceInterval:
+		return bad("PresenceInterval is %s, at most %s (negative turns presence off)", c.PresenceInterval, MaxPresenceInterval)
+	}
+	switch {
 	case c.Concurrency < 0:
 		return bad("Concurrency is %d, must not be negative", c.Concurrency)
 	case c.Concurrency == 0:
@@ -440,8 +468,8 @@ func (o *WorkerOptions) withDefaults(storeLog *slog.Logger) (WorkerOptions, erro
 	if c.ClockMargin >= c.LeaseDuration {
 		return bad("ClockMargin (%s) must be shorter than LeaseDuration (%s)", c.ClockMargin, c.LeaseDuration)
 	}
-	if len(c.ID) > 128 || !utf8.ValidString(c.ID) {
-		return bad("ID must be at most 128 bytes of UTF-8")
+	if len(c.ID) > maxWorkerIDLen || !utf8.ValidString(c.ID) {
+		return bad("ID must be at most %d bytes of UTF-8", maxWorkerIDLen)
 	}
 	if c.ID == "" {
 		c.ID = defaultWorkerID()

@@ -425,7 +425,7 @@ func (w *Worker) claim(ctx, base context.Context, t *record, etag string, next *
 		}
 		return false, lost
 	}
-	w.start(base, got, gotETag)
+	w.begin(base, got, gotETag)
 	return true, false
 }
 

@@ -296,6 +296,9 @@ func (r *reconciler) turn(stop context.Context) {
 			err = errors.Join(err, aerr)
 		}
 	}
+	if ctx.Err() == nil {
+		w.sweepPresence(ctx) // presence objects of workers that died; see presence.go
+	}
 	r.retryIf(err != nil || rep == nil || slices.ContainsFunc(rep.Broken, passing))
 	switch {
 	case stop.Err() != nil:

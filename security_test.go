@@ -385,7 +385,16 @@ func TestLeastPrivilegePolicies(t *testing.T) {
 		_, _, err := raw.Get(ctx, rootStore.Prefix()+"_reconciler")
 		return err == nil
 	})
+	// The worker announces itself under _workers/, and the operator lists
+	// it; its Stop deletes the object.
+	waitFor("the operator to list the running worker", func() bool {
+		list, err := op.Workers(ctx)
+		return err == nil && len(list.Workers) == 1 && list.Workers[0].Err == nil && list.Workers[0].Live
+	})
 	stop()
+	if list, err := op.Workers(ctx); err != nil || len(list.Workers) != 0 {
+		t.Errorf("Workers as the operator after the worker stopped: %+v, %v; want none", list, err)
+	}
 
 	// What each role's policy leaves out.
 	denied := func(role, what string, err error) {
@@ -417,6 +426,8 @@ func TestLeastPrivilegePolicies(t *testing.T) {
 	}
 	denied("worker", "replace an input", put("worker", input))
 	denied("api", "write an output", put("api", output))
+	denied("api", "write a presence object", put("api", api.Prefix()+"_workers/fake.json"))
+	denied("operator", "write a presence object", put("operator", api.Prefix()+"_workers/fake.json"))
 	denied("operator", "write an output", put("operator", output))
 	denied("operator", "replace an input", put("operator", input))
 	denied("purge", "write an input", put("purge", input))

@@ -53,6 +53,8 @@ type Worker struct {
 	stopMu sync.Mutex
 	run    *runState // the current Run, nil when not running
 
+	presence presence // what the presence object says; see presence.go
+
 	claims context.Context // poll loop only: claims' parent; ends with Run, or when a Stop's ctx ends
 }
 
@@ -180,6 +182,10 @@ var errAlreadyRunning = errors.New("s3task: worker is already running")
 // honour their context, or Run waits for them; [Worker.Stop] bounds the
 // wait.
 //
+// While it runs, the worker announces itself in the bucket, for
+// [Store.Workers] (see WorkerOptions.PresenceInterval); it deletes its
+// presence object before it returns.
+//
 // Errors in one poll (S3 unreachable, a corrupt record) are logged and the
 // loop goes on. Run returns an error only if the worker is already running.
 func (w *Worker) Run(ctx context.Context) error {
@@ -216,6 +222,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}()
 	w.claims = claims
+	// The presence object: written now and every PresenceInterval apart
+	// from the loop, and deleted once the handlers are settled.
+	defer w.announce(ctx)()
 
 	var notifying sync.WaitGroup
 	notifying.Go(func() { w.notices.run(ctx) })
@@ -335,6 +344,7 @@ func (w *Worker) loop(ctx, base context.Context) {
 			}
 			continue
 		}
+		w.notePoll()
 		visitAt = time.Time{}
 		if len(w.marked) > 0 {
 			var failed bool
@@ -496,7 +506,7 @@ func (w *Worker) RunTask(ctx context.Context, id string) (*Task, error) {
 		}
 		return nil, err
 	}
-	<-w.start(ctx, got, gotETag)
+	<-w.begin(ctx, got, gotETag)
 	gctx, cancel := w.bounded(context.WithoutCancel(ctx))
 	defer cancel()
 	t, _, err = s.read(gctx, id) // the worker's own read: no StoreMiddleware

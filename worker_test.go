@@ -1099,6 +1099,7 @@ func TestWorkerIdleCost(t *testing.T) {
 	var lists listTimes
 	ev := startWorker(t, e.newStore(t, nil, reqs.Wrap, lists.wrap), "idle-worker", succeed, func(o *s3task.WorkerOptions) {
 		o.PollInterval, o.MaxPollInterval = 10*time.Millisecond, 80*time.Millisecond
+		o.PresenceInterval = -1 // its one PUT a minute is counted in TestPresenceCost
 	})
 
 	const polls = 4

@@ -83,6 +83,22 @@ count only grows is one no running worker serves.
 -since limits the count to tasks created in that window: a duration back
 from now (24h, 7d) or an RFC 3339 time. If -max-tasks stopped the count
 first, the output says so: the figures cover the newest tasks only.`},
+		{name: "workers", synopsis: "[-live]", setup: workersCmd,
+			summary: "the workers that announce themselves: which are alive, what each serves and runs",
+			help: `Lists the workers that announce themselves in the bucket: each running
+worker rewrites a small presence object under the prefix's _workers/
+folder every PresenceInterval (2 minutes by default) and deletes it when it
+stops. For each: its ID, whether it is live (written within two intervals
+plus the clock margin, by the S3 server's clock), its host, how many tasks
+it runs of its concurrency, the task types it claims (* for every type),
+when it was last seen, last polled and started, its library version, and
+the IDs of the tasks it runs.
+
+A worker killed without a stop stays listed, not live, until the fleet's
+reconciler deletes its object 24 hours after its last write. An object
+that cannot be read is listed as UNREADABLE, with its key. Requests: one
+LIST and one GET per worker (at most 1000). -live shows only the live
+workers.`},
 		{name: "reconcile", synopsis: "[-since D|TIME] [-dry-run]", setup: reconcileCmd,
 			summary: "repair the marker index workers find tasks by",
 			help: `Workers find work through small marker objects, an index kept next to the
