@@ -147,3 +147,44 @@ func TestHandleNeedsTime(t *testing.T) {
 		t.Error("New with Reserve under ShutdownTimeout: no error")
 	}
 }
+
+// TestHandleAnnouncesNoPresence: an invocation lives for seconds, so its
+// worker writes no presence object (a PUT and a DELETE each) unless the
+// options ask for one.
+func TestHandleAnnouncesNoPresence(t *testing.T) {
+	mem, err := s3test.NewMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s3task.NewStore(mem.Client(), mem.Bucket, &s3task.StoreOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var presence atomic.Int32
+	mem.OnApply(func(a s3test.Applied) {
+		if strings.Contains(a.Key, "_workers/") {
+			presence.Add(1)
+		}
+	})
+	for _, tc := range []struct {
+		name     string
+		interval time.Duration
+		want     bool
+	}{{"default", 0, false}, {"asked for", time.Minute, true}} {
+		fn, err := s3tasklambda.New(st, s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }),
+			&s3tasklambda.Options{Worker: s3task.WorkerOptions{PresenceInterval: tc.interval}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		submit(t, st, `{}`)
+		presence.Store(0)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		if _, err := fn.Handle(ctx, json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if got := presence.Load() > 0; got != tc.want {
+			t.Errorf("%s: %d presence writes in an invocation; want some: %v", tc.name, presence.Load(), tc.want)
+		}
+	}
+}

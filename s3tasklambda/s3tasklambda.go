@@ -52,8 +52,10 @@ import (
 type Options struct {
 	// Worker is the options of the worker each invocation runs. Zero
 	// fields get the library's defaults, except ShutdownTimeout (default
-	// 3 s) and ReconcileInterval (default: none; run Store.Reconcile on a
-	// schedule of its own if you want it).
+	// 3 s), ReconcileInterval (default: none; run Store.Reconcile on a
+	// schedule of its own if you want it) and PresenceInterval (default:
+	// none; an invocation lives for seconds, and announcing it would cost
+	// a PUT and a DELETE each).
 	Worker s3task.WorkerOptions
 
 	// Reserve is how long before the invocation's deadline the worker
@@ -111,6 +113,9 @@ func New(store *s3task.Store, h s3task.Handler, opts *Options) (*Function, error
 	}
 	if o.Worker.ReconcileInterval == 0 {
 		o.Worker.ReconcileInterval = -1
+	}
+	if o.Worker.PresenceInterval == 0 {
+		o.Worker.PresenceInterval = -1
 	}
 	if o.Reserve == 0 {
 		o.Reserve = o.Worker.ShutdownTimeout + 5*time.Second
