@@ -110,7 +110,7 @@ func TestFormUploadAdoptedOnce(t *testing.T) {
 			var written int // PUTs of the input S3 accepted
 			var mu sync.Mutex
 			count := func(next http.RoundTripper) http.RoundTripper {
-				return transport(func(r *http.Request) (*http.Response, error) {
+				return s3tasktest.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 					resp, err := next.RoundTrip(r)
 					if err == nil && resp.StatusCode == http.StatusOK && isPut(r, e.inputKey(t, task.ID)) {
 						mu.Lock()
@@ -147,11 +147,6 @@ func TestFormUploadAdoptedOnce(t *testing.T) {
 		}
 	})
 }
-
-// transport is an http.RoundTripper made of a function.
-type transport func(*http.Request) (*http.Response, error)
-
-func (f transport) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // A form's file over StoreOptions.MaxInputSize (a store that does not
 // enforce the policy took it) is refused at Submit, and nothing is copied.
