@@ -342,6 +342,27 @@ type StatsOptions struct {
 	// AttemptsOver counts tasks whose attempt number is above it. Zero means
 	// 1: tasks that needed more than one attempt.
 	AttemptsOver int
+	// Interval, if set, makes a timeline of the tasks read (Stats.Timeline):
+	// buckets of this length, aligned as time.Truncate aligns (a minute, an
+	// hour or a day starts on the minute, hour or UTC midnight), from the
+	// one holding the server's now back to the one holding
+	// Since, or the oldest task read when Since is zero, at most
+	// MaxStatsBuckets of them. It must be at least a second.
+	Interval time.Duration
+}
+
+// MaxStatsBuckets bounds the buckets of Stats.Timeline.
+const MaxStatsBuckets = 1000
+
+// StatsBucket is one interval of Stats.Timeline: what happened to the
+// tasks Stats read, in [Start, Start+StatsOptions.Interval) by the S3
+// server's clock.
+type StatsBucket struct {
+	Start     time.Time
+	Created   int // tasks created
+	Completed int // tasks that completed
+	Failed    int // tasks that failed for good (no retry left or wanted)
+	Abandoned int // tasks cancelled, or abandoned without input
 }
 
 // DefaultStatsMaxTasks is the default cap on the records Stats reads.
@@ -386,14 +407,26 @@ type Stats struct {
 	Failures map[string]int
 	// Broken counts the records that could not be read.
 	Broken int
+	// ByType counts the tasks by Task.Type ("" for untyped tasks) and
+	// status.
+	ByType map[string]map[Status]int
+	// Timeline, with StatsOptions.Interval, counts per interval, newest
+	// first, the tasks read that were created and those that finished
+	// (completed, failed for good, or abandoned) in it; a finished task is
+	// dated by its record's last write, which is its finish (or the record
+	// of its OnTerminal notice, written right after). Tasks created before
+	// Since, or beyond MaxTasks, are not read and not counted. Nil
+	// without Interval.
+	Timeline []StatsBucket
 }
 
 // Stats counts the tasks, newest first, within the bounds of opts. Requests:
 // one LIST per 1,000 task folders and one GET per task read: at most
 // MaxTasks GETs and MaxTasks/1000+2 LISTs.
 //
-// Errors: [ErrInvalidArgument] for a negative AttemptsOver; S3 errors and
-// ctx's.
+// Errors: [ErrInvalidArgument] for a negative AttemptsOver, an Interval
+// under a second, or one that cuts the span from Since to now into more
+// than MaxStatsBuckets; S3 errors and ctx's.
 func (s *Store) Stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
 	c := &Call{Op: OpStats, stats: opts}
 	_, err := s.call(ctx, c)
@@ -404,13 +437,28 @@ func (s *Store) stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
 	if opts.AttemptsOver < 0 {
 		return nil, invalidArg("AttemptsOver %d, must not be negative", opts.AttemptsOver)
 	}
+	switch {
+	case opts.Interval < 0 || opts.Interval > 0 && opts.Interval < time.Second:
+		return nil, invalidArg("Interval %s, must be at least a second", opts.Interval)
+	case opts.Interval > 0 && !opts.Since.IsZero() && s.serverNow().Sub(opts.Since)/opts.Interval >= MaxStatsBuckets:
+		return nil, invalidArg("Interval %s cuts the span since %s into more than %d buckets", opts.Interval, opts.Since.Format(time.RFC3339), MaxStatsBuckets)
+	}
 	over := cmp(opts.AttemptsOver, 1)
 	limit := cmp(opts.MaxTasks, DefaultStatsMaxTasks)
-	st := &Stats{ByStatus: map[Status]int{}, Failures: map[string]int{}, UnfinishedByType: map[string]int{}}
+	st := &Stats{ByStatus: map[Status]int{}, Failures: map[string]int{}, UnfinishedByType: map[string]int{}, ByType: map[string]map[Status]int{}}
+	var line timeline
+	if opts.Interval > 0 {
+		line = timeline{every: opts.Interval, buckets: map[int64]*StatsBucket{}}
+	}
 	var awaiting []time.Time // creation times of the created tasks
 	more, err := s.walk(ctx, time.Time{}, opts.Since, max(limit, 0), func(t *record) bool {
 		st.Tasks++
 		st.ByStatus[t.Status]++
+		if st.ByType[t.Type] == nil {
+			st.ByType[t.Type] = map[Status]int{}
+		}
+		st.ByType[t.Type][t.Status]++
+		line.add(&t.Task)
 		if t.Status == StatusCreated {
 			awaiting = append(awaiting, t.CreatedAt)
 		}
@@ -445,7 +493,73 @@ func (s *Store) stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
 	if st.OldestUnfinished != nil {
 		st.OldestUnfinishedAge = s.serverNow().Sub(st.OldestUnfinished.CreatedAt)
 	}
+	st.Timeline = line.series(s.serverNow(), opts.Since)
 	return st, nil
+}
+
+// timeline gathers Stats.Timeline; the zero value gathers nothing.
+type timeline struct {
+	every   time.Duration
+	buckets map[int64]*StatsBucket // by Start in Unix nanoseconds
+	oldest  time.Time              // the oldest creation seen
+}
+
+// bucket returns the bucket holding at.
+func (l *timeline) bucket(at time.Time) *StatsBucket {
+	start := at.Truncate(l.every)
+	b := l.buckets[start.UnixNano()]
+	if b == nil {
+		b = &StatsBucket{Start: start}
+		l.buckets[start.UnixNano()] = b
+	}
+	return b
+}
+
+// add counts t's creation and, if it is finished, its finish.
+func (l *timeline) add(t *Task) {
+	if l.every == 0 {
+		return
+	}
+	l.bucket(t.CreatedAt).Created++
+	if l.oldest.IsZero() || t.CreatedAt.Before(l.oldest) {
+		l.oldest = t.CreatedAt
+	}
+	if !t.Terminal() {
+		return
+	}
+	switch b := l.bucket(t.UpdatedAt); t.Status {
+	case StatusCompleted:
+		b.Completed++
+	case StatusFailed:
+		b.Failed++
+	case StatusAbandoned:
+		b.Abandoned++
+	}
+}
+
+// series returns the buckets from the one holding now back to the one
+// holding since (or the oldest creation seen), newest first, at most
+// MaxStatsBuckets; nil if the timeline gathers nothing.
+func (l *timeline) series(now, since time.Time) []StatsBucket {
+	if l.every == 0 {
+		return nil
+	}
+	from := since
+	if from.IsZero() {
+		from = l.oldest
+	}
+	if from.IsZero() || from.After(now) {
+		from = now
+	}
+	var out []StatsBucket
+	for at := now.Truncate(l.every); !at.Before(from.Truncate(l.every)) && len(out) < MaxStatsBuckets; at = at.Add(-l.every) {
+		b := StatsBucket{Start: at}
+		if got := l.buckets[at.UnixNano()]; got != nil {
+			b = *got
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 func cmpString(v, def string) string {
