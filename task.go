@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -98,6 +99,17 @@ type Task struct {
 	// Ownership: set while running.
 	WorkerID       string    `json:"worker_id,omitempty"`
 	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"` // by the server's clock; heartbeats move it on
+
+	// History holds the latest attempts, oldest first, at most
+	// [HistoryLimit] of them: who ran each, when, and how it ended (see
+	// [Attempt]). Attempt 1's error stays here after attempt 2 succeeds,
+	// while LastError and ErrorCategory describe only the latest failure.
+	// The claim adds an entry and the write that ends the attempt closes
+	// it, so it costs no request of its own, and the record grows by a
+	// few hundred bytes per attempt at most (about 10 KB in all). Empty in
+	// records written before it existed; a writer of such an earlier
+	// version drops it when it writes the record.
+	History []Attempt `json:"attempt_history,omitempty"`
 
 	// Progress of the latest attempt.
 	Progress
@@ -241,6 +253,7 @@ func (t *Task) clone() *Task {
 	}
 	c.Metadata = maps.Clone(t.Metadata)
 	c.Counters = maps.Clone(t.Counters)
+	c.History = slices.Clone(t.History)
 	return &c
 }
 
@@ -308,6 +321,10 @@ type event struct {
 	// estimate, may run ahead of the server by up to a second, and no
 	// margin covers a start.
 	earliest time.Time
+
+	// heartbeat, for a claim, is the claiming worker's heartbeat interval,
+	// kept in the attempt's history entry (see Task.Silent).
+	heartbeat time.Duration
 
 	progress   *Progress        // heartbeat, complete, fail: counters to record
 	counters   map[string]int64 // with progress: the handler's own counters
@@ -411,6 +428,7 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 		n.DueAt = ceilMS(n.LeaseExpiresAt.Add(e.margin))
 		n.RetryAt = time.Time{}
 		n.Progress, n.Counters = Progress{}, nil
+		startAttempt(n, e.worker, e.heartbeat, now)
 		return n, true, nil
 
 	case evHeartbeat:
@@ -437,6 +455,7 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 		}
 		n.LastError, n.ErrorCategory = "", ""
 		n.LeaseExpiresAt = time.Time{}
+		endAttempt(n, t, OutcomeCompleted, now, "", "")
 		return n, true, nil
 
 	case evFail:
@@ -445,6 +464,7 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 		}
 		n.Status = StatusFailed
 		n.LastError, n.ErrorCategory = e.errMsg, e.category
+		endAttempt(n, t, OutcomeFailed, now, e.category, e.errMsg)
 		if e.progress != nil {
 			n.Progress, n.Counters = *e.progress, maps.Clone(e.counters)
 		}
@@ -465,6 +485,12 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 		}
 		n.LastError = fmt.Sprintf("attempt %d: lease of worker %q expired at %s", t.Attempt, t.WorkerID, t.LeaseExpiresAt.Format(time.RFC3339))
 		n.ErrorCategory = CategoryLeaseExpired
+		// The attempt ended when its lease did, whenever that is found out.
+		ended := t.LeaseExpiresAt
+		if ended.IsZero() {
+			ended = now // a running record without a lease: edited by hand
+		}
+		endAttempt(n, t, OutcomeLeaseExpired, ended, CategoryLeaseExpired, n.LastError)
 		n.WorkerID, n.LeaseExpiresAt = "", time.Time{}
 		n.Status = StatusQueued
 		n.DueAt = now
@@ -481,6 +507,7 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 		n.ReleasedAttempts++ // the interrupted attempt does not count
 		n.LastError = fmt.Sprintf("attempt %d: interrupted by worker shutdown", t.Attempt)
 		n.ErrorCategory = CategoryShutdown
+		endAttempt(n, t, OutcomeReleased, now, CategoryShutdown, n.LastError)
 		n.WorkerID, n.LeaseExpiresAt = "", time.Time{}
 		n.DueAt = now
 		return n, true, nil
@@ -509,6 +536,9 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 		n.Status = StatusAbandoned
 		n.CancelReason = e.reason
 		n.RetryAt, n.LeaseExpiresAt = time.Time{}, time.Time{}
+		if t.Status == StatusRunning {
+			endAttempt(n, t, OutcomeCanceled, now, "", "")
+		}
 		// A notice left pending (asked for now, the abandonment being a new
 		// result even of a task that had failed for good, or one of an
 		// earlier result) is due now, and needs a marker named so: not the
@@ -606,8 +636,10 @@ const maxRecordSize = 1 << 20
 
 // decodeTask decodes the status.json stored at key for task id. It refuses a
 // newer schema (ErrUnsupportedSchema) and anything that is not a
-// self-consistent version-1 record for that ID (ErrCorruptRecord). A record
-// without max_attempts, such as one written by hand, gets defaultMax.
+// self-consistent version-1 record for that ID (ErrCorruptRecord), an
+// attempt history longer than HistoryLimit, out of order or with text over
+// its bounds included. A record without max_attempts, such as one written
+// by hand, gets defaultMax.
 func decodeTask(key, id string, data []byte, defaultMax int) (*record, error) {
 	bad := func(format string, args ...any) error {
 		return &RecordError{Key: key, Err: fmt.Errorf("%w: "+format, append([]any{ErrCorruptRecord}, args...)...)}
@@ -637,6 +669,9 @@ func decodeTask(key, id string, data []byte, defaultMax int) (*record, error) {
 		return nil, bad("unknown status %q", t.Status)
 	case t.Attempt < 0 || t.MaxAttempts < 0 || t.ReleasedAttempts < 0 || t.ReleasedAttempts > t.Attempt || t.Writes < 0:
 		return nil, bad("attempt or write counters out of range")
+	}
+	if why := checkHistory(&t); why != "" {
+		return nil, bad("%s", why)
 	}
 	if t.MaxAttempts == 0 {
 		t.MaxAttempts = max(defaultMax, t.AttemptsUsed())
