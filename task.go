@@ -199,20 +199,29 @@ func (t *Task) Terminal() bool {
 func (t *Task) Retryable() bool { return t.Status == StatusFailed && !t.Purging }
 
 // Silent reports, for a running task, how long its worker has not written
-// the record by now (the server's clock), and whether that is overdue: a
-// live worker writes it at every claim and heartbeat, and each of those sets
-// the lease from that moment, so LeaseExpiresAt - UpdatedAt is the lease
-// length; heartbeats come at least every third of it (see
-// WorkerOptions.HeartbeatInterval), so a silence longer than half of it
-// means a renewal is late: the worker may have died, and the task will be
-// taken over at [Task.RecoversAt] if it stays silent. A slow heartbeat
-// write can make it overdue for a moment; a dead worker keeps it so. For
-// any other status it returns 0, false.
+// the record by now (the server's clock), and whether that is overdue. A
+// live worker writes the record at its claim and at every heartbeat, one
+// WorkerOptions.HeartbeatInterval apart, and the claim keeps that interval
+// in the attempt's entry of [Task.History]: a silence of two intervals or
+// more means a heartbeat was missed, and the worker may have died. So a
+// worker killed (or cut off from S3) is flagged within two heartbeat
+// intervals of its last write, and a live one, whose next write comes one
+// interval after the last, is not. A record without the interval (its
+// attempt was claimed by an earlier version of the library) is judged by
+// its lease instead: each write sets the lease from that moment, so
+// LeaseExpiresAt - UpdatedAt is the lease's length, and heartbeats come at
+// least every third of it, so a silence longer than half of it is
+// overdue. A slow heartbeat write can make a task overdue for a moment; a
+// dead worker keeps it so, until another worker takes the task over at
+// [Task.RecoversAt]. For any other status Silent returns 0, false.
 func (t *Task) Silent(now time.Time) (silence time.Duration, overdue bool) {
 	if t.Status != StatusRunning || t.UpdatedAt.IsZero() {
 		return 0, false
 	}
 	silence = max(now.Sub(t.UpdatedAt), 0)
+	if every := t.heartbeatInterval(); every > 0 {
+		return silence, silence >= 2*every
+	}
 	lease := t.LeaseExpiresAt.Sub(t.UpdatedAt)
 	if lease <= 0 {
 		return silence, silence > 0 // the lease was out at the last write: a record edited by hand
