@@ -82,12 +82,17 @@ const (
 	// tasks, or the current version of one got none, or a task got an
 	// input other than its source (see checkIngest).
 	KindIngest Kind = "ingest"
+	// KindHistory: a record's attempt_history is not what the run's writes
+	// show of the task's attempts (who claimed each and when, how each
+	// ended, in order), or keeps more than s3task.HistoryLimit of them
+	// (see checkHistories).
+	KindHistory Kind = "history"
 )
 
 // Kinds lists every kind, in the order of the checks.
 func Kinds() []Kind {
 	return []Kind{KindOverlap, KindCompletion, KindAttempts, KindAPI, KindLateWrite, KindMarker,
-		KindNotice, KindClaimDelay, KindTransition, KindExpiry, KindStuck, KindKey, KindOverrun, KindCost, KindPickup, KindStop, KindIngest}
+		KindNotice, KindClaimDelay, KindTransition, KindExpiry, KindStuck, KindKey, KindOverrun, KindCost, KindPickup, KindStop, KindIngest, KindHistory}
 }
 
 // Violation is one broken guarantee found in a history.
@@ -108,7 +113,7 @@ func Check(h *History) []Violation {
 	var vs []Violation
 	for _, check := range []func(*index) []Violation{
 		checkOverlap, checkCompletion, checkAttempts, checkAPI, checkLateWrites, checkMarkers,
-		checkNotices, checkClaimDelay, checkTransitions, checkExpiry, checkStuck, checkKeys, checkOverrun, checkGoneReads, checkPickup, checkEventPickup, checkStopBy, checkIngest,
+		checkNotices, checkClaimDelay, checkTransitions, checkExpiry, checkStuck, checkKeys, checkOverrun, checkGoneReads, checkPickup, checkEventPickup, checkStopBy, checkIngest, checkHistories,
 	} {
 		vs = append(vs, check(x)...)
 	}
