@@ -300,3 +300,26 @@ func TestHistoryCost(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkEncodeDecodeFullHistory is BenchmarkEncodeDecodeTask with the
+// golden record's history full: HistoryLimit entries, each with a 40-byte
+// error.
+func BenchmarkEncodeDecodeFullHistory(b *testing.B) {
+	task := goldenTask()
+	task.Attempt, task.MaxAttempts = HistoryLimit, HistoryLimit
+	task.History = nil
+	for n := 1; n <= HistoryLimit; n++ {
+		task.History = append(task.History, Attempt{Number: n, WorkerID: "worker-8", StartedAt: task.CreatedAt, EndedAt: task.UpdatedAt,
+			Outcome: OutcomeFailed, ErrorCategory: "bad_input", Error: strings.Repeat("e", 40), HeartbeatInterval: 20 * time.Second})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		data, err := encodeRecord(task)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := decodeTask(recordKey, task.ID, data, 3); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
