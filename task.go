@@ -105,8 +105,9 @@ type Task struct {
 	// [Attempt]). Attempt 1's error stays here after attempt 2 succeeds,
 	// while LastError and ErrorCategory describe only the latest failure.
 	// The claim adds an entry and the write that ends the attempt closes
-	// it, so it costs no request of its own, and the record grows by a
-	// few hundred bytes per attempt at most (about 10 KB in all). Empty in
+	// it, so it costs no request of its own. The record grows by a few
+	// hundred bytes per attempt (about 750 for an error of plain text at
+	// [HistoryErrorLimit]; under 8 KB in all). Empty in
 	// records written before it existed; a writer of such an earlier
 	// version drops it when it writes the record.
 	History []Attempt `json:"attempt_history,omitempty"`
