@@ -11,14 +11,29 @@ import (
 )
 
 // TestTaskSilent: a running task's silence is the time since its record's
-// last write, overdue once it is longer than half the lease that write
-// granted (heartbeats come at least every third of it).
+// last write, overdue once it reaches two of the heartbeat intervals its
+// claim recorded; for a record without one, once it is longer than half
+// the lease that write granted (heartbeats come at least every third of
+// it).
 func TestTaskSilent(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 	running := func(lease time.Duration) *s3task.Task {
 		return &s3task.Task{Status: s3task.StatusRunning, UpdatedAt: at, LeaseExpiresAt: at.Add(lease)}
 	}
+	// beating is a task whose attempt 3, held by w1, was claimed by a
+	// worker that heartbeats every 2 s, on a one-minute lease; edit
+	// changes its latest entry.
+	beating := func(edit func(t *s3task.Task, a *s3task.Attempt)) *s3task.Task {
+		t := &s3task.Task{Status: s3task.StatusRunning, Attempt: 3, WorkerID: "w1", UpdatedAt: at, LeaseExpiresAt: at.Add(time.Minute),
+			History: []s3task.Attempt{
+				{Number: 2, WorkerID: "w0", Outcome: s3task.OutcomeFailed, HeartbeatInterval: time.Hour},
+				{Number: 3, WorkerID: "w1", StartedAt: at.Add(-time.Minute), Outcome: s3task.OutcomeRunning, HeartbeatInterval: 2 * time.Second},
+			}}
+		edit(t, &t.History[1])
+		return t
+	}
+	as := func(*s3task.Task, *s3task.Attempt) {}
 	tests := []struct {
 		name        string
 		task        *s3task.Task
@@ -36,6 +51,15 @@ func TestTaskSilent(t *testing.T) {
 		{"queued", &s3task.Task{Status: s3task.StatusQueued, UpdatedAt: at}, at.Add(time.Hour), 0, false},
 		{"completed", &s3task.Task{Status: s3task.StatusCompleted, UpdatedAt: at}, at.Add(time.Hour), 0, false},
 		{"running, no audit time", &s3task.Task{Status: s3task.StatusRunning}, at, 0, false},
+		{"heartbeats: one interval", beating(as), at.Add(2 * time.Second), 2 * time.Second, false},
+		{"heartbeats: just under two", beating(as), at.Add(4*time.Second - time.Millisecond), 4*time.Second - time.Millisecond, false},
+		{"heartbeats: two intervals", beating(as), at.Add(4 * time.Second), 4 * time.Second, true},
+		{"heartbeats: long past", beating(as), at.Add(time.Hour), time.Hour, true},
+		{"heartbeats: the entry is another worker's", beating(func(_ *s3task.Task, a *s3task.Attempt) { a.WorkerID = "w9" }), at.Add(10 * time.Second), 10 * time.Second, false},
+		{"heartbeats: the entry is of an earlier attempt", beating(func(t *s3task.Task, _ *s3task.Attempt) { t.Attempt = 4 }), at.Add(10 * time.Second), 10 * time.Second, false},
+		{"heartbeats: the entry is closed", beating(func(_ *s3task.Task, a *s3task.Attempt) { a.Outcome = s3task.OutcomeFailed }), at.Add(10 * time.Second), 10 * time.Second, false},
+		{"heartbeats: unknown, so half the lease", beating(func(_ *s3task.Task, a *s3task.Attempt) { a.HeartbeatInterval = 0 }), at.Add(31 * time.Second), 31 * time.Second, true},
+		{"heartbeats: completed", beating(func(t *s3task.Task, _ *s3task.Attempt) { t.Status = s3task.StatusCompleted }), at.Add(time.Hour), 0, false},
 	}
 	for _, tt := range tests {
 		silence, overdue := tt.task.Silent(tt.now)

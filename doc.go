@@ -274,6 +274,15 @@
 // attempts ran out, or that failed permanently, stays failed until an
 // operator calls [Store.Retry].
 //
+// The record's last_error and error_category describe the latest failure
+// only. [Task.History] keeps the latest [HistoryLimit] attempts: for each,
+// the worker that claimed it, its start and end, its [AttemptOutcome]
+// (completed, failed, its lease expired, released on shutdown, cancelled
+// while it ran) and its error, cut to [HistoryErrorLimit] bytes. The claim
+// and the write that ends an attempt carry it, so it costs no request,
+// and the record grows by a few hundred bytes per attempt until the
+// history is full.
+//
 // # Metadata and middleware
 //
 // A task can carry the host's own context, set at create time and kept
@@ -504,6 +513,10 @@
 //
 // The records are the truth and everything else can be rebuilt from them:
 //
+//   - [Task.Silent] tells that a running task's worker has not written
+//     its record for two of its heartbeat intervals (the claim records the
+//     interval): the worker may have died, and [Task.RecoversAt] says when
+//     another takes the task over.
 //   - [Store.Stats] counts tasks by status, counts the unfinished ones by
 //     type, finds the oldest unfinished one and groups failures by
 //     error_category, within a bound on the records it reads. A queue that looks empty because all went well, because markers

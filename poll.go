@@ -389,7 +389,8 @@ func (w *Worker) pageSize() int {
 }
 
 func (w *Worker) claimEvent() event {
-	return event{kind: evClaim, worker: w.opts.ID, lease: w.opts.LeaseDuration, margin: w.opts.ClockMargin, earliest: w.store.serverEarliest()}
+	return event{kind: evClaim, worker: w.opts.ID, lease: w.opts.LeaseDuration, margin: w.opts.ClockMargin,
+		heartbeat: w.opts.HeartbeatInterval, earliest: w.store.serverEarliest()}
 }
 
 // claim writes the claim, which moves the task's marker to the end of the

@@ -788,6 +788,16 @@ func TestCancel(t *testing.T) {
 			e.wantCounts(t, wantReqs)
 			want := task // DueAt too is kept: the task needs no worker any more, and no marker
 			want.Status, want.CancelReason, want.RetryAt, want.LeaseExpiresAt = s3task.StatusAbandoned, reason, time.Time{}, time.Time{}
+			if state == "running" && len(got.History) == 1 {
+				// The running attempt ends with the task. This record was
+				// written without a history, as an earlier version would
+				// have: its entry is made from what the record says.
+				want.History = []s3task.Attempt{{Number: 1, WorkerID: task.WorkerID, StartedAt: task.StartedAt,
+					EndedAt: got.History[0].EndedAt, Outcome: s3task.OutcomeCanceled}}
+				if got.History[0].EndedAt.Before(task.UpdatedAt) {
+					t.Errorf("the cancelled attempt ended at %s, before the record's last write %s", got.History[0].EndedAt, task.UpdatedAt)
+				}
+			}
 			if diff := cmp.Diff(want, got, ignoreWriteStamp()); diff != "" {
 				t.Errorf("cancelled task (-want +got):\n%s", diff)
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -99,6 +100,18 @@ type Task struct {
 	WorkerID       string    `json:"worker_id,omitempty"`
 	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"` // by the server's clock; heartbeats move it on
 
+	// History holds the latest attempts, oldest first, at most
+	// [HistoryLimit] of them: who ran each, when, and how it ended (see
+	// [Attempt]). Attempt 1's error stays here after attempt 2 succeeds,
+	// while LastError and ErrorCategory describe only the latest failure.
+	// The claim adds an entry and the write that ends the attempt closes
+	// it, so it costs no request of its own. The record grows by a few
+	// hundred bytes per attempt (about 750 for an error of plain text at
+	// [HistoryErrorLimit]; under 8 KB in all). Empty in
+	// records written before it existed; a writer of such an earlier
+	// version drops it when it writes the record.
+	History []Attempt `json:"attempt_history,omitempty"`
+
 	// Progress of the latest attempt.
 	Progress
 	// Counters are the latest attempt's own counters, for work not counted
@@ -187,20 +200,29 @@ func (t *Task) Terminal() bool {
 func (t *Task) Retryable() bool { return t.Status == StatusFailed && !t.Purging }
 
 // Silent reports, for a running task, how long its worker has not written
-// the record by now (the server's clock), and whether that is overdue: a
-// live worker writes it at every claim and heartbeat, and each of those sets
-// the lease from that moment, so LeaseExpiresAt - UpdatedAt is the lease
-// length; heartbeats come at least every third of it (see
-// WorkerOptions.HeartbeatInterval), so a silence longer than half of it
-// means a renewal is late: the worker may have died, and the task will be
-// taken over at [Task.RecoversAt] if it stays silent. A slow heartbeat
-// write can make it overdue for a moment; a dead worker keeps it so. For
-// any other status it returns 0, false.
+// the record by now (the server's clock), and whether that is overdue. A
+// live worker writes the record at its claim and at every heartbeat, one
+// WorkerOptions.HeartbeatInterval apart, and the claim keeps that interval
+// in the attempt's entry of [Task.History]: a silence of two intervals or
+// more means a heartbeat was missed, and the worker may have died. So a
+// worker killed (or cut off from S3) is flagged within two heartbeat
+// intervals of its last write, and a live one, whose next write comes one
+// interval after the last, is not. A record without the interval (its
+// attempt was claimed by an earlier version of the library) is judged by
+// its lease instead: each write sets the lease from that moment, so
+// LeaseExpiresAt - UpdatedAt is the lease's length, and heartbeats come at
+// least every third of it, so a silence longer than half of it is
+// overdue. A slow heartbeat write can make a task overdue for a moment; a
+// dead worker keeps it so, until another worker takes the task over at
+// [Task.RecoversAt]. For any other status Silent returns 0, false.
 func (t *Task) Silent(now time.Time) (silence time.Duration, overdue bool) {
 	if t.Status != StatusRunning || t.UpdatedAt.IsZero() {
 		return 0, false
 	}
 	silence = max(now.Sub(t.UpdatedAt), 0)
+	if every := t.heartbeatInterval(); every > 0 {
+		return silence, silence >= 2*every
+	}
 	lease := t.LeaseExpiresAt.Sub(t.UpdatedAt)
 	if lease <= 0 {
 		return silence, silence > 0 // the lease was out at the last write: a record edited by hand
@@ -241,6 +263,7 @@ func (t *Task) clone() *Task {
 	}
 	c.Metadata = maps.Clone(t.Metadata)
 	c.Counters = maps.Clone(t.Counters)
+	c.History = slices.Clone(t.History)
 	return &c
 }
 
@@ -308,6 +331,10 @@ type event struct {
 	// estimate, may run ahead of the server by up to a second, and no
 	// margin covers a start.
 	earliest time.Time
+
+	// heartbeat, for a claim, is the claiming worker's heartbeat interval,
+	// kept in the attempt's history entry (see Task.Silent).
+	heartbeat time.Duration
 
 	progress   *Progress        // heartbeat, complete, fail: counters to record
 	counters   map[string]int64 // with progress: the handler's own counters
@@ -411,6 +438,7 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 		n.DueAt = ceilMS(n.LeaseExpiresAt.Add(e.margin))
 		n.RetryAt = time.Time{}
 		n.Progress, n.Counters = Progress{}, nil
+		startAttempt(n, e.worker, e.heartbeat, now)
 		return n, true, nil
 
 	case evHeartbeat:
@@ -437,6 +465,7 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 		}
 		n.LastError, n.ErrorCategory = "", ""
 		n.LeaseExpiresAt = time.Time{}
+		endAttempt(n, t, OutcomeCompleted, now, "", "")
 		return n, true, nil
 
 	case evFail:
@@ -445,6 +474,7 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 		}
 		n.Status = StatusFailed
 		n.LastError, n.ErrorCategory = e.errMsg, e.category
+		endAttempt(n, t, OutcomeFailed, now, e.category, e.errMsg)
 		if e.progress != nil {
 			n.Progress, n.Counters = *e.progress, maps.Clone(e.counters)
 		}
@@ -465,6 +495,12 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 		}
 		n.LastError = fmt.Sprintf("attempt %d: lease of worker %q expired at %s", t.Attempt, t.WorkerID, t.LeaseExpiresAt.Format(time.RFC3339))
 		n.ErrorCategory = CategoryLeaseExpired
+		// The attempt ended when its lease did, whenever that is found out.
+		ended := t.LeaseExpiresAt
+		if ended.IsZero() {
+			ended = now // a running record without a lease: edited by hand
+		}
+		endAttempt(n, t, OutcomeLeaseExpired, ended, CategoryLeaseExpired, n.LastError)
 		n.WorkerID, n.LeaseExpiresAt = "", time.Time{}
 		n.Status = StatusQueued
 		n.DueAt = now
@@ -481,6 +517,7 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 		n.ReleasedAttempts++ // the interrupted attempt does not count
 		n.LastError = fmt.Sprintf("attempt %d: interrupted by worker shutdown", t.Attempt)
 		n.ErrorCategory = CategoryShutdown
+		endAttempt(n, t, OutcomeReleased, now, CategoryShutdown, n.LastError)
 		n.WorkerID, n.LeaseExpiresAt = "", time.Time{}
 		n.DueAt = now
 		return n, true, nil
@@ -509,6 +546,9 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 		n.Status = StatusAbandoned
 		n.CancelReason = e.reason
 		n.RetryAt, n.LeaseExpiresAt = time.Time{}, time.Time{}
+		if t.Status == StatusRunning {
+			endAttempt(n, t, OutcomeCanceled, now, "", "")
+		}
 		// A notice left pending (asked for now, the abandonment being a new
 		// result even of a task that had failed for good, or one of an
 		// earlier result) is due now, and needs a marker named so: not the
@@ -606,8 +646,10 @@ const maxRecordSize = 1 << 20
 
 // decodeTask decodes the status.json stored at key for task id. It refuses a
 // newer schema (ErrUnsupportedSchema) and anything that is not a
-// self-consistent version-1 record for that ID (ErrCorruptRecord). A record
-// without max_attempts, such as one written by hand, gets defaultMax.
+// self-consistent version-1 record for that ID (ErrCorruptRecord), an
+// attempt history longer than HistoryLimit, out of order or with text over
+// its bounds included. A record without max_attempts, such as one written
+// by hand, gets defaultMax.
 func decodeTask(key, id string, data []byte, defaultMax int) (*record, error) {
 	bad := func(format string, args ...any) error {
 		return &RecordError{Key: key, Err: fmt.Errorf("%w: "+format, append([]any{ErrCorruptRecord}, args...)...)}
@@ -637,6 +679,9 @@ func decodeTask(key, id string, data []byte, defaultMax int) (*record, error) {
 		return nil, bad("unknown status %q", t.Status)
 	case t.Attempt < 0 || t.MaxAttempts < 0 || t.ReleasedAttempts < 0 || t.ReleasedAttempts > t.Attempt || t.Writes < 0:
 		return nil, bad("attempt or write counters out of range")
+	}
+	if why := checkHistory(&t); why != "" {
+		return nil, bad("%s", why)
 	}
 	if t.MaxAttempts == 0 {
 		t.MaxAttempts = max(defaultMax, t.AttemptsUsed())

@@ -96,37 +96,77 @@ func startStates() []startState {
 			t.LastError = "attempt 1: lease expired"
 			t.Progress = Progress{RowCount: 10, ProcessedCount: 4, SuccessCount: 4}
 			t.DueAt = t.UpdatedAt // the moment the lease was found expired
+			t.History = []Attempt{ranAttempt(1, "worker-z", OutcomeLeaseExpired, CategoryLeaseExpired, "attempt 1: lease expired")}
 		})},
 		{"queued, scheduled", submittedAs(StatusQueued, 0, "", func(t *record) { t.RunAt, t.DueAt = startRunAt, startRunAt })},
 		{"running", submittedAs(StatusRunning, 2, "worker-a", func(t *record) {
 			t.LastError, t.Progress = "attempt 1: lease expired", partDone
 			t.LeaseExpiresAt = transitionNow.Add(10 * time.Second)
 			t.DueAt = t.LeaseExpiresAt.Add(evMargin)
+			t.StartedAt = historyStart.Add(time.Minute) // as its entry says
+			t.History = []Attempt{
+				ranAttempt(1, "worker-z", OutcomeLeaseExpired, CategoryLeaseExpired, "attempt 1: lease expired"),
+				ranAttempt(2, "worker-a", OutcomeRunning, "", ""),
+			}
 		})},
 		{"completed", submittedAs(StatusCompleted, 2, "worker-a", func(t *record) {
 			t.OutputPath = "batch-tasks/" + knownGoodID + "/output-attempt-2.csv"
 			t.Progress = Progress{RowCount: 10, ProcessedCount: 10, SuccessCount: 9, ErrorCount: 1}
 			t.DueAt = transitionNow.Add(-10 * time.Minute) // the end of its last lease
+			t.History = []Attempt{
+				ranAttempt(1, "worker-z", OutcomeLeaseExpired, CategoryLeaseExpired, "attempt 1: lease expired"),
+				ranAttempt(2, "worker-a", OutcomeCompleted, "", ""),
+			}
 		})},
 		{"failed, retry scheduled", submittedAs(StatusFailed, 1, "worker-z", func(t *record) {
 			t.LastError, t.Progress = "attempt 1: timeout", partDone
 			t.RetryAt = transitionNow.Add(-time.Second) // due
 			t.DueAt = t.RetryAt
+			t.History = []Attempt{ranAttempt(1, "worker-z", OutcomeFailed, CategoryTransient, "attempt 1: timeout")}
 		})},
 		{"failed, final", submittedAs(StatusFailed, 3, "worker-z", func(t *record) {
 			t.LastError, t.Progress = "attempt 3: timeout", partDone
 			t.DueAt = transitionNow.Add(-10 * time.Minute) // the end of its last lease
+			t.History = []Attempt{
+				ranAttempt(1, "worker-x", OutcomeFailed, CategoryTransient, "attempt 1: timeout"),
+				ranAttempt(2, "worker-y", OutcomeFailed, CategoryTransient, "attempt 2: timeout"),
+				ranAttempt(3, "worker-z", OutcomeFailed, CategoryTransient, "attempt 3: timeout"),
+			}
 		})},
 		{"abandoned", submittedAs(StatusAbandoned, 1, "worker-z", func(t *record) {
 			t.CancelReason = "no longer needed"
 			t.DueAt = transitionNow.Add(-20 * time.Minute) // when it was queued
+			t.History = []Attempt{ranAttempt(1, "worker-z", OutcomeCanceled, "", "")}
 		})},
 		{"completed, being purged", submittedAs(StatusCompleted, 1, "worker-a", func(t *record) {
 			t.OutputPath = "batch-tasks/" + knownGoodID + "/output-attempt-1.csv"
 			t.Purging = true
 			t.DueAt = transitionNow.Add(-10 * time.Minute)
+			t.History = []Attempt{ranAttempt(1, "worker-a", OutcomeCompleted, "", "")}
 		})},
 	}
+}
+
+// historyStart is when attempt 1 of the start states began; attempt n
+// began n-1 minutes later, and each ended a minute after its start.
+var historyStart = transitionNow.Add(-10 * time.Minute)
+
+// ranAttempt is attempt n's entry in a start state's history: run by
+// worker, with outcome, category and msg.
+func ranAttempt(n int, worker string, outcome AttemptOutcome, category, msg string) Attempt {
+	a := Attempt{Number: n, WorkerID: worker, StartedAt: historyStart.Add(time.Duration(n-1) * time.Minute),
+		Outcome: outcome, ErrorCategory: category, Error: msg, HeartbeatInterval: evHeartbeatEvery}
+	if outcome != OutcomeRunning {
+		a.EndedAt = a.StartedAt.Add(time.Minute)
+	}
+	return a
+}
+
+// ended closes the entry of t's latest attempt as the state machine
+// should: it ended at at with outcome, category and msg.
+func ended(t *record, outcome AttemptOutcome, at time.Time, category, msg string) {
+	a := &t.History[len(t.History)-1]
+	a.EndedAt, a.Outcome, a.ErrorCategory, a.Error = at, outcome, category, msg
 }
 
 // allEventKinds lists every event, in declaration order.
@@ -170,6 +210,10 @@ const (
 	evCategory = "bad_input"
 )
 
+// evHeartbeatEvery is the heartbeat interval of the table's claiming
+// worker.
+const evHeartbeatEvery = 20 * time.Second
+
 var evProgress = Progress{RowCount: 10, ProcessedCount: 7, SuccessCount: 6, ErrorCount: 1}
 
 // evRunAt is the start time the table's schedule event asks for: an hour
@@ -183,6 +227,7 @@ func tableEvent(k eventKind) event {
 		worker:     evWorker,
 		attempt:    evAttempt,
 		lease:      evLease,
+		heartbeat:  evHeartbeatEvery,
 		margin:     evMargin,
 		move:       true,
 		at:         evRunAt,
@@ -229,6 +274,7 @@ func except(allowed map[eventKind]outcome) map[eventKind]outcome {
 func copyTask(t *record) *record {
 	c := *t
 	c.Payload = bytes.Clone(t.Payload)
+	c.History = slices.Clone(t.History)
 	return &c
 }
 
@@ -300,6 +346,12 @@ func (s step) run(t *testing.T) *record {
 		if next == s.start {
 			t.Errorf("transition returned its input for a write; want a new record")
 		}
+		// What the state machine writes, the decoder accepts.
+		if data, err := encodeRecord(next); err != nil {
+			t.Errorf("encodeRecord(next) = %v", err)
+		} else if _, err := decodeTask(recordKey, next.ID, data, 3); err != nil {
+			t.Errorf("the record written is refused when read back (%s): %v", s.why, err)
+		}
 		if len(next.Payload) > 0 && &next.Payload[0] == &s.start.Payload[0] {
 			t.Errorf("next record shares its payload bytes with the input")
 		}
@@ -328,11 +380,14 @@ func TestTransitionEveryPair(t *testing.T) {
 	purging := "completed, being purged"
 	toPurging := becomes(func(t *record) { t.Purging = true })
 	toAbandoned := becomes(func(t *record) {
+		if t.Status == StatusRunning { // the attempt ends with the task
+			ended(t, OutcomeCanceled, transitionNow, "", "")
+		}
 		t.Status = StatusAbandoned
 		t.CancelReason = evReason
 		t.RetryAt, t.LeaseExpiresAt = time.Time{}, time.Time{}
 	})
-	claimed := becomes(claimedBy(evWorker, transitionNow, evLease, evMargin))
+	claimed := becomes(claimedBy(evWorker, transitionNow, evLease, evMargin, evHeartbeatEvery))
 	// A created task only remembers its start; a queued one's marker moves
 	// to it.
 	scheduledCreated := becomes(func(t *record) { t.RunAt = evRunAt })
@@ -385,6 +440,7 @@ func TestTransitionEveryPair(t *testing.T) {
 				t.Progress = evProgress
 				t.LastError = ""
 				t.LeaseExpiresAt = time.Time{}
+				ended(t, OutcomeCompleted, transitionNow, "", "")
 			}),
 			evFail: becomes(func(t *record) {
 				t.Status = StatusFailed
@@ -394,6 +450,7 @@ func TestTransitionEveryPair(t *testing.T) {
 				t.LeaseExpiresAt = time.Time{}
 				t.RetryAt = transitionNow.Add(evDelay)
 				t.DueAt = t.RetryAt
+				ended(t, OutcomeFailed, transitionNow, evCategory, evErrMsg)
 			}),
 			evRelease: becomes(func(t *record) {
 				t.Status = StatusQueued
@@ -402,6 +459,7 @@ func TestTransitionEveryPair(t *testing.T) {
 				t.ErrorCategory = CategoryShutdown
 				t.WorkerID, t.LeaseExpiresAt = "", time.Time{}
 				t.DueAt = transitionNow
+				ended(t, OutcomeReleased, transitionNow, CategoryShutdown, t.LastError)
 			}),
 			evCancel: toAbandoned, // keeps DueAt: no notice asked for (TestTransitionCancel has those)
 		}),
@@ -550,18 +608,25 @@ func TestTransitionTableCoversDeclarations(t *testing.T) {
 
 // runningTask is a task whose attempt 2 of 3 is held by worker-a, with its
 // lease ending at lease.
-func runningTask(lease time.Time) *record {
+func runningTask(lease time.Time) *record { return holding(2, lease) }
+
+// holding is a task whose attempt n of 3 is held by worker-a since a
+// minute before transitionNow, with its lease ending at lease, and its
+// history saying so.
+func holding(n int, lease time.Time) *record {
 	t := baseRecord()
 	t.Status = StatusRunning
-	t.Attempt = 2
+	t.Attempt = n
 	t.WorkerID = "worker-a"
 	t.LeaseExpiresAt = lease
+	t.StartedAt = transitionNow.Add(-time.Minute)
+	t.History = []Attempt{{Number: n, WorkerID: "worker-a", StartedAt: t.StartedAt, Outcome: OutcomeRunning, HeartbeatInterval: evHeartbeatEvery}}
 	return t
 }
 
-// claimedBy is what a claim by worker at now, for lease and margin, makes of
-// a task.
-func claimedBy(worker string, now time.Time, lease, margin time.Duration) func(t *record) {
+// claimedBy is what a claim by worker at now, for lease and margin, with
+// heartbeats every heartbeat, makes of a task.
+func claimedBy(worker string, now time.Time, lease, margin, heartbeat time.Duration) func(t *record) {
 	return func(t *record) {
 		t.Status = StatusRunning
 		t.Attempt++
@@ -571,6 +636,7 @@ func claimedBy(worker string, now time.Time, lease, margin time.Duration) func(t
 		t.DueAt = t.LeaseExpiresAt.Add(margin) // the marker moves past the lease
 		t.RetryAt = time.Time{}
 		t.Progress = Progress{} // a new attempt counts from zero
+		t.History = append(t.History, Attempt{Number: t.Attempt, WorkerID: worker, StartedAt: now, Outcome: OutcomeRunning, HeartbeatInterval: heartbeat})
 	}
 }
 
@@ -602,7 +668,7 @@ func TestTransitionClaimWaitsForDueTime(t *testing.T) {
 			s := step{name: kind + "/" + tt.name, start: start, at: tt.now, want: denied,
 				ev: event{kind: evClaim, worker: "worker-b", lease: time.Minute, margin: evMargin}}
 			if tt.allowed {
-				s.want = becomes(claimedBy("worker-b", tt.now, time.Minute, evMargin))
+				s.want = becomes(claimedBy("worker-b", tt.now, time.Minute, evMargin, 0))
 			}
 			s.check = func(t *testing.T, next *record) {
 				if scheduled := start.Status == StatusQueued && !tt.allowed; start.Scheduled(tt.now) != scheduled {
@@ -778,8 +844,7 @@ func TestTransitionFail(t *testing.T) {
 	t.Parallel()
 
 	fail := func(name string, attempt int, permanent bool, delay time.Duration, retryAt time.Time, why string) step {
-		start := runningTask(transitionNow.Add(time.Minute))
-		start.Attempt = attempt
+		start := holding(attempt, transitionNow.Add(time.Minute))
 		start.DueAt = start.LeaseExpiresAt.Add(evMargin)
 		final := retryAt.IsZero()
 		return step{name: name, start: start, why: why,
@@ -789,6 +854,7 @@ func TestTransitionFail(t *testing.T) {
 				t.LastError = "boom"
 				t.LeaseExpiresAt = time.Time{}
 				t.RetryAt = retryAt
+				ended(t, OutcomeFailed, transitionNow, "", "boom")
 				if !final {
 					t.DueAt = retryAt // the marker moves to the retry
 				} // a final failure keeps DueAt: it has no marker, or its notice's
@@ -815,8 +881,7 @@ func TestTransitionLeaseExpired(t *testing.T) {
 	// expire expires the lease of attempt at now; status is what the task
 	// becomes, "" if the lease is live.
 	expire := func(name string, attempt int, now time.Time, status Status, why string) step {
-		start := runningTask(lease)
-		start.Attempt = attempt
+		start := holding(attempt, lease)
 		start.DueAt = lease.Add(evMargin)
 		s := step{name: name, start: start, ev: event{kind: evLeaseExpired}, at: now, want: denied, why: why}
 		if status == "" {
@@ -826,10 +891,14 @@ func TestTransitionLeaseExpired(t *testing.T) {
 			t.Status = status
 			t.WorkerID, t.LeaseExpiresAt = "", time.Time{}
 			t.ErrorCategory = CategoryLeaseExpired
-			t.DueAt = now // due at once: for a new attempt, or its notice
+			t.DueAt = now                                                  // due at once: for a new attempt, or its notice
+			ended(t, OutcomeLeaseExpired, lease, CategoryLeaseExpired, "") // when the lease ran out, not when it was found
 		})
-		s.ignore = cmpopts.IgnoreFields(Task{}, "LastError")
+		s.ignore = gocmp.Options{cmpopts.IgnoreFields(Task{}, "LastError"), cmpopts.IgnoreFields(Attempt{}, "Error")}
 		s.check = func(t *testing.T, next *record) {
+			if got := next.History[len(next.History)-1].Error; got != next.LastError {
+				t.Errorf("history entry's error %q, want the record's last error %q", got, next.LastError)
+			}
 			for _, part := range []string{"worker-a", fmt.Sprintf("attempt %d", attempt)} {
 				if !strings.Contains(next.LastError, part) {
 					t.Errorf("LastError = %q, want it to mention %q", next.LastError, part)
@@ -853,8 +922,7 @@ func TestTransitionLeaseExpired(t *testing.T) {
 func TestTransitionReleaseGivesAttemptBack(t *testing.T) {
 	t.Parallel()
 
-	start := runningTask(transitionNow.Add(time.Minute))
-	start.Attempt = 3 // the last one
+	start := holding(3, transitionNow.Add(time.Minute)) // the last attempt
 	start.DueAt = start.LeaseExpiresAt.Add(evMargin)
 	next := step{start: start, ev: event{kind: evRelease, worker: "worker-a", attempt: 3},
 		want: becomes(func(t *record) {
@@ -863,11 +931,12 @@ func TestTransitionReleaseGivesAttemptBack(t *testing.T) {
 			t.WorkerID, t.LeaseExpiresAt = "", time.Time{}
 			t.ErrorCategory = CategoryShutdown
 			t.DueAt = transitionNow // another worker may take it at once
+			ended(t, OutcomeReleased, transitionNow, CategoryShutdown, "")
 		}),
-		ignore: cmpopts.IgnoreFields(Task{}, "LastError"),
+		ignore: gocmp.Options{cmpopts.IgnoreFields(Task{}, "LastError"), cmpopts.IgnoreFields(Attempt{}, "Error")},
 	}.run(t)
-	if next.LastError == "" {
-		t.Errorf("LastError is empty; want a note that the attempt was interrupted")
+	if next.LastError == "" || next.History[0].Error != next.LastError {
+		t.Errorf("LastError %q, history's error %q; want a note that the attempt was interrupted, in both", next.LastError, next.History[0].Error)
 	}
 
 	// The interrupted attempt did not count: the task can run once more.
@@ -955,6 +1024,9 @@ func TestTransitionCancel(t *testing.T) {
 	// worker that reads the record before the cancel lands deletes it.
 	abandonedWith := func(pending bool, due time.Time) outcome {
 		return becomes(func(t *record) {
+			if t.Status == StatusRunning { // the attempt ends with the task
+				ended(t, OutcomeCanceled, transitionNow, "", "")
+			}
 			t.Status = StatusAbandoned
 			t.CancelReason = "r"
 			t.RetryAt, t.LeaseExpiresAt = time.Time{}, time.Time{}
@@ -1080,6 +1152,14 @@ func TestTransitionLifecycle(t *testing.T) {
 	}
 	if task.Attempt != 2 || task.OutputPath != "out" || task.LastError != "" || task.Progress != (Progress{}) {
 		t.Errorf("final record: attempt %d, output %q, last error %q, progress %+v; want 2, \"out\", \"\", zero", task.Attempt, task.OutputPath, task.LastError, task.Progress)
+	}
+	// Attempt 1's error outlives LastError, in the history.
+	wantHistory := []Attempt{
+		{Number: 1, WorkerID: "w1", StartedAt: transitionNow, EndedAt: transitionNow.Add(time.Minute), Outcome: OutcomeFailed, Error: "boom"},
+		{Number: 2, WorkerID: "w2", StartedAt: transitionNow.Add(2 * time.Minute), EndedAt: transitionNow.Add(150 * time.Second), Outcome: OutcomeCompleted},
+	}
+	if diff := gocmp.Diff(wantHistory, task.History); diff != "" {
+		t.Errorf("final history (-want +got):\n%s", diff)
 	}
 }
 
@@ -1267,6 +1347,13 @@ func goldenTask() *record {
 		IdempotencyKey:   "june-import-2026",
 		Revision:         "6b1f0c2e9a7d4e58",
 		ReleasedAttempts: 1,
+		History: []Attempt{{
+			Number: 1, WorkerID: "worker-7", StartedAt: time.Date(2026, 6, 21, 10, 1, 0, 0, time.UTC), EndedAt: time.Date(2026, 6, 21, 10, 3, 0, 0, time.UTC),
+			Outcome: OutcomeReleased, ErrorCategory: CategoryShutdown, Error: "attempt 1: interrupted by worker shutdown", HeartbeatInterval: 20 * time.Second,
+		}, {
+			Number: 2, WorkerID: "worker-8", StartedAt: time.Date(2026, 6, 21, 10, 4, 0, 0, time.UTC), EndedAt: time.Date(2026, 6, 21, 10, 5, 0, 0, time.UTC),
+			Outcome: OutcomeFailed, ErrorCategory: "bad_input", Error: "attempt 2: row 7 is malformed", HeartbeatInterval: 2500 * time.Millisecond,
+		}},
 	},
 		InputETag:      `"d41d8cd98f00b204e9800998ecf8427e"`,
 		NotifyPending:  true,
@@ -1401,6 +1488,32 @@ func recordJSON(t testing.TB, edit map[string]any) []byte {
 	return data
 }
 
+// entryJSON returns an attempt_history entry for attempt 1, failed,
+// changed by edit (nil deletes a field).
+func entryJSON(edit map[string]any) map[string]any {
+	m := map[string]any{
+		"attempt": 1, "worker_id": "worker-a", "started_at": "2026-06-21T10:00:00Z", "ended_at": "2026-06-21T10:01:00Z",
+		"outcome": "failed", "error_category": "transient", "error": "boom", "heartbeat_interval_ms": 20000,
+	}
+	for k, v := range edit {
+		if v == nil {
+			delete(m, k)
+			continue
+		}
+		m[k] = v
+	}
+	return m
+}
+
+// entriesJSON returns an attempt_history of n failed attempts.
+func entriesJSON(n int) []any {
+	var out []any
+	for i := range n {
+		out = append(out, entryJSON(map[string]any{"attempt": i + 1}))
+	}
+	return out
+}
+
 // checkRecordError fails t unless err is a *RecordError for recordKey
 // wrapping sentinel (and not the other record sentinel), and task is nil.
 func checkRecordError(t *testing.T, task *record, err, sentinel error) {
@@ -1461,6 +1574,22 @@ func TestDecodeTaskRefuses(t *testing.T) {
 		{name: "attempts as a string", data: recordJSON(t, map[string]any{"attempt_id": "1"}), want: ErrCorruptRecord},
 		{name: "bad time", data: recordJSON(t, map[string]any{"created_at": "yesterday"}), want: ErrCorruptRecord},
 		{name: "trailing garbage", data: append(recordJSON(t, nil), []byte(" {}")...), want: ErrCorruptRecord},
+		{name: "history not a list", data: recordJSON(t, map[string]any{"attempt_history": "attempt 1 failed"}), want: ErrCorruptRecord},
+		{name: "history entry not an object", data: recordJSON(t, map[string]any{"attempt_history": []any{1}}), want: ErrCorruptRecord},
+		{name: "history entry's attempt a string", data: recordJSON(t, map[string]any{"attempt_history": []any{entryJSON(map[string]any{"attempt": "1"})}}), want: ErrCorruptRecord},
+		{name: "history entry's time not a time", data: recordJSON(t, map[string]any{"attempt_history": []any{entryJSON(map[string]any{"started_at": "noon"})}}), want: ErrCorruptRecord},
+		{name: "history longer than the limit", data: recordJSON(t, map[string]any{"attempt_id": HistoryLimit + 1, "attempt_history": entriesJSON(HistoryLimit + 1)}), want: ErrCorruptRecord, msg: "more than 10"},
+		{name: "history entry for a later attempt", data: recordJSON(t, map[string]any{"attempt_history": entriesJSON(2)}), want: ErrCorruptRecord, msg: "attempt 2"},
+		{name: "history entry for attempt 0", data: recordJSON(t, map[string]any{"attempt_history": []any{entryJSON(map[string]any{"attempt": 0})}}), want: ErrCorruptRecord},
+		{name: "history out of order", data: recordJSON(t, map[string]any{"attempt_id": 2, "attempt_history": []any{entryJSON(map[string]any{"attempt": 2}), entryJSON(nil)}}), want: ErrCorruptRecord, msg: "out of order"},
+		{name: "history entry repeated", data: recordJSON(t, map[string]any{"attempt_history": []any{entryJSON(nil), entryJSON(nil)}}), want: ErrCorruptRecord},
+		{name: "history entry without outcome", data: recordJSON(t, map[string]any{"attempt_history": []any{entryJSON(map[string]any{"outcome": nil})}}), want: ErrCorruptRecord},
+		{name: "history error over the limit", data: recordJSON(t, map[string]any{"attempt_history": []any{entryJSON(map[string]any{"error": strings.Repeat("x", HistoryErrorLimit+1)})}}), want: ErrCorruptRecord, msg: "513 bytes"},
+		{name: "history worker over the limit", data: recordJSON(t, map[string]any{"attempt_history": []any{entryJSON(map[string]any{"worker_id": strings.Repeat("w", 129)})}}), want: ErrCorruptRecord},
+		{name: "history category over the limit", data: recordJSON(t, map[string]any{"attempt_history": []any{entryJSON(map[string]any{"error_category": strings.Repeat("c", 129)})}}), want: ErrCorruptRecord},
+		{name: "history negative heartbeat", data: recordJSON(t, map[string]any{"attempt_history": []any{entryJSON(map[string]any{"heartbeat_interval_ms": -1})}}), want: ErrCorruptRecord, msg: "out of range"},
+		{name: "history heartbeat past a Duration", data: recordJSON(t, map[string]any{"attempt_history": []any{entryJSON(map[string]any{"heartbeat_interval_ms": int64(1) << 60})}}), want: ErrCorruptRecord, msg: "out of range"},
+		{name: "history heartbeat a fraction", data: recordJSON(t, map[string]any{"attempt_history": []any{entryJSON(map[string]any{"heartbeat_interval_ms": 1.5})}}), want: ErrCorruptRecord},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1508,6 +1637,23 @@ func TestDecodeTaskAccepts(t *testing.T) {
 			t.RunAt = created.Add(time.Hour)
 			t.DueAt = created.Add(time.Hour + 250*time.Millisecond)
 		}, reason: "a record of this version"},
+		{name: "no attempt_history", data: recordJSON(t, map[string]any{"attempt_history": nil}), change: func(*record) {}, reason: "a record written before the history: an empty one"},
+		{name: "attempt_history null", data: recordJSON(t, map[string]any{"attempt_history": json.RawMessage("null")}), change: func(*record) {}},
+		{name: "attempt_history empty", data: recordJSON(t, map[string]any{"attempt_history": []any{}}), change: func(t *record) { t.History = []Attempt{} }},
+		{name: "attempt_history", data: recordJSON(t, map[string]any{"attempt_id": HistoryLimit + 2, "attempt_history": entriesJSON(HistoryLimit)}), change: func(t *record) {
+			t.Attempt = HistoryLimit + 2
+			for i := range HistoryLimit {
+				t.History = append(t.History, Attempt{Number: i + 1, WorkerID: "worker-a", StartedAt: created, EndedAt: created.Add(time.Minute),
+					Outcome: OutcomeFailed, ErrorCategory: CategoryTransient, Error: "boom", HeartbeatInterval: 20 * time.Second})
+			}
+		}, reason: "as many entries as the limit, not necessarily from attempt 1"},
+		{name: "attempt_history, minimal entry", data: recordJSON(t, map[string]any{"attempt_history": []any{map[string]any{"attempt": 1, "outcome": "running"}}}), change: func(t *record) {
+			t.History = []Attempt{{Number: 1, Outcome: OutcomeRunning}}
+		}, reason: "an attempt claimed by an earlier version, closed by this one, has no start nor heartbeat"},
+		{name: "attempt_history, outcome of a later version", data: recordJSON(t, map[string]any{"attempt_history": []any{entryJSON(map[string]any{"outcome": "preempted"})}}), change: func(t *record) {
+			t.History = []Attempt{{Number: 1, WorkerID: "worker-a", StartedAt: created, EndedAt: created.Add(time.Minute),
+				Outcome: "preempted", ErrorCategory: CategoryTransient, Error: "boom", HeartbeatInterval: 20 * time.Second}}
+		}, reason: "shown as it is, not refused"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1583,6 +1729,8 @@ func FuzzDecodeTask(f *testing.F) {
 	f.Add(knownGoodID, recordJSON(f, map[string]any{"max_attempts": nil, "payload": []any{1, "x", nil}}))
 	f.Add(knownGoodID, recordJSON(f, map[string]any{"schema_version": 2}))
 	f.Add(knownGoodID, recordJSON(f, map[string]any{"attempt_id": -1}))
+	f.Add(knownGoodID, recordJSON(f, map[string]any{"attempt_id": 3, "attempt_history": entriesJSON(3)}))
+	f.Add(knownGoodID, recordJSON(f, map[string]any{"attempt_history": []any{entryJSON(map[string]any{"error": "\xff\xfe", "heartbeat_interval_ms": 1})}}))
 	f.Add(knownGoodID, []byte(`{"schema_version":1,"task_id":"`+knownGoodID+`","status":"running","lease_expires_at":"2026-06-21T10:00:00.123+05:30","payload":null}`))
 	f.Add("", []byte(`{"schema_version":1,"status":"created"}`))
 	f.Add(knownGoodID, []byte(`{"schema_version":1`))

@@ -429,6 +429,21 @@ func TestWorkerEndToEndCSV(t *testing.T) {
 	}
 	want.Progress = s3task.Progress{RowCount: dataRows, ProcessedCount: dataRows, SuccessCount: dataRows}
 	want.OutputPath = e.outputKey(t, submitted.ID, 1)
+	// The claim opened the attempt's entry in the history, with the
+	// worker's heartbeat interval; the completion closed it.
+	opened := s3task.Attempt{Number: 1, WorkerID: "csv-worker", StartedAt: claimed.StartedAt, Outcome: s3task.OutcomeRunning, HeartbeatInterval: (workerLease / 3).Truncate(time.Millisecond)}
+	if diff := cmp.Diff([]s3task.Attempt{opened}, claimed.History); diff != "" {
+		t.Errorf("claimed: history (-want +got):\n%s", diff)
+	}
+	closed := opened
+	closed.Outcome = s3task.OutcomeCompleted
+	if len(got.History) == 1 {
+		closed.EndedAt = got.History[0].EndedAt
+		if closed.EndedAt.Before(closed.StartedAt) || closed.EndedAt.After(got.UpdatedAt) {
+			t.Errorf("the attempt ended at %s, not between its start %s and the record's write %s", closed.EndedAt, closed.StartedAt, got.UpdatedAt)
+		}
+	}
+	want.History = []s3task.Attempt{closed}
 	if diff := cmp.Diff(&want, got, ignoreWriteStamp()); diff != "" {
 		t.Errorf("completed record (-want +got):\n%s", diff)
 	}

@@ -175,6 +175,17 @@ func TestRetryNonCSV(t *testing.T) {
 	if !strings.Contains(again.LastError, "binary") || !again.Terminal {
 		t.Errorf("task after retry: %+v", again)
 	}
+	// The answer carries the record's attempt history: both attempts,
+	// each with its worker, its times, its outcome and its error.
+	if h := again.History; len(h) != 2 || h[0].Number != 1 || h[1].Number != 2 {
+		t.Fatalf("attempt_history %+v; want attempts 1 and 2", h)
+	}
+	for _, a := range again.History {
+		if a.Outcome != s3task.OutcomeFailed || a.WorkerID == "" || a.StartedAt.IsZero() || a.EndedAt.Before(a.StartedAt) ||
+			!strings.Contains(a.Error, "binary") || a.ErrorCategory != again.ErrorCategory || a.HeartbeatInterval <= 0 {
+			t.Errorf("attempt %d in the history: %+v", a.Number, a)
+		}
+	}
 
 	// Only a failed task can be retried.
 	other := s.create("fresh", typeEnrich, nil)

@@ -36,10 +36,11 @@ cursor of the next page. Finding a rare status costs one GET per task
 scanned, like any listing; "s3taskctl stats" counts statuses instead.`},
 		{name: "show", synopsis: "ID", setup: showCmd, args: []string{"ID"},
 			summary: "a task's record, its attempts and the objects in its folder (unreadable records too)",
-			help: `Shows a task's record, what its attempts left (the output of each attempt
-that wrote one), whether its active marker exists, and every object in its
-folder. Requests: a GET of the record, a LIST of the folder, a HEAD of the
-marker.
+			help: `Shows a task's record, its attempts (for the latest 10, from the record's
+attempt history: which worker ran each, when, for how long, how it ended
+and with what error; and the output of each attempt that wrote one),
+whether its active marker exists, and every object in its folder.
+Requests: a GET of the record, a LIST of the folder, a HEAD of the marker.
 
 A record it cannot read (corrupt, a newer schema_version than this build
 knows, or missing from a folder that still holds objects) is shown as far
@@ -229,11 +230,20 @@ type objectDoc struct {
 	Attempt      int       `json:"attempt,omitempty"` // for outputs
 }
 
-// attemptDoc is what one attempt left behind.
+// attemptDoc is one attempt: what it left behind, and what the record's
+// attempt history (s3task.Task.History) says of it, for the attempts it
+// still keeps.
 type attemptDoc struct {
 	Attempt int    `json:"attempt"`
 	Output  string `json:"output,omitempty"` // the key of its output, if it wrote one
 	Latest  bool   `json:"latest"`           // the attempt the record describes
+
+	WorkerID      string     `json:"worker_id,omitempty"`
+	StartedAt     *time.Time `json:"started_at,omitempty"`
+	EndedAt       *time.Time `json:"ended_at,omitempty"`       // none while it runs
+	Outcome       string     `json:"outcome,omitempty"`        // s3task.AttemptOutcome
+	ErrorCategory string     `json:"error_category,omitempty"` // of a failure, an expired lease, a release
+	Error         string     `json:"error,omitempty"`          // cut to s3task.HistoryErrorLimit bytes
 }
 
 type showDoc struct {
@@ -280,8 +290,22 @@ func showCmd(fs *flag.FlagSet) runFunc {
 		for n := range outputs {
 			last = max(last, n)
 		}
+		ran := map[int]s3task.Attempt{}
+		for _, a := range t.History {
+			ran[a.Number] = a
+		}
 		for n := 1; n <= last; n++ {
-			doc.Attempts = append(doc.Attempts, attemptDoc{Attempt: n, Output: outputs[n], Latest: n == t.Attempt})
+			a := attemptDoc{Attempt: n, Output: outputs[n], Latest: n == t.Attempt}
+			if h, ok := ran[n]; ok {
+				a.WorkerID, a.Outcome, a.ErrorCategory, a.Error = h.WorkerID, string(h.Outcome), h.ErrorCategory, h.Error
+				if !h.StartedAt.IsZero() {
+					a.StartedAt = &h.StartedAt
+				}
+				if !h.EndedAt.IsZero() {
+					a.EndedAt = &h.EndedAt
+				}
+			}
+			doc.Attempts = append(doc.Attempts, a)
 		}
 		marker := store.MarkerKey(t)
 		_, err = c.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(store.Bucket()), Key: &marker})
@@ -341,18 +365,23 @@ func showCmd(fs *flag.FlagSet) runFunc {
 			fmt.Fprintln(c.stdout, "  none yet")
 		}
 		tw = newTable(c.stdout)
+		if len(doc.Attempts) > 0 {
+			tw.row("  #", "OUTCOME", "WORKER", "STARTED", "TOOK", "OUTPUT", "ERROR")
+		}
 		for _, a := range doc.Attempts {
 			out := "no output"
 			if a.Output != "" {
 				out = "output " + a.Output
 			}
-			note := ""
 			if a.Latest {
-				note = "(latest)"
+				out += " (latest)"
 			}
-			tw.row("  "+strconv.Itoa(a.Attempt), out, note)
+			tw.row("  "+strconv.Itoa(a.Attempt), outcomeText(a), orDash(clean(a.WorkerID, 64)), orDash(stampPtr(a.StartedAt, now)), tookText(a, now), out, errorText(a))
 		}
 		tw.flush()
+		if len(t.History) > 0 && t.History[0].Number > 1 {
+			fmt.Fprintf(c.stdout, "  (the record keeps the latest %d attempts; earlier ones show their outputs only)\n", s3task.HistoryLimit)
+		}
 
 		fmt.Fprintf(c.stdout, "\nObjects in %s:\n", dir)
 		tw = newTable(c.stdout)
@@ -363,6 +392,52 @@ func showCmd(fs *flag.FlagSet) runFunc {
 		tw.flush()
 		return nil
 	}
+}
+
+// outcomeText is how an attempt ended, or "-" where the record's history
+// does not say (an attempt before the latest HistoryLimit, or one from
+// before the history existed).
+func outcomeText(a attemptDoc) string {
+	if a.Outcome == "" {
+		return "-"
+	}
+	return clean(a.Outcome, 32)
+}
+
+// tookText is how long an attempt ran: so far, for one that runs.
+func tookText(a attemptDoc, now time.Time) string {
+	switch {
+	case a.StartedAt == nil:
+		return "-"
+	case a.EndedAt != nil:
+		return span(max(a.EndedAt.Sub(*a.StartedAt), 0))
+	case a.Outcome == string(s3task.OutcomeRunning):
+		return span(max(now.Sub(*a.StartedAt), 0)) + " so far"
+	}
+	return "-"
+}
+
+// errorText is an attempt's error with its category, on one line.
+func errorText(a attemptDoc) string {
+	text := clean(a.Error, 120)
+	if a.ErrorCategory != "" {
+		text = "[" + clean(a.ErrorCategory, 64) + "] " + text
+	}
+	return strings.TrimSpace(text)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func stampPtr(t *time.Time, now time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return stamp(*t, now)
 }
 
 // markerText explains the marker's state for the task's status.

@@ -385,6 +385,7 @@ type taskJSON struct {
 	IdempotencyKey string            `json:"idempotency_key"`
 	Metadata       map[string]string `json:"metadata"`
 	Revision       string            `json:"revision"`
+	AttemptHistory []attemptJSON     `json:"attempt_history"`
 	Writes         int64             `json:"writes"`
 	PriorRevisions []string          `json:"prior_revisions"`
 	Terminal       bool              `json:"terminal"`
@@ -397,6 +398,18 @@ type taskJSON struct {
 	SilentSeconds    int64      `json:"silent_seconds"`
 	ReportOverdue    bool       `json:"report_overdue"`
 	RecoversAt       *time.Time `json:"recovers_at"`
+}
+
+// attemptJSON is an entry of a task's attempt_history.
+type attemptJSON struct {
+	Attempt       int        `json:"attempt"`
+	WorkerID      string     `json:"worker_id"`
+	StartedAt     time.Time  `json:"started_at"`
+	EndedAt       *time.Time `json:"ended_at"`
+	Outcome       string     `json:"outcome"`
+	ErrorCategory string     `json:"error_category"`
+	Error         string     `json:"error"`
+	HeartbeatMS   int64      `json:"heartbeat_interval_ms"`
 }
 
 type listJSON struct {
@@ -614,6 +627,63 @@ func TestCommands(t *testing.T) {
 		f.wantError(exitNotFound, "not_found", "show", s3task.NewID())
 		f.wantError(exitUsage, "invalid_id", "show", "../x")
 		f.wantError(exitUsage, "invalid_id", "show", strings.ToLower(done.ID))
+	})
+
+	sub("show history", func(t *testing.T, f *fixture) {
+		// Attempt 1 fails, attempt 2 completes: show tells both, from the
+		// record's attempt history, attempt 1's error included.
+		f.startWorker(func(ctx context.Context, job *s3task.Job) error {
+			if job.Task.Attempt == 1 {
+				return s3task.RetryAfter(s3task.WithCategory(errors.New("upstream answered 503"), "upstream"), 0)
+			}
+			return nil
+		})
+		task := f.task(f.store, "queued", "flaky upstream")
+		for deadline := time.Now().Add(cmdWait); f.get(task.ID).Status != s3task.StatusCompleted; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the task did not complete: %+v", f.get(task.ID))
+			}
+		}
+		var doc struct {
+			Task     taskJSON     `json:"task"`
+			Marker   bool         `json:"marker"`
+			Attempts []attemptDoc `json:"attempts"`
+			Objects  []objectDoc  `json:"objects"`
+		}
+		r := f.want(exitOK, &doc, "show", task.ID, "-json")
+		checkShape(t, "`show`", r.stdout)
+		if len(doc.Attempts) != 2 || len(doc.Task.AttemptHistory) != 2 {
+			t.Fatalf("attempts %+v, history %+v; want two of each", doc.Attempts, doc.Task.AttemptHistory)
+		}
+		first, second := doc.Attempts[0], doc.Attempts[1]
+		worker := doc.Task.AttemptHistory[0].WorkerID
+		if first.Attempt != 1 || first.Outcome != "failed" || first.ErrorCategory != "upstream" || first.Error != "upstream answered 503" ||
+			first.WorkerID != worker || worker == "" || first.StartedAt == nil || first.EndedAt == nil || first.EndedAt.Before(*first.StartedAt) || first.Latest {
+			t.Errorf("attempt 1: %+v", first)
+		}
+		if second.Attempt != 2 || second.Outcome != "completed" || second.Error != "" || second.ErrorCategory != "" || !second.Latest ||
+			second.StartedAt == nil || second.EndedAt == nil || second.StartedAt.Before(*first.EndedAt) {
+			t.Errorf("attempt 2: %+v", second)
+		}
+		if h := doc.Task.AttemptHistory[1]; h.HeartbeatMS != 50 || h.Outcome != "completed" || doc.Task.LastError != "" {
+			t.Errorf("record: history entry %+v, last_error %q; want the worker's 50 ms heartbeat, completed, no last error", h, doc.Task.LastError)
+		}
+
+		r = f.want(exitOK, nil, "show", task.ID)
+		for _, row := range [][]string{
+			{"#", "OUTCOME", "WORKER", "STARTED", "TOOK", "OUTPUT", "ERROR"},
+			{"1", "failed", worker},
+			{"2", "completed", worker},
+		} {
+			if !hasRow(r.stdout, row...) {
+				t.Errorf("show lacks a row %v\n%s", row, r.stdout)
+			}
+		}
+		for _, want := range []string{"no output [upstream] upstream answered 503", "no output (latest)"} {
+			if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), want) {
+				t.Errorf("show lacks %q\n%s", want, r.stdout)
+			}
+		}
 	})
 
 	sub("show unreadable", func(t *testing.T, f *fixture) {

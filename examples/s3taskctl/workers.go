@@ -133,11 +133,3 @@ func agoUpTo(t, now time.Time) string {
 	}
 	return ago(t, now)
 }
-
-// orDash is s, or "-" when it is empty.
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}

@@ -86,12 +86,17 @@ const (
 	// written once, whatever uploads, resends and forms posted again came
 	// (see checkInputOnce).
 	KindInput Kind = "input"
+	// KindHistory: a record's attempt_history is not what the run's writes
+	// show of the task's attempts (who claimed each and when, how each
+	// ended, in order), or keeps more than s3task.HistoryLimit of them
+	// (see checkHistories).
+	KindHistory Kind = "history"
 )
 
 // Kinds lists every kind, in the order of the checks.
 func Kinds() []Kind {
 	return []Kind{KindOverlap, KindCompletion, KindAttempts, KindAPI, KindLateWrite, KindMarker,
-		KindNotice, KindClaimDelay, KindTransition, KindExpiry, KindStuck, KindKey, KindOverrun, KindCost, KindPickup, KindStop, KindIngest, KindInput}
+		KindNotice, KindClaimDelay, KindTransition, KindExpiry, KindStuck, KindKey, KindOverrun, KindCost, KindPickup, KindStop, KindIngest, KindInput, KindHistory}
 }
 
 // Violation is one broken guarantee found in a history.
@@ -112,7 +117,7 @@ func Check(h *History) []Violation {
 	var vs []Violation
 	for _, check := range []func(*index) []Violation{
 		checkOverlap, checkCompletion, checkAttempts, checkAPI, checkLateWrites, checkMarkers,
-		checkNotices, checkClaimDelay, checkTransitions, checkExpiry, checkStuck, checkKeys, checkOverrun, checkGoneReads, checkPickup, checkEventPickup, checkStopBy, checkIngest, checkInputOnce,
+		checkNotices, checkClaimDelay, checkTransitions, checkExpiry, checkStuck, checkKeys, checkOverrun, checkGoneReads, checkPickup, checkEventPickup, checkStopBy, checkIngest, checkInputOnce, checkHistories,
 	} {
 		vs = append(vs, check(x)...)
 	}

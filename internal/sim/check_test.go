@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +39,7 @@ func (s *story) record(d time.Duration, proc, id string, change func(t *Record))
 	for i := len(s.h.Writes) - 1; i >= 0; i-- {
 		if w := s.h.Writes[i]; w.Record != nil && w.Record.ID == id {
 			c := *w.Record
+			c.History = slices.Clone(c.History) // each record its own
 			t = &c
 			break
 		}
@@ -65,6 +67,26 @@ func (s *story) snapshot(d time.Duration, tasks map[string]Record, markers ...st
 		snap.Markers[id] = true
 	}
 	s.h.Snapshots = append(s.h.Snapshots, snap)
+}
+
+// claimed gives t, just claimed at d by its WorkerID, its start and the
+// attempt's entry in its history, as the library writes them.
+func (s *story) claimed(t *Record, d time.Duration) {
+	t.StartedAt = s.at(d)
+	t.History = append(t.History, s3task.Attempt{Number: t.Attempt, WorkerID: t.WorkerID, StartedAt: t.StartedAt,
+		Outcome: s3task.OutcomeRunning, HeartbeatInterval: s.h.Params.HeartbeatInterval})
+}
+
+// ended closes the entry of t's latest attempt: it ended at d with
+// outcome, and t's category and last error, if it failed, expired or was
+// released.
+func (s *story) ended(t *Record, d time.Duration, outcome s3task.AttemptOutcome) {
+	a := &t.History[len(t.History)-1]
+	a.EndedAt, a.Outcome = s.at(d), outcome
+	switch outcome {
+	case s3task.OutcomeFailed, s3task.OutcomeLeaseExpired, s3task.OutcomeReleased:
+		a.ErrorCategory, a.Error = t.ErrorCategory, t.LastError
+	}
 }
 
 // key gives task id idempotency key k, in each of its records and its
@@ -115,6 +137,7 @@ func clean() (*story, *HandlerRun) {
 	call(CallSubmit, from, time.Second, &queued.Record.Task)
 	s.record(2*time.Second, "w1", id, func(t *Record) {
 		t.Status, t.Attempt, t.WorkerID, t.LeaseExpiresAt = s3task.StatusRunning, 1, "w1", s.at(62*time.Second)
+		s.claimed(t, 2*time.Second)
 	})
 	run := &HandlerRun{Task: id, Attempt: 1, Worker: "w1", Start: s.at(2 * time.Second), StartSeq: s.next()}
 	s.h.Runs = append(s.h.Runs, run)
@@ -125,6 +148,7 @@ func clean() (*story, *HandlerRun) {
 	run.Returned, run.Return, run.ReturnSeq, run.OK = true, s.at(30*time.Second), s.next(), true
 	s.record(30*time.Second, "w1", id, func(t *Record) {
 		t.Status, t.OutputPath, t.LeaseExpiresAt, t.NotifyPending = s3task.StatusCompleted, key, time.Time{}, true
+		s.ended(t, 30*time.Second, s3task.OutcomeCompleted)
 	})
 	run.CtxEnd, run.CtxEndSeq, run.Cause = s.at(30*time.Second), s.next(), CauseOther
 	s.h.Notices = append(s.h.Notices, Notice{Proc: "w1", TaskID: id, Status: s3task.StatusCompleted, Attempt: 1,
@@ -305,6 +329,12 @@ func TestCheckFindsEachKind(t *testing.T) {
 			s.object(500*time.Millisecond, "op1", "PUT", "p/"+id+"/input", "the input")
 			s.object(45*time.Second, "browser", "PUT", "p/"+id+"/input", "another input")
 		}},
+		{KindHistory, "the completion leaves the attempt's entry running", func(s *story, run *HandlerRun) {
+			for _, i := range []int{wDone, wNotified} {
+				a := &s.h.Writes[i].Record.History[0]
+				a.Outcome, a.EndedAt = s3task.OutcomeRunning, time.Time{}
+			}
+		}},
 		{KindStop, "w1 is stopped at 10s with 5s to finish, but its handler's context lives on to 30s", func(s *story, run *HandlerRun) {
 			s.event("w1", EventStop, 10*time.Second, 10*time.Second)
 			s.event("w1", EventStopBy, 10*time.Second, 15*time.Second)
@@ -364,4 +394,205 @@ const storyThird = "7Z4EAJKXPAN0C14P3RWX2WTNMN"
 // source is the metadata of a task ingested from version body of key.
 func source(key, body string) map[string]string {
 	return map[string]string{s3task.MetaSourceKey: key, s3task.MetaSourceETag: md5hex([]byte(body))}
+}
+
+// historyLife is one task's life of four attempts, each ending otherwise,
+// with the attempt history the library writes: claimed by w1 at 2s and
+// renewed to 82s, w1 dies; w2 takes it over at 90s (the expiry and its
+// claim in one write) and fails at 100s with an error longer than an
+// entry keeps; w3 claims the retry at 111s and releases it on shutdown at
+// 120s; w1 claims it again at 121s, and an operator cancels it at 130s.
+// It returns the story and the index in its writes of each record write.
+func historyLife() (*story, []int) {
+	s := newStory()
+	id := storyTask
+	var at []int
+	rec := func(d time.Duration, proc string, change func(t *Record)) {
+		s.record(d, proc, id, change)
+		at = append(at, len(s.h.Writes)-1)
+	}
+	claim := func(d time.Duration, worker string, lease time.Duration) func(t *Record) {
+		return func(t *Record) {
+			t.Status, t.Attempt, t.WorkerID, t.LeaseExpiresAt, t.RetryAt = s3task.StatusRunning, t.Attempt+1, worker, s.at(d+lease), time.Time{}
+			s.claimed(t, d)
+		}
+	}
+	long := strings.Repeat("row 7 is malformed; ", 40) // 800 bytes
+	rec(0, "op1", func(t *Record) {})
+	rec(time.Second, "op1", func(t *Record) { t.Status = s3task.StatusQueued })
+	rec(2*time.Second, "w1", claim(2*time.Second, "w1", time.Minute))
+	rec(22*time.Second, "w1", func(t *Record) { t.LeaseExpiresAt = s.at(82 * time.Second) })
+	rec(90*time.Second, "w2", func(t *Record) {
+		t.ErrorCategory, t.LastError = s3task.CategoryLeaseExpired, `attempt 1: lease of worker "w1" expired`
+		s.ended(t, 82*time.Second, s3task.OutcomeLeaseExpired) // at the lease's end
+		claim(90*time.Second, "w2", time.Minute)(t)
+	})
+	rec(100*time.Second, "w2", func(t *Record) {
+		t.Status, t.LeaseExpiresAt, t.RetryAt = s3task.StatusFailed, time.Time{}, s.at(110*time.Second)
+		t.ErrorCategory, t.LastError = "bad_input", long
+		s.ended(t, 100*time.Second, s3task.OutcomeFailed)
+		t.History[1].Error = long[:s3task.HistoryErrorLimit-len("…")] + "…"
+	})
+	rec(111*time.Second, "w3", claim(111*time.Second, "w3", time.Minute))
+	rec(120*time.Second, "w3", func(t *Record) {
+		t.Status, t.WorkerID, t.LeaseExpiresAt = s3task.StatusQueued, "", time.Time{}
+		t.ErrorCategory, t.LastError = s3task.CategoryShutdown, "attempt 3: interrupted by worker shutdown"
+		s.ended(t, 120*time.Second, s3task.OutcomeReleased)
+	})
+	rec(121*time.Second, "w1", claim(121*time.Second, "w1", time.Minute))
+	rec(130*time.Second, "op1", func(t *Record) {
+		t.Status, t.LeaseExpiresAt, t.CancelReason = s3task.StatusAbandoned, time.Time{}, "not needed"
+		s.ended(t, 130*time.Second, s3task.OutcomeCanceled)
+		a := &t.History[len(t.History)-1]
+		a.ErrorCategory, a.Error = "", "" // a cancel names no error
+	})
+	return s, at
+}
+
+// manyAttempts is a life of HistoryLimit+2 attempts, each released on
+// shutdown, with the history the library writes: the latest HistoryLimit
+// of them.
+func manyAttempts() *story {
+	s := newStory()
+	id := storyTask
+	s.record(0, "op1", id, func(t *Record) { t.Status = s3task.StatusQueued })
+	for n := 1; n <= s3task.HistoryLimit+2; n++ {
+		d := time.Duration(n) * time.Minute
+		s.record(d, "w1", id, func(t *Record) {
+			t.Status, t.Attempt, t.WorkerID, t.LeaseExpiresAt = s3task.StatusRunning, n, "w1", s.at(d+time.Minute)
+			s.claimed(t, d)
+			if len(t.History) > s3task.HistoryLimit {
+				t.History = t.History[1:]
+			}
+		})
+		s.record(d+time.Second, "w1", id, func(t *Record) {
+			t.Status, t.WorkerID, t.LeaseExpiresAt = s3task.StatusQueued, "", time.Time{}
+			t.ErrorCategory, t.LastError = s3task.CategoryShutdown, fmt.Sprintf("attempt %d: interrupted by worker shutdown", n)
+			s.ended(t, d+time.Second, s3task.OutcomeReleased)
+		})
+	}
+	return s
+}
+
+// TestCheckHistory: the history oracle passes the lives the library
+// writes, and finds each way a history can go wrong.
+func TestCheckHistory(t *testing.T) {
+	t.Parallel()
+	// The record writes of historyLife, by index: 0 create, 1 submit,
+	// 2 claim of attempt 1, 3 its renewal, 4 the takeover (attempt 1
+	// expired, 2 claimed), 5 attempt 2 failed, 6 claim of attempt 3, 7 its
+	// release, 8 claim of attempt 4, 9 the cancel.
+	entry := func(s *story, w, n int) *s3task.Attempt {
+		h := s.h.Writes[w].Record.History
+		for i := range h {
+			if h[i].Number == n {
+				return &h[i]
+			}
+		}
+		panic(fmt.Sprintf("write %d has no entry for attempt %d", w, n))
+	}
+	// from applies edit to the entry of attempt n in the record writes
+	// from index i on, as a writer that got it wrong would have, and
+	// every writer after it carried on.
+	from := func(s *story, at []int, i, n int, edit func(a *s3task.Attempt)) {
+		for _, w := range at[i:] {
+			edit(entry(s, w, n))
+		}
+	}
+	tests := []struct {
+		name  string
+		story func() *story
+		want  string // part of the violation's message; "" for none
+	}{
+		{"a life of four attempts, each ending otherwise", func() *story { s, _ := historyLife(); return s }, ""},
+		{"more attempts than the history keeps", manyAttempts, ""},
+		{"the clean life", func() *story { s, _ := clean(); return s }, ""},
+		{"a takeover leaves the expired attempt running", func() *story {
+			s, at := historyLife()
+			from(s, at, 4, 1, func(a *s3task.Attempt) {
+				a.Outcome, a.EndedAt, a.ErrorCategory, a.Error = s3task.OutcomeRunning, time.Time{}, "", ""
+			})
+			return s
+		}, `attempt 1 (claimed by w1 at +2s) that its outcome is "running", not "lease_expired"`},
+		{"the expired attempt ends when it was found out, not at its lease's end", func() *story {
+			s, at := historyLife()
+			from(s, at, 4, 1, func(a *s3task.Attempt) { a.EndedAt = s.at(90 * time.Second) })
+			return s
+		}, "not at the end of its lease, +1m22s"},
+		{"the history is not trimmed", func() *story {
+			s := manyAttempts()
+			last := &s.h.Writes[len(s.h.Writes)-1]
+			last.Record.History = append([]s3task.Attempt{{Number: 1, WorkerID: "w1", StartedAt: s.at(time.Minute), Outcome: s3task.OutcomeReleased}}, last.Record.History...)
+			return s
+		}, "more than the 10 promised"},
+		{"the claim's entry names another worker", func() *story {
+			s, at := historyLife()
+			from(s, at, 6, 3, func(a *s3task.Attempt) { a.WorkerID = "w1" })
+			return s
+		}, `worker "w1" claimed it`},
+		{"the claim's entry has another start", func() *story {
+			s, at := historyLife()
+			from(s, at, 2, 1, func(a *s3task.Attempt) { a.StartedAt = a.StartedAt.Add(-time.Second) })
+			return s
+		}, "that it started at +1s"},
+		{"the claim's entry has another heartbeat interval", func() *story {
+			s, at := historyLife()
+			from(s, at, 8, 4, func(a *s3task.Attempt) { a.HeartbeatInterval = time.Minute })
+			return s
+		}, "heartbeats every 1m0s"},
+		{"the failure's error is kept whole", func() *story {
+			s, at := historyLife()
+			from(s, at, 5, 2, func(a *s3task.Attempt) { a.Error = s.h.Writes[at[5]].Record.LastError })
+			return s
+		}, "not last_error"},
+		{"the failure keeps another category", func() *story {
+			s, at := historyLife()
+			from(s, at, 5, 2, func(a *s3task.Attempt) { a.ErrorCategory = s3task.CategoryTransient })
+			return s
+		}, `error category is "transient", not "bad_input"`},
+		{"the release is recorded as a failure", func() *story {
+			s, at := historyLife()
+			from(s, at, 7, 3, func(a *s3task.Attempt) { a.Outcome = s3task.OutcomeFailed })
+			return s
+		}, `outcome is "failed", not "released"`},
+		{"the cancel leaves the attempt running", func() *story {
+			s, at := historyLife()
+			from(s, at, 9, 4, func(a *s3task.Attempt) { a.Outcome, a.EndedAt = s3task.OutcomeRunning, time.Time{} })
+			return s
+		}, `outcome is "running", not "canceled"`},
+		{"the completion's end is stamped a minute late", func() *story {
+			s, _ := clean()
+			for _, w := range []int{wDone, wNotified} {
+				s.h.Writes[w].Record.History[0].EndedAt = s.at(90 * time.Second)
+			}
+			return s
+		}, "not between its start and the write that ended it"},
+		{"a claim writes no entry", func() *story {
+			s, at := historyLife()
+			for _, w := range at[6:] {
+				r := s.h.Writes[w].Record
+				r.History = slices.DeleteFunc(r.History, func(a s3task.Attempt) bool { return a.Number == 3 })
+			}
+			return s
+		}, "names attempts [1 2]; the run's writes show attempts [1 2 3]"},
+		{"a heartbeat drops the history", func() *story {
+			s, at := historyLife()
+			s.h.Writes[at[3]].Record.History = nil
+			return s
+		}, "names attempts []"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			vs := checkHistories(newIndex(tt.story().h))
+			switch {
+			case tt.want == "" && len(vs) > 0:
+				t.Errorf("violations in a history the library would write:\n%v", vs)
+			case tt.want != "" && len(vs) != 1:
+				t.Errorf("%d violations, want one saying %q: %v", len(vs), tt.want, vs)
+			case tt.want != "" && !strings.Contains(vs[0].Msg, tt.want):
+				t.Errorf("violation %q does not say %q", vs[0].Msg, tt.want)
+			}
+		})
+	}
 }

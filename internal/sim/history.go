@@ -66,6 +66,7 @@ type Delivery struct {
 type Params struct {
 	// The workers' options (the library's defaults).
 	LeaseDuration     time.Duration
+	HeartbeatInterval time.Duration // zero: not checked
 	ClockMargin       time.Duration
 	MaxPollInterval   time.Duration
 	ReconcileInterval time.Duration
@@ -122,6 +123,7 @@ func (p Params) Lag() time.Duration { return time.Second + p.MaxAnswerDelay + p.
 func DefaultParams() Params {
 	return Params{
 		LeaseDuration:     s3task.DefaultLeaseDuration,
+		HeartbeatInterval: s3task.DefaultLeaseDuration / 3, // WorkerOptions' default
 		PollInterval:      s3task.DefaultPollInterval,
 		PickupBound:       2*s3task.DefaultPollInterval + 5*time.Second,
 		ClockMargin:       s3task.DefaultClockMargin,

@@ -34,9 +34,13 @@ type Task struct {
 
 	// For a running task: LastReportAt is the record's last write (its
 	// worker's claim or latest heartbeat), SilentSeconds how long ago that
-	// was, and ReportOverdue says a heartbeat is late (see
-	// s3task.Task.Silent): the worker may have died. RecoversAt is when
-	// another worker may take the task over if it stays silent.
+	// was, and ReportOverdue says a heartbeat is late, by
+	// s3task.Task.Silent: no write for two of the heartbeat intervals the
+	// claim recorded in the task's attempt history (half the lease for a
+	// task claimed without one), so the worker may have died. RecoversAt
+	// is when another worker may take the task over if it stays silent.
+	// The attempt history itself is the record's attempt_history, which
+	// the embedded task carries.
 	LastReportAt  *time.Time `json:"last_report_at,omitempty"`
 	SilentSeconds int64      `json:"silent_seconds,omitempty"`
 	ReportOverdue bool       `json:"report_overdue"`

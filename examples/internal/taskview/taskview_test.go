@@ -74,6 +74,22 @@ func TestReport(t *testing.T) {
 		}
 	}
 
+	// A task whose claim recorded its worker's heartbeat interval (2 s,
+	// as this service's workers) is overdue after two of them, long
+	// before half its lease; and its JSON carries the attempt history.
+	beating := &s3task.Task{Status: s3task.StatusRunning, Attempt: 1, WorkerID: "w1", UpdatedAt: at, LeaseExpiresAt: at.Add(10 * time.Minute),
+		History: []s3task.Attempt{{Number: 1, WorkerID: "w1", StartedAt: at, Outcome: s3task.OutcomeRunning, HeartbeatInterval: 2 * time.Second}}}
+	if v := At(beating, at.Add(3*time.Second), 5*time.Second); v.ReportOverdue || v.SilentSeconds != 3 {
+		t.Errorf("3 s after a heartbeat: %+v", v)
+	}
+	late := At(beating, at.Add(4*time.Second), 5*time.Second)
+	if !late.ReportOverdue || late.SilentSeconds != 4 {
+		t.Errorf("4 s after a heartbeat: %+v", late)
+	}
+	if data, err := json.Marshal(late); err != nil || !strings.Contains(string(data), `"attempt_history":[{"attempt":1,"worker_id":"w1","started_at":"2026-06-01T12:00:00Z","outcome":"running","heartbeat_interval_ms":2000}]`) {
+		t.Errorf("JSON lacks the attempt history (%v): %s", err, data)
+	}
+
 	queued := At(&s3task.Task{Status: s3task.StatusQueued, UpdatedAt: at}, at.Add(time.Hour), time.Second)
 	if queued.ReportOverdue || queued.LastReportAt != nil || queued.RecoversAt != nil {
 		t.Errorf("queued: %+v", queued)

@@ -218,6 +218,13 @@ var mutations = []mutation{
 			return got, false, nil`,
 	},
 	{
+		Name:    "expiry-leaves-attempt-open",
+		Promise: "Task.History says how each attempt ended: an expired lease closes its attempt's entry, at the lease's end, in the write that recovers the task (a takeover's claim included).",
+		File:    "task.go",
+		Old:     `		endAttempt(n, t, OutcomeLeaseExpired, ended, CategoryLeaseExpired, n.LastError)`,
+		New:     `		_ = ended`,
+	},
+	{
 		Name:    "ingest-unkeyed",
 		Promise: "Every Ingest of the same object version returns the one task the first made, however many events and sweeps name it.",
 		File:    "ingest.go",
