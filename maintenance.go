@@ -628,3 +628,28 @@ func (s *Store) purgeTask(ctx context.Context, t *record, etag string, force boo
 	}
 	return t, deleted + 1, nil
 }
+
+// purgeOne is an OpPurge call's work, a task of [Store.PurgeMany]: it
+// applies Purge's rules to the record read for the call and, unless the
+// call is a dry run, locks the task and deletes it as Purge does, deciding
+// the lock against the record as stored (a Retry that got there first
+// keeps it). It returns the task as it was read, or as locked, and sets
+// c.result to true once the task is (or, in a dry run, would be) purged.
+// Requests: beside the call's GET, for a task created with a key, a GET of
+// the key's object; then what Purge spends on each task it deletes.
+func (s *Store) purgeOne(ctx context.Context, c *Call) (*Task, error) {
+	t, etag, err := s.current(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.purgeable(ctx, t, c.force); err != nil {
+		return nil, err
+	}
+	if !c.dry {
+		if t, _, err = s.purgeTask(ctx, t, etag, c.force); err != nil {
+			return nil, err
+		}
+	}
+	c.result = true
+	return t.task(), nil
+}
