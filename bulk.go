@@ -292,12 +292,14 @@ func (s *Store) bulkIDs(ctx context.Context, a bulkAction, opts BulkOptions, aft
 	results := s.actAll(ctx, a, opts.DryRun, ids, nil, limit)
 	r.add(results...)
 	if n := len(results); n < len(ids) {
+		// Stopped before the end: the limit, or ctx's end.
 		r.NextCursor = opts.Cursor
 		if n > 0 {
 			r.NextCursor = encodeCursor(ids[n-1] + "0")
 		}
+		return r, ctx.Err()
 	}
-	return r, ctx.Err()
+	return r, nil
 }
 
 // bulkFilter runs a over the tasks that pass filter, listing them page by
@@ -345,7 +347,7 @@ func (s *Store) bulkFilter(ctx context.Context, a bulkAction, opts BulkOptions, 
 			continue
 		}
 		r.NextCursor = cursor
-		return r, ctx.Err()
+		return r, nil
 	}
 }
 
