@@ -167,10 +167,11 @@ func (r *BulkReport) add(results ...BulkResult) {
 // folder scanned), once per page it takes: a page holds at most the tasks
 // still to act on, so a call whose tasks are all retried lists once. With
 // IDs there is no listing. A dry run adds nothing to the listing with a
-// filter, and one GET per task with IDs. A run adds, per task, what Retry
-// costs: GET, HEAD, PUT marker, PUT record, the wake object's GET and PUT
-// (more when the calls in flight contend for it), and a DELETE of the old
-// marker of a task that was waiting for its retry.
+// filter, and one GET per task with IDs. A run adds, per task it
+// retries, what Retry costs: GET, HEAD, PUT marker, PUT record, the wake
+// object's GET and PUT (more when the calls in flight contend for it), and
+// a DELETE of the old marker of a task that was waiting for its retry; per
+// task it skips, the GET that finds it so.
 //
 // Errors: [ErrInvalidArgument] for options out of range, with no request;
 // [ErrInvalidCursor]; S3 errors of the listing and the context's error,
@@ -191,9 +192,9 @@ func (s *Store) RetryMany(ctx context.Context, opts BulkOptions) (*BulkReport, e
 // it acts on [BulkConcurrency] tasks at once.
 //
 // Requests: the listing or the dry run as for [Store.RetryMany]; a run
-// adds, per task, what Cancel costs: GET, PUT record, and a DELETE of the
-// marker of a task that had one (more with an OnTerminal hook; see
-// Cancel).
+// adds, per task it abandons, what Cancel costs: GET, PUT record, and a
+// DELETE of the marker of a task that had one (more with an OnTerminal
+// hook; see Cancel); per task it skips, one GET.
 //
 // Errors: [ErrInvalidArgument] for a reason over 1024 bytes or options out
 // of range, with no request; otherwise as [Store.RetryMany].
@@ -223,7 +224,7 @@ func (s *Store) CancelMany(ctx context.Context, reason string, opts BulkOptions)
 // of the key's object for a task created with a key (a dry run too); a run
 // adds, per task deleted, a GET of the record, the PUT that locks it, a
 // LIST of its folder, one DeleteObjects per 1,000 objects, and DELETEs of
-// its marker and of the record.
+// its marker and of the record; per task it skips, one GET.
 //
 // Errors: as [Store.RetryMany].
 func (s *Store) PurgeMany(ctx context.Context, opts BulkOptions) (*BulkReport, error) {
