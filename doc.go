@@ -547,6 +547,18 @@
 //     write. A presence write that fails is logged and delays nothing.
 //   - [Store.Purge] deletes finished tasks older than a cutoff, record last,
 //     never one that is queued, running or waiting for a retry.
+//   - [Store.RetryMany], [Store.CancelMany] and [Store.PurgeMany] act on a
+//     selection: task IDs (from a user interface, at most [MaxBulkIDs]) or
+//     the filters of List (statuses, types, metadata), such as every failed
+//     task of one type. A dry run (BulkOptions.DryRun) reports what would
+//     be done and writes nothing. One call acts on at most Limit tasks,
+//     [BulkConcurrency] at a time, scans at most MaxScan task folders, and
+//     returns a cursor to go on from. Each task goes through the single
+//     call's code and the Store middleware (OpRetry, OpCancel, [OpPurge]),
+//     is decided against its record as it is then, and is reported: done,
+//     skipped with the reason (a Retry of a task that is not failed, a
+//     Cancel of a finished one, a purge Purge would not make), or failed
+//     with the error.
 //   - StoreOptions.OnTerminal tells the host when a task finishes, at least
 //     once, so clients need not poll. A worker delivers notices on a
 //     goroutine of their own, retrying a failed one with backoff (5 seconds
@@ -572,6 +584,12 @@
 // old marker, and the wake object's GET and PUT when the task is queued.
 // List: 1 LIST plus one GET per task in the page, whatever the bucket holds;
 // a filtered List also reads the tasks it passes over (see [Store.List]).
+// RetryMany, CancelMany, PurgeMany: with a filter, the listing as a
+// filtered List costs it, once per page (a page holds at most the tasks
+// still to act on), then the single call's requests per task acted on
+// (Retry's, Cancel's, and for PurgeMany a GET and what Purge spends on a
+// task it deletes); a dry run costs the listing alone. By ID: one GET per
+// task for a dry run, the single call's requests per task otherwise.
 // PresignUpload, PresignUploadForm, PresignDownload: 1 GET (signing is
 // local); CreateForUpload creates and presigns with 1 PUT. Workers: 1 LIST
 // plus one GET per worker listed. One attempt: a LIST that finds it, a GET

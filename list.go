@@ -127,25 +127,27 @@ func (s *Store) List(ctx context.Context, opts ListOptions) (*Page, error) {
 	return result[*Page](c, err)
 }
 
-// list is List's work, once the middleware has passed the call on.
-func (s *Store) list(ctx context.Context, opts ListOptions) (*Page, error) {
+// list is List's work, once the middleware has passed the call on. Beside
+// the page it returns the records of its tasks, in the same order.
+func (s *Store) list(ctx context.Context, opts ListOptions) (*Page, []*record, error) {
 	q, err := newListQuery(opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	after := ""
 	if opts.Cursor != "" {
 		if after, err = decodeCursor(opts.Cursor); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	page := &Page{}
+	var recs []*record
 	taken := 0   // places taken in the page
 	more := true // whether the listing may go on after position after
 	for more && taken < q.limit && page.Scanned < q.scan {
 		entries, listMore, err := s.listEntries(ctx, after, min(listBatch, q.scan-page.Scanned))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		// Read a batch of records at a time, then take its entries in
 		// listing order until the page is full. A batch is never larger
@@ -156,7 +158,7 @@ func (s *Store) list(ctx context.Context, opts ListOptions) (*Page, error) {
 			batch := entries[:n]
 			tasks, bad := s.readRecords(ctx, batch)
 			if err := ctx.Err(); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			for i, e := range batch {
 				if taken == q.limit {
@@ -169,6 +171,7 @@ func (s *Store) list(ctx context.Context, opts ListOptions) (*Page, error) {
 				case tasks[i] != nil:
 					if q.match(tasks[i]) {
 						page.Tasks = append(page.Tasks, &tasks[i].Task)
+						recs = append(recs, tasks[i])
 						taken++
 					}
 				case bad[i] != nil:
@@ -185,7 +188,7 @@ func (s *Store) list(ctx context.Context, opts ListOptions) (*Page, error) {
 		page.NextCursor = encodeCursor(after)
 		page.ScanLimited = taken < q.limit
 	}
-	return page, nil
+	return page, recs, nil
 }
 
 // listQuery is a List call's options, checked and ready to use.

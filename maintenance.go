@@ -634,31 +634,20 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOption
 	var err error
 	_, werr := s.walk(ctx, olderThan.Add(-time.Millisecond), time.Time{}, 0, func(t *record) bool {
 		r.Tasks++
-		if !t.Terminal() {
-			r.Kept++
-			return true
-		}
-		if t.NotifyPending && !opts.DropPendingNotices {
-			r.Kept++ // its notice has not gone out yet
-			return true
-		}
-		if t.IdempotencyKey != "" {
-			var held bool
-			if held, err = s.keyHolds(ctx, t); err != nil {
-				return false
-			}
-			if held {
-				s.reached("purge/key-held")
-				r.Kept++ // a Create of its key may still be under way: see CreateParams.Key
+		if err = s.purgeable(ctx, t, opts.DropPendingNotices); err != nil {
+			if errors.Is(err, ErrInvalidTransition) {
+				r.Kept++ // not finished, its notice not out yet, or its key held
+				err = nil
 				return true
 			}
+			return false
 		}
 		if opts.DryRun {
 			r.Purged = append(r.Purged, t.ID)
 			return opts.Limit == 0 || len(r.Purged) < opts.Limit
 		}
 		var n int
-		n, err = s.purgeTask(ctx, t.ID, opts.DropPendingNotices)
+		_, n, err = s.purgeTask(ctx, t, "", opts.DropPendingNotices)
 		r.Objects += n
 		switch {
 		case errors.Is(err, ErrInvalidTransition):
@@ -674,13 +663,47 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOption
 	return r, errors.Join(werr, err)
 }
 
-// purgeTask locks a finished task's record for deletion and deletes its
-// folder, marker and record, in that order. It returns the number of objects
-// deleted.
-func (s *Store) purgeTask(ctx context.Context, id string, force bool) (int, error) {
-	t, _, err := s.change(ctx, id, event{kind: evPurge, force: force})
+// purgeable applies Purge's rules to t, a task's record as read: it
+// returns nil if the task may be purged now, a *TransitionError saying why
+// not (it is not finished; its OnTerminal notice is still to go out, unless
+// force; it was created with a key written less than keyHold ago, so a
+// Create of the key may still be under way: see CreateParams.Key), or the
+// error of the read of its key's object. Requests: for a task created with
+// a key, one GET.
+func (s *Store) purgeable(ctx context.Context, t *record, force bool) error {
+	if _, _, err := transition(t, event{kind: evPurge, force: force}, s.serverNow()); err != nil {
+		return err
+	}
+	if t.IdempotencyKey == "" {
+		return nil
+	}
+	held, err := s.keyHolds(ctx, t)
 	if err != nil {
-		return 0, err
+		return err
+	}
+	if held {
+		s.reached("purge/key-held")
+		return &TransitionError{ID: t.ID, From: t.Status, Event: evPurge.String(),
+			Reason: fmt.Sprintf("its key was written less than %s ago, and a Create of the key may still be under way", fmtAge(keyHold))}
+	}
+	return nil
+}
+
+// purgeTask locks a finished task's record for deletion and deletes its
+// folder, marker and record, in that order. t is the record as read, with
+// its ETag, or "" to read it again first. It returns the record as locked
+// and the number of objects deleted.
+func (s *Store) purgeTask(ctx context.Context, t *record, etag string, force bool) (*record, int, error) {
+	id := t.ID
+	lock := event{kind: evPurge, force: force}
+	var err error
+	if etag == "" {
+		t, _, err = s.change(ctx, id, lock)
+	} else {
+		t, _, err = s.apply(ctx, t, etag, lock)
+	}
+	if err != nil {
+		return nil, 0, err
 	}
 	dir, record := s.taskDir(id), s.recordKey(id)
 	deleted := 0
@@ -688,7 +711,7 @@ func (s *Store) purgeTask(ctx context.Context, id string, force bool) (int, erro
 	for {
 		out, err := s.client.ListObjectsV2(ctx, in)
 		if err != nil {
-			return deleted, fmt.Errorf("s3task: list %s: %w", dir, err)
+			return t, deleted, fmt.Errorf("s3task: list %s: %w", dir, err)
 		}
 		var objs []types.ObjectIdentifier
 		for _, obj := range out.Contents {
@@ -699,11 +722,11 @@ func (s *Store) purgeTask(ctx context.Context, id string, force bool) (int, erro
 		if len(objs) > 0 {
 			res, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: &s.bucket, Delete: &types.Delete{Objects: objs, Quiet: aws.Bool(true)}})
 			if err != nil {
-				return deleted, fmt.Errorf("s3task: delete objects of %s: %w", dir, err)
+				return t, deleted, fmt.Errorf("s3task: delete objects of %s: %w", dir, err)
 			}
 			if len(res.Errors) > 0 {
 				e := res.Errors[0]
-				return deleted, fmt.Errorf("s3task: delete %s: %s: %s", aws.ToString(e.Key), aws.ToString(e.Code), aws.ToString(e.Message))
+				return t, deleted, fmt.Errorf("s3task: delete %s: %s: %s", aws.ToString(e.Key), aws.ToString(e.Code), aws.ToString(e.Message))
 			}
 			deleted += len(objs)
 		}
@@ -714,8 +737,33 @@ func (s *Store) purgeTask(ctx context.Context, id string, force bool) (int, erro
 	}
 	for _, key := range []string{s.MarkerKey(&t.Task), record} {
 		if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key}); err != nil {
-			return deleted, fmt.Errorf("s3task: delete %s: %w", key, err)
+			return t, deleted, fmt.Errorf("s3task: delete %s: %w", key, err)
 		}
 	}
-	return deleted + 1, nil
+	return t, deleted + 1, nil
+}
+
+// purgeOne is an OpPurge call's work, a task of [Store.PurgeMany]: it
+// applies Purge's rules to the record read for the call and, unless the
+// call is a dry run, locks the task and deletes it as Purge does, deciding
+// the lock against the record as stored (a Retry that got there first
+// keeps it). It returns the task as it was read, or as locked, and sets
+// c.result to true once the task is (or, in a dry run, would be) purged.
+// Requests: beside the call's GET, for a task created with a key, a GET of
+// the key's object; then what Purge spends on each task it deletes.
+func (s *Store) purgeOne(ctx context.Context, c *Call) (*Task, error) {
+	t, etag, err := s.current(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.purgeable(ctx, t, c.force); err != nil {
+		return nil, err
+	}
+	if !c.dry {
+		if t, _, err = s.purgeTask(ctx, t, etag, c.force); err != nil {
+			return nil, err
+		}
+	}
+	c.result = true
+	return t.task(), nil
 }

@@ -48,12 +48,18 @@ type Op string
 // The Store calls that pass through StoreMiddleware: every call on a task,
 // those that create or change one and those that read one, and the
 // listings. [Store.CreateForUpload] and [Store.Ingest] are an OpCreate;
-// [Store.PresignUploadForm] is an OpPresignUpload.
+// [Store.PresignUploadForm] is an OpPresignUpload. The bulk actions pass
+// each of their tasks through as the single call would: [Store.RetryMany]
+// as an OpRetry, [Store.CancelMany] as an OpCancel, [Store.PurgeMany] as
+// an OpPurge, and their listing, when they select by a filter, as an
+// OpList. [Store.Purge], a maintenance sweep of the whole prefix as
+// [Store.Reconcile] is, does not pass through middleware.
 const (
 	OpCreate          Op = "create"           // Store.Create
 	OpSubmit          Op = "submit"           // Store.Submit
-	OpCancel          Op = "cancel"           // Store.Cancel
-	OpRetry           Op = "retry"            // Store.Retry
+	OpCancel          Op = "cancel"           // Store.Cancel, and each task of Store.CancelMany
+	OpRetry           Op = "retry"            // Store.Retry, and each task of Store.RetryMany
+	OpPurge           Op = "purge"            // each task of Store.PurgeMany
 	OpSchedule        Op = "schedule"         // Store.Schedule
 	OpUploadInput     Op = "upload_input"     // Store.UploadInput
 	OpGet             Op = "get"              // Store.Get
@@ -69,7 +75,7 @@ const (
 // its input); the others only read.
 func (o Op) Writes() bool {
 	switch o {
-	case OpCreate, OpSubmit, OpCancel, OpRetry, OpSchedule, OpUploadInput:
+	case OpCreate, OpSubmit, OpCancel, OpRetry, OpPurge, OpSchedule, OpUploadInput:
 		return true
 	}
 	return false
@@ -128,7 +134,21 @@ type Call struct {
 	stats  StatsOptions // OpStats's options
 	input  io.Reader    // OpUploadInput's body
 	result any          // what a call that returns more than a Task returns
+
+	// A bulk action's call (see bulk.go).
+	dry   bool      // OpRetry, OpCancel, OpPurge: judge only, write nothing
+	force bool      // OpPurge: PurgeOptions.DropPendingNotices
+	recs  []*record // OpList: the records of the page's tasks, in order
 }
+
+// DryRun reports whether the call is one task of a bulk action's dry run
+// (BulkOptions.DryRun): the Store decides it against the task's record
+// as the call would, and writes nothing, whatever the middleware does. Its
+// Op still names the change it stands for, so that a check refuses it as
+// it would refuse the change ([Op.Writes] is still true); a middleware that
+// records changes, such as an audit log, should not record a dry run as
+// one.
+func (c *Call) DryRun() bool { return c.dry }
 
 // CallFunc performs a [Call] and returns what the Store method returns.
 type CallFunc func(ctx context.Context, c *Call) (*Task, error)
@@ -206,9 +226,20 @@ func (s *Store) perform(ctx context.Context, c *Call) (*Task, error) {
 	case OpSubmit:
 		return s.submit(ctx, c)
 	case OpCancel:
+		if c.dry {
+			if err := checkReason(c.Reason); err != nil {
+				return nil, err // a middleware's change
+			}
+			return s.judge(ctx, c, event{kind: evCancel, reason: c.Reason, notify: s.opts.OnTerminal != nil})
+		}
 		return s.cancel(ctx, c)
 	case OpRetry:
+		if c.dry {
+			return s.judge(ctx, c, event{kind: evRetry})
+		}
 		return s.retry(ctx, c)
+	case OpPurge:
+		return s.purgeOne(ctx, c)
 	case OpSchedule:
 		return s.schedule(ctx, c)
 	case OpUploadInput:
@@ -224,8 +255,8 @@ func (s *Store) perform(ctx context.Context, c *Call) (*Task, error) {
 		if c.List == nil {
 			return nil, invalidArg("list call without List")
 		}
-		page, err := s.list(ctx, *c.List)
-		c.result = page
+		page, recs, err := s.list(ctx, *c.List)
+		c.result, c.recs = page, recs
 		return nil, err
 	case OpStats:
 		stats, err := s.stats(ctx, c.stats)

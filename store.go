@@ -596,6 +596,7 @@ func (s *Store) retry(ctx context.Context, c *Call) (*Task, error) {
 		}
 	}
 	got, changed, err := s.apply(ctx, t, etag, e)
+	c.result = changed // for a bulk action: whether this call retried it
 	if err != nil || !changed {
 		return got.task(), err
 	}
@@ -641,6 +642,7 @@ func (s *Store) cancel(ctx context.Context, c *Call) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.result = changed // for a bulk action: whether this call abandoned it
 	if changed && got.NotifyPending {
 		s.settle(ctx, got, "")
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -87,6 +88,9 @@ type command struct {
 	summary  string   // one line for the command list
 	help     string   // what the command does, for its -h
 	args     []string // names of the positional arguments it takes
+	// variadic: the command takes any number of its one argument, zero
+	// included ("retry ID..."); each is checked as args are.
+	variadic bool
 	// setup registers the command's flags and returns what runs it with
 	// the positional arguments once they are parsed.
 	setup func(fs *flag.FlagSet) runFunc
@@ -220,6 +224,9 @@ func (c *cli) positional(fs *flag.FlagSet, cmd *command, args []string) ([]strin
 			c.commandUsage(cmd, c.stdout)
 		}
 		return nil, err
+	}
+	if cmd.variadic {
+		names = slices.Repeat(names, fs.NArg())
 	}
 	if fs.NArg() != len(names) {
 		return nil, usageErr(fmt.Errorf("%s takes %d argument(s) (%s), got %d: usage: s3taskctl %s %s",

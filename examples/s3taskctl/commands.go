@@ -55,22 +55,41 @@ counters its worker reports with each heartbeat (one GET per -interval).
 Exits 0 if the task completed, 1 if it failed for good or was abandoned, or
 if -timeout ran out first (no limit by default). A failure that will be
 retried is not the end: watch keeps following.`},
-		{name: "retry", synopsis: "ID", setup: retryCmd, args: []string{"ID"},
-			summary: "put a failed task back in the queue",
+		{name: "retry", synopsis: "ID | ID... | -failed [-type T] [-status S] [-meta K=V] [-dry-run] [-limit N] [-max-scan N] [-cursor C]",
+			setup: retryCmd, args: []string{"ID"}, variadic: true,
+			summary: "put failed tasks back in the queue: one, several by ID, or by filter (-failed -type T), with -dry-run",
 			help: `Puts a failed task back in the queue at once, whether its failure was final
 or it was waiting for an automatic retry; a task that used every attempt
-gets one more. Exit 4 if the task is not failed.`},
+gets one more. Exit 4 if the task is not failed.
+
+With several IDs, or a filter instead of IDs, it retries each failed task
+of the selection and reports every task: done, skipped and why (not
+failed), or failed and the error. -failed -type T retries every failed task
+of type T; -status, -type and -meta (key=value, repeatable) combine, and
+the selection is read newest first, one GET per task folder scanned.
+-dry-run reports what would be retried and changes nothing. One run acts on
+at most -limit tasks (default 100) and scans at most -max-scan task folders
+(default 1000); when it stops before the end it prints the -cursor that goes
+on. Exit 0 when every task was retried or skipped, 1 if any failed.`},
 		{name: "schedule", synopsis: "ID WHEN", setup: scheduleCmd, args: []string{"ID", "WHEN"},
 			summary: "hold a created or queued task back until a time, or run it now",
 			help: `Sets the earliest time a created or queued task may start, by the S3
 server's clock. WHEN is an RFC 3339 time, a delay from now such as +90m, or
 "now" to run a scheduled task at once. Exit 4 if the task is neither created
 nor queued.`},
-		{name: "cancel", synopsis: "ID [-reason TEXT]", setup: cancelCmd, args: []string{"ID"},
-			summary: "abandon an unfinished task",
+		{name: "cancel", synopsis: "ID | ID... | -status S [-type T] [-meta K=V] [-reason TEXT] [-dry-run] [-limit N] [-max-scan N] [-cursor C]",
+			setup: cancelCmd, args: []string{"ID"}, variadic: true,
+			summary: "abandon unfinished tasks: one, several by ID, or by filter (-status, -type, -meta), with -dry-run",
 			help: `Abandons a task that is not finished; a running task's worker stops it at
 its next heartbeat. Cancelling an abandoned task changes nothing. Exit 4 for
-a completed task.`},
+a completed task.
+
+With several IDs, or a filter instead of IDs (-status, -failed, -type, -meta,
+as for retry), it abandons each unfinished task of the selection and
+reports every task: done, skipped and why (finished already), or failed and
+the error. -dry-run reports what would be abandoned and changes nothing;
+-limit, -max-scan and -cursor bound and continue a run as for retry. Exit 0
+when every task was abandoned or skipped, 1 if any failed.`},
 		{name: "stats", synopsis: "[-since D|TIME] [-max-tasks N] [-attempts-over N]", setup: statsCmd,
 			summary: "count tasks by status: what waits, for how long, and why things failed",
 			help: `Reads the newest tasks (at most -max-tasks, one GET each) and counts them by
@@ -110,14 +129,23 @@ and lists the records it cannot read. It changes no record, so it is safe
 to run at any time, next to running workers. -dry-run reports and changes
 nothing. Requests: a LIST per 1000 tasks, a GET per task, and one write per
 repair.`},
-		{name: "purge", synopsis: "-older-than D [-yes] [-limit N]", setup: purgeCmd,
-			summary: "delete finished tasks created before a cutoff (a dry run unless -yes)",
+		{name: "purge", synopsis: "-older-than D | ID... | -status S [-type T] [-meta K=V] [-yes] [-limit N] [-max-scan N] [-cursor C]",
+			setup: purgeCmd, args: []string{"ID"}, variadic: true,
+			summary: "delete finished tasks: created before a cutoff, by ID or by filter (a dry run unless -yes)",
 			help: `Deletes the finished tasks (completed, abandoned, or failed for good)
 created more than -older-than ago (36h, 30d): every object in the task's
 folder, its marker, then its record. Unfinished tasks are never deleted.
 
 Without -yes it is a dry run: it lists what it would delete and deletes
 nothing. Run it that way first. -limit caps the tasks deleted in one run.
+
+Instead of -older-than, task IDs or a filter (-status, -failed, -type,
+-meta, as for retry) select the tasks, whatever their age: each finished
+one is deleted by the same rules, and every task is reported: done, skipped
+and why (not finished, its notice still to go out, its key still held), or
+failed and the error. -limit (default 100, at most 1000), -max-scan and
+-cursor bound and continue a run as for retry. Exit 0 when every task was
+deleted or skipped, 1 if any failed.
 
 An S3 lifecycle rule on the prefix can expire old objects with no requests
 from here, but it goes by object age, not task status: give it an expiry
@@ -556,8 +584,14 @@ func (c *cli) watchResult(t *s3task.Task) error {
 // ---- retry, cancel ----
 
 func retryCmd(fs *flag.FlagSet) runFunc {
-
+	var b bulkFlags
+	b.register(fs, "retried", true, true)
 	return func(ctx context.Context, c *cli, pos []string) error {
+		if len(pos) != 1 || b.set {
+			return c.bulk(ctx, "retry", &b, pos, "", func(store *s3task.Store, opts s3task.BulkOptions) (*s3task.BulkReport, error) {
+				return store.RetryMany(ctx, opts)
+			})
+		}
 		store, err := c.open(ctx)
 		if err != nil {
 			return err
@@ -613,7 +647,14 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 
 func cancelCmd(fs *flag.FlagSet) runFunc {
 	reason := fs.String("reason", "cancelled with s3taskctl", "why, kept in the record (at most 1024 bytes)")
+	var b bulkFlags
+	b.register(fs, "abandoned", true, true)
 	return func(ctx context.Context, c *cli, pos []string) error {
+		if len(pos) != 1 || b.set {
+			return c.bulk(ctx, "cancel", &b, pos, "", func(store *s3task.Store, opts s3task.BulkOptions) (*s3task.BulkReport, error) {
+				return store.CancelMany(ctx, *reason, opts)
+			})
+		}
 		store, err := c.open(ctx)
 		if err != nil {
 			return err
@@ -839,10 +880,23 @@ func purgeCmd(fs *flag.FlagSet) runFunc {
 		return err
 	})
 	yes := fs.Bool("yes", false, "really delete; without it purge is a dry run")
-	limit := intFlag(fs, "limit", 0, 0, math.MaxInt, "delete at most this many tasks (0: no limit)")
-	return func(ctx context.Context, c *cli, _ []string) error {
-		if age == 0 {
-			return usageErr(errors.New("purge needs -older-than, e.g. -older-than 30d"))
+	limit := intFlag(fs, "limit", 0, 0, math.MaxInt, "delete at most this many tasks (0: no limit with -older-than, 100 with IDs or a filter)")
+	var b bulkFlags
+	b.register(fs, "deleted", false, false)
+	return func(ctx context.Context, c *cli, pos []string) error {
+		selected := len(pos) > 0 || b.set
+		switch {
+		case age != 0 && selected:
+			return usageErr(errors.New("purge takes -older-than, or task IDs or a filter (-status, -type, -meta), not both"))
+		case selected && *limit > s3task.MaxBulkLimit:
+			return usageErr(fmt.Errorf("-limit %d: with task IDs or a filter, a run deletes at most %d tasks", *limit, s3task.MaxBulkLimit))
+		case selected:
+			b.dryRun, b.limit = !*yes, *limit
+			return c.bulk(ctx, "purge", &b, pos, "; run again with -yes to delete", func(store *s3task.Store, opts s3task.BulkOptions) (*s3task.BulkReport, error) {
+				return store.PurgeMany(ctx, opts)
+			})
+		case age == 0:
+			return usageErr(errors.New("purge needs -older-than (e.g. -older-than 30d), task IDs or a filter (-status, -type, -meta)"))
 		}
 		store, err := c.open(ctx)
 		if err != nil {

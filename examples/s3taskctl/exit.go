@@ -25,7 +25,8 @@ const (
 const exitCodes = `Exit codes:
   0  ok (watch: the task completed)
   1  the operation failed (watch: the task failed, was abandoned, or did not finish within -timeout;
-     show: the task's record cannot be read, and show printed what it could)
+     show: the task's record cannot be read, and show printed what it could;
+     retry, cancel, purge over several tasks: a task failed; a skipped one is no failure)
   2  usage error: unknown command or flag, invalid task ID, duration or cursor
   3  task not found (show: no record and nothing else in its folder)
   4  conflict: the task's status does not allow the change (retry a completed

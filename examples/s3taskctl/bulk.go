@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/examples/internal/taskview"
+)
+
+// bulkFlags select the tasks of retry, cancel and purge over several tasks
+// (Store.RetryMany, CancelMany, PurgeMany): task IDs, or a filter.
+type bulkFlags struct {
+	statuses []s3task.Status
+	types    []string
+	meta     map[string]string
+	dryRun   bool
+	limit    int
+	maxScan  int
+	cursor   string
+	set      bool // a flag that only a bulk action takes was given
+}
+
+// register adds the selection flags to fs; dryRun adds -dry-run, and
+// limit -limit (purge has a -limit of its own).
+func (b *bulkFlags) register(fs *flag.FlagSet, verb string, dryRun, limit bool) {
+	fs.Func("status", "act on the tasks in these statuses, comma-separated", func(v string) error {
+		b.set = true
+		for s := range strings.SplitSeq(v, ",") {
+			if s = strings.TrimSpace(s); s == "" {
+				continue
+			}
+			if !s3task.Status(s).Valid() {
+				return fmt.Errorf("%q: want created, queued, running, completed, failed or abandoned", s)
+			}
+			b.statuses = append(b.statuses, s3task.Status(s))
+		}
+		return nil
+	})
+	fs.BoolFunc("failed", "act on the failed tasks (the same as -status failed)", func(v string) error {
+		if v != "true" {
+			return errors.New("-failed takes no value")
+		}
+		b.set = true
+		b.statuses = append(b.statuses, s3task.StatusFailed)
+		return nil
+	})
+	fs.Func("type", "act on the tasks of these types, comma-separated", func(v string) error {
+		b.set = true
+		for s := range strings.SplitSeq(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				b.types = append(b.types, s)
+			}
+		}
+		return nil
+	})
+	fs.Func("meta", "act on the tasks whose metadata has `key=value` (repeat for more)", func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("%q: want key=value", v)
+		}
+		b.set = true
+		if b.meta == nil {
+			b.meta = map[string]string{}
+		}
+		b.meta[k] = val
+		return nil
+	})
+	if dryRun {
+		fs.BoolFunc("dry-run", "report what would be "+verb+" and change nothing", func(v string) error {
+			if v != "true" {
+				return errors.New("-dry-run takes no value")
+			}
+			b.set, b.dryRun = true, true
+			return nil
+		})
+	}
+	if limit {
+		fs.Func("limit", fmt.Sprintf("with several tasks, act on at most this many in one run, 1 to %d (default %d)", s3task.MaxBulkLimit, s3task.DefaultBulkLimit), func(v string) error {
+			n, err := parseCount(v, 1, s3task.MaxBulkLimit)
+			b.set, b.limit = true, n
+			return err
+		})
+	}
+	fs.Func("max-scan", fmt.Sprintf("with a filter, read at most this many task folders in one run, 1 to %d (default %d)", s3task.MaxListScan, s3task.DefaultListScan), func(v string) error {
+		n, err := parseCount(v, 1, s3task.MaxListScan)
+		b.set, b.maxScan = true, n
+		return err
+	})
+	fs.Func("cursor", "go on from where the last run stopped (printed by it)", func(v string) error {
+		b.set, b.cursor = true, v
+		return nil
+	})
+}
+
+// filtered reports whether a filter was given.
+func (b *bulkFlags) filtered() bool {
+	return len(b.statuses) > 0 || len(b.types) > 0 || len(b.meta) > 0
+}
+
+// options returns the library's options for the tasks ids or the filter.
+func (b *bulkFlags) options(ids []string) (s3task.BulkOptions, error) {
+	switch {
+	case len(ids) > 0 && b.filtered():
+		return s3task.BulkOptions{}, usageErr(errors.New("give task IDs or a filter (-failed, -status, -type, -meta), not both"))
+	case len(ids) == 0 && !b.filtered():
+		return s3task.BulkOptions{}, usageErr(errors.New("no task selected: give task IDs or a filter (-failed, -status, -type, -meta)"))
+	case len(ids) > 0 && b.maxScan > 0:
+		return s3task.BulkOptions{}, usageErr(errors.New("-max-scan bounds a filter's listing; it does not apply to task IDs"))
+	}
+	return s3task.BulkOptions{
+		IDs: ids, Statuses: b.statuses, Types: b.types, Metadata: b.meta,
+		MaxScan: b.maxScan, Cursor: b.cursor, Limit: b.limit, DryRun: b.dryRun,
+	}, nil
+}
+
+// bulkDoc is what retry, cancel and purge over several tasks print with
+// -json.
+type bulkDoc struct {
+	Action      string            `json:"action"` // retry, cancel or purge
+	DryRun      bool              `json:"dry_run"`
+	Results     []bulkResultDoc   `json:"results"`
+	Acted       int               `json:"acted"` // done, or in a dry run would be
+	Skipped     int               `json:"skipped"`
+	Failed      int               `json:"failed"`
+	Scanned     int               `json:"scanned"`
+	ScanLimited bool              `json:"scan_limited"`
+	Broken      []taskview.Broken `json:"broken"`
+	NextCursor  string            `json:"next_cursor,omitempty"`
+	Error       string            `json:"error,omitempty"`
+}
+
+// bulkResultDoc is one task in bulkDoc.
+type bulkResultDoc struct {
+	ID      string `json:"task_id"`
+	Outcome string `json:"outcome"`          // done, would_do, skipped, failed
+	Status  string `json:"status,omitempty"` // done, would_do: the task's status after, or as judged
+	Code    string `json:"code,omitempty"`   // skipped, failed: the code of the error, as in {"error": {...}}
+	Reason  string `json:"reason,omitempty"` // skipped, failed: why
+}
+
+// bulkVerbs are the words for what an action did to a task, and would do.
+var bulkVerbs = map[string][2]string{
+	"retry":  {"retried", "would be retried"},
+	"cancel": {"abandoned", "would be abandoned"},
+	"purge":  {"deleted", "would be deleted"},
+}
+
+// report prints what a bulk action did and returns the command's error:
+// nil if every task was done or skipped; exit 1 if a task failed or the
+// run stopped on err, after the report.
+func (c *cli) report(action string, r *s3task.BulkReport, err error, again string) error {
+	doc := bulkDoc{
+		Action: action, DryRun: r.DryRun, Results: []bulkResultDoc{},
+		Acted: r.Acted, Skipped: r.Skipped, Failed: r.Failed, Scanned: r.Scanned, ScanLimited: r.ScanLimited,
+		Broken: taskview.BrokenOf(r.Broken), NextCursor: r.NextCursor,
+	}
+	if err != nil {
+		doc.Error = err.Error()
+	}
+	for _, res := range r.Results {
+		d := bulkResultDoc{ID: res.ID, Outcome: string(res.Outcome)}
+		if res.Task != nil {
+			d.Status = string(res.Task.Status)
+		}
+		if res.Err != nil {
+			_, d.Code = classify(res.Err)
+			d.Reason = res.Err.Error()
+			var te *s3task.TransitionError
+			if errors.As(res.Err, &te) {
+				d.Reason = te.Reason
+			}
+		}
+		doc.Results = append(doc.Results, d)
+	}
+	if c.set.json {
+		c.writeJSON(doc)
+	} else {
+		verb := bulkVerbs[action][0]
+		if r.DryRun {
+			verb = bulkVerbs[action][1]
+		}
+		scanned := ""
+		if r.Scanned > 0 {
+			scanned = fmt.Sprintf(" (%s scanned)", plural(r.Scanned, "task folder"))
+		}
+		fmt.Fprintf(c.stdout, "%s %s, %d skipped, %d failed%s\n", plural(r.Acted, "task"), verb, r.Skipped, r.Failed, scanned)
+		if len(doc.Results) > 0 {
+			tw := newTable(c.stdout)
+			tw.row("  ID", "OUTCOME", "WHY")
+			for _, d := range doc.Results {
+				why := d.Status
+				if d.Reason != "" {
+					why = d.Reason
+				}
+				tw.row("  "+clean(d.ID, 40), d.Outcome, clean(why, 120))
+			}
+			tw.flush()
+		}
+		for _, b := range doc.Broken {
+			fmt.Fprintf(c.stdout, "unreadable, left alone: %s: %s\n", b.Key, b.Error)
+		}
+		if r.ScanLimited {
+			fmt.Fprintln(c.stdout, "note: the run stopped at -max-scan before -limit tasks were acted on; more may match further on")
+		}
+		if r.NextCursor != "" {
+			fmt.Fprintf(c.stdout, "more: run the same command with -cursor %s to go on\n", r.NextCursor)
+		}
+		if r.DryRun {
+			fmt.Fprintln(c.stdout, "dry run: nothing was changed"+again)
+		}
+	}
+	switch {
+	case err != nil:
+		exit, code := classify(err)
+		return &cmdError{exit: exit, code: code, documented: true, err: fmt.Errorf("%s stopped (the report says what was done): %w", action, err)}
+	case r.Failed > 0:
+		return &cmdError{exit: exitFailed, code: "some_failed", documented: true, err: fmt.Errorf("%s failed for %s (see the report)", action, plural(r.Failed, "task"))}
+	}
+	return nil
+}
+
+// bulk runs a bulk action for the command: IDs or flags select the tasks,
+// call acts on them.
+func (c *cli) bulk(ctx context.Context, action string, b *bulkFlags, ids []string, again string,
+	call func(store *s3task.Store, opts s3task.BulkOptions) (*s3task.BulkReport, error)) error {
+	opts, err := b.options(ids)
+	if err != nil {
+		return err
+	}
+	store, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := call(store, opts)
+	if r == nil {
+		return err
+	}
+	return c.report(action, r, err, again)
+}
+
+// parseCount reads a whole number from lo to hi.
+func parseCount(s string, lo, hi int) (int, error) {
+	n, err := strconv.Atoi(s)
+	switch {
+	case err != nil:
+		return 0, errors.New("not a whole number")
+	case n < lo:
+		return 0, fmt.Errorf("want at least %d", lo)
+	case n > hi:
+		return 0, fmt.Errorf("want at most %d", hi)
+	}
+	return n, nil
+}
