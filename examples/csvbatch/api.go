@@ -446,7 +446,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, caller string) erro
 	if err != nil {
 		return err
 	}
-	resp := createResponse{Task: taskview.Of(t)}
+	resp := createResponse{Task: viewOf(t)}
 	if t.Status == s3task.StatusCreated {
 		if resp.Upload, err = a.uploadURLs(r.Context(), t.ID); err != nil {
 			return err
@@ -458,6 +458,21 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, caller string) erro
 	return nil
 }
 
+// viewOf is task t as the API shows it: taskview's view, with this
+// service's own word on one kind of failure. A bad_input failure (not CSV,
+// not UTF-8, a missing column: see categorize) is not offered a retry: a
+// retry reads the same file, which is written once, and fails the same
+// way. Store.Retry still accepts it, for a handler fixed since; the page
+// shows the note instead of the button.
+func viewOf(t *s3task.Task) taskview.Task {
+	v := taskview.Of(t)
+	if v.Retryable && t.Terminal() && t.ErrorCategory == catBadInput {
+		v.Retryable = false
+		v.RetryNote = "no retry offered: the file cannot be processed as it is (bad_input), and a retry reads the same file; create a new task with a corrected file"
+	}
+	return v
+}
+
 // answer writes task t, or returns err; a change the call made (done, not
 // "") goes to the log.
 func (a *api) answer(w http.ResponseWriter, r *http.Request, t *s3task.Task, err error, done string, attrs ...any) error {
@@ -467,7 +482,7 @@ func (a *api) answer(w http.ResponseWriter, r *http.Request, t *s3task.Task, err
 	if done != "" {
 		a.log.InfoContext(r.Context(), done, append([]any{"task_id", t.ID}, attrs...)...)
 	}
-	writeJSON(w, http.StatusOK, taskview.Of(t))
+	writeJSON(w, http.StatusOK, viewOf(t))
 	return nil
 }
 
@@ -509,7 +524,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request, _ string) error {
 	}
 	resp := listResponse{Tasks: make([]taskview.Task, 0, len(page.Tasks)), NextCursor: page.NextCursor}
 	for _, t := range page.Tasks {
-		resp.Tasks = append(resp.Tasks, taskview.Of(t))
+		resp.Tasks = append(resp.Tasks, viewOf(t))
 	}
 	for _, b := range page.Broken {
 		// The page polls the list: log at debug level, the answer shows it.
@@ -574,7 +589,7 @@ func (a *api) reissueUpload(w http.ResponseWriter, r *http.Request, caller strin
 	if err != nil {
 		return err
 	}
-	resp := createResponse{Task: taskview.Of(t), Upload: upload}
+	resp := createResponse{Task: viewOf(t), Upload: upload}
 	a.log.InfoContext(r.Context(), "upload re-issued", "task_id", id, "by", caller)
 	writeJSON(w, http.StatusOK, resp)
 	return nil

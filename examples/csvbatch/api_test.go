@@ -152,14 +152,17 @@ func TestCancel(t *testing.T) {
 	s.callError("POST", "/tasks/"+c.Task.ID+"/cancel", `{"reason": 7}`, http.StatusBadRequest, "invalid_body")
 }
 
-// TestRetryNonCSV: binary input fails permanently with a readable error,
-// and an operator's retry runs it again.
+// TestRetryNonCSV: binary input fails permanently with a readable error
+// in category bad_input, for which no retry is offered (it would read the
+// same file), and an operator's retry through the API runs it again all
+// the same.
 func TestRetryNonCSV(t *testing.T) {
 	t.Parallel()
 	s := startService(t, svcOptions{})
 	id := s.submit("a picture", typeEnrich, nil, []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00"))
 	failed := s.waitFor(id, "failed for good", failedForGood)
-	if failed.Attempt != 1 || !failed.RetryAt.IsZero() || !failed.Retryable || !failed.Cancelable {
+	if failed.Attempt != 1 || !failed.RetryAt.IsZero() || failed.Retryable || !failed.Cancelable ||
+		failed.ErrorCategory != catBadInput || !strings.Contains(failed.RetryNote, "no retry offered") {
 		t.Errorf("failed task: %+v", failed)
 	}
 	if !strings.Contains(failed.LastError, "binary file, not CSV") {
