@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -158,11 +159,18 @@ func (a *api) register(mux *http.ServeMux) {
 	mux.Handle("GET /tasks/{id}/output", a.handle(a.output))
 	mux.Handle("POST /tasks/{id}/upload", a.handle(a.reissueUpload))
 	mux.Handle("POST /tasks/{id}/schedule", a.handle(a.schedule))
-	// Everything else under /tasks answers in JSON too, not with the mux's
-	// plain-text 404 and 405.
-	mux.Handle("/tasks", a.handle(a.noRoute))
-	mux.Handle("/tasks/", a.handle(a.noRoute))
+	mux.Handle("GET /stats", a.handle(a.stats))
+	mux.Handle("GET /workers", a.handle(a.workers))
+	// Everything else under the API's paths answers in JSON too, not with
+	// the mux's plain-text 404 and 405.
+	for _, pattern := range catchAll {
+		mux.Handle(pattern, a.handle(a.noRoute))
+	}
 }
+
+// catchAll are the patterns of noRoute: every path of the API that no
+// route takes.
+var catchAll = []string{"/tasks", "/tasks/", "/stats", "/workers"}
 
 // noRoute answers a request no API route takes: 405 with an Allow header
 // if the path takes other methods, 404 otherwise.
@@ -186,7 +194,7 @@ func (a *api) allowed(r *http.Request) []string {
 		}
 		probe := r.Clone(r.Context())
 		probe.Method = m
-		if _, pattern := a.mux.Handler(probe); pattern != "" && pattern != "/tasks" && pattern != "/tasks/" {
+		if _, pattern := a.mux.Handler(probe); pattern != "" && !slices.Contains(catchAll, pattern) {
 			allow = append(allow, m)
 		}
 	}
