@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -157,11 +158,19 @@ func (a *api) register(mux *http.ServeMux) {
 	mux.Handle("POST /tasks/{id}/cancel", a.handle(a.cancel))
 	mux.Handle("GET /tasks/{id}/output", a.handle(a.output))
 	mux.Handle("POST /tasks/{id}/upload", a.handle(a.reissueUpload))
-	// Everything else under /tasks answers in JSON too, not with the mux's
-	// plain-text 404 and 405.
-	mux.Handle("/tasks", a.handle(a.noRoute))
-	mux.Handle("/tasks/", a.handle(a.noRoute))
+	mux.Handle("POST /tasks/{id}/schedule", a.handle(a.schedule))
+	mux.Handle("GET /stats", a.handle(a.stats))
+	mux.Handle("GET /workers", a.handle(a.workers))
+	// Everything else under the API's paths answers in JSON too, not with
+	// the mux's plain-text 404 and 405.
+	for _, pattern := range catchAll {
+		mux.Handle(pattern, a.handle(a.noRoute))
+	}
 }
+
+// catchAll are the patterns of noRoute: every path of the API that no
+// route takes.
+var catchAll = []string{"/tasks", "/tasks/", "/stats", "/workers"}
 
 // noRoute answers a request no API route takes: 405 with an Allow header
 // if the path takes other methods, 404 otherwise.
@@ -185,7 +194,7 @@ func (a *api) allowed(r *http.Request) []string {
 		}
 		probe := r.Clone(r.Context())
 		probe.Method = m
-		if _, pattern := a.mux.Handler(probe); pattern != "" && pattern != "/tasks" && pattern != "/tasks/" {
+		if _, pattern := a.mux.Handler(probe); pattern != "" && !slices.Contains(catchAll, pattern) {
 			allow = append(allow, m)
 		}
 	}
@@ -446,7 +455,7 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, caller string) erro
 	if err != nil {
 		return err
 	}
-	resp := createResponse{Task: taskview.Of(t)}
+	resp := createResponse{Task: viewOf(t)}
 	if t.Status == s3task.StatusCreated {
 		if resp.Upload, err = a.uploadURLs(r.Context(), t.ID); err != nil {
 			return err
@@ -458,6 +467,21 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, caller string) erro
 	return nil
 }
 
+// viewOf is task t as the API shows it: taskview's view, with this
+// service's own word on one kind of failure. A bad_input failure (not CSV,
+// not UTF-8, a missing column: see categorize) is not offered a retry: a
+// retry reads the same file, which is written once, and fails the same
+// way. Store.Retry still accepts it, for a handler fixed since; the page
+// shows the note instead of the button.
+func viewOf(t *s3task.Task) taskview.Task {
+	v := taskview.Of(t)
+	if v.Retryable && t.Terminal() && t.ErrorCategory == catBadInput {
+		v.Retryable = false
+		v.RetryNote = "no retry offered: the file cannot be processed as it is (bad_input), and a retry reads the same file; create a new task with a corrected file"
+	}
+	return v
+}
+
 // answer writes task t, or returns err; a change the call made (done, not
 // "") goes to the log.
 func (a *api) answer(w http.ResponseWriter, r *http.Request, t *s3task.Task, err error, done string, attrs ...any) error {
@@ -467,7 +491,7 @@ func (a *api) answer(w http.ResponseWriter, r *http.Request, t *s3task.Task, err
 	if done != "" {
 		a.log.InfoContext(r.Context(), done, append([]any{"task_id", t.ID}, attrs...)...)
 	}
-	writeJSON(w, http.StatusOK, taskview.Of(t))
+	writeJSON(w, http.StatusOK, viewOf(t))
 	return nil
 }
 
@@ -481,35 +505,137 @@ type listResponse struct {
 	Tasks      []taskview.Task   `json:"tasks"`
 	Broken     []taskview.Broken `json:"broken,omitempty"`
 	NextCursor string            `json:"next_cursor,omitempty"`
+	// Scanned is how many entries of the listing the call went through;
+	// ScanLimited says it stopped at max_scan before the page was full,
+	// with more of the listing left: next_cursor goes on from there.
+	Scanned     int  `json:"scanned"`
+	ScanLimited bool `json:"scan_limited"`
 }
 
-// list: GET /tasks?limit=&cursor= -> 200 {tasks, broken, next_cursor},
-// newest first.
-func (a *api) list(w http.ResponseWriter, r *http.Request, _ string) error {
-	// url.Values drops what it cannot decode; the answer must not be the
-	// first page when the caller asked for another.
+// listFilter is a value of GET /tasks?status=: one of the library's
+// statuses, which Store.List filters by, or a part of one that the API
+// keeps from the pages of its status.
+type listFilter struct {
+	status s3task.Status
+	keep   func(t *s3task.Task, now time.Time) bool // nil: every task of status
+}
+
+// listFilters are the values of status= besides the library's statuses.
+var listFilters = map[string]listFilter{
+	// Queued to start at a run_at still to come.
+	"scheduled": {s3task.StatusQueued, func(t *s3task.Task, now time.Time) bool { return t.Scheduled(now) }},
+	// Failed, with a retry due at retry_at.
+	"retrying": {s3task.StatusFailed, func(t *s3task.Task, _ time.Time) bool { return !t.Terminal() }},
+	// Failed for good: no retry left or wanted.
+	"dead": {s3task.StatusFailed, func(t *s3task.Task, _ time.Time) bool { return t.Terminal() }},
+}
+
+// parseListFilter returns the filter a status= value names.
+func parseListFilter(v string) (listFilter, bool) {
+	if f, ok := listFilters[v]; ok {
+		return f, true
+	}
+	if s := s3task.Status(v); s.Valid() {
+		return listFilter{status: s}, true
+	}
+	return listFilter{}, false
+}
+
+// statusValues lists the values status= takes, for error messages.
+func statusValues() string {
+	return "created, queued, scheduled, running, completed, failed, retrying, dead, abandoned"
+}
+
+// maxTypeBytes is the longest task type a filter may name, as the library
+// takes it (CreateParams.Type).
+const maxTypeBytes = 128
+
+// queryParams decodes the request's query string. url.Values drops what
+// it cannot decode; an answer must not quietly ignore part of a question.
+func queryParams(r *http.Request) (url.Values, error) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return badRequest("invalid_query", "query %q: %v", clip(r.URL.RawQuery, maxEcho), err)
+		return nil, badRequest("invalid_query", "query %q: %v", clip(r.URL.RawQuery, maxEcho), err)
+	}
+	return q, nil
+}
+
+// oneParam returns the value of query parameter name, "" if absent; a
+// parameter given twice is refused.
+func oneParam(q url.Values, name string) (string, error) {
+	vs := q[name]
+	switch len(vs) {
+	case 0:
+		return "", nil
+	case 1:
+		return vs[0], nil
+	}
+	return "", badRequest("invalid_query", "%s is given %d times; give it once", name, len(vs))
+}
+
+// intParam returns the value of query parameter name as a number from lo
+// to hi, or def if it is absent.
+func intParam(q url.Values, name string, def, lo, hi int, code string) (int, error) {
+	s, err := oneParam(q, name)
+	if err != nil || s == "" {
+		return def, err
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0, badRequest(code, "%s %q: want a number from %d to %d", name, clip(s, maxEcho), lo, hi)
+	}
+	return n, nil
+}
+
+// list: GET /tasks?limit=&cursor=&status=&type=&max_scan= -> 200 {tasks,
+// broken, next_cursor, scanned, scan_limited}, newest first.
+func (a *api) list(w http.ResponseWriter, r *http.Request, _ string) error {
+	q, err := queryParams(r)
+	if err != nil {
+		return err
 	}
 	opts := s3task.ListOptions{Cursor: q.Get("cursor")}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > s3task.MaxListLimit {
-			return badRequest("invalid_argument", "limit %q: want a number from 1 to %d", clip(s, maxEcho), s3task.MaxListLimit)
-		}
-		opts.Limit = n
+	// limit keeps the code it always had; the filters came later and
+	// answer invalid_query, as every parameter added since does.
+	if opts.Limit, err = intParam(q, "limit", 0, 1, s3task.MaxListLimit, "invalid_argument"); err != nil {
+		return err
 	}
-	page, err := a.store.List(r.Context(), opts)
+	if opts.MaxScan, err = intParam(q, "max_scan", 0, 1, s3task.MaxListScan, "invalid_query"); err != nil {
+		return err
+	}
+	var filter listFilter
+	status, err := oneParam(q, "status")
+	if err != nil {
+		return err
+	}
+	if status != "" {
+		var ok bool
+		if filter, ok = parseListFilter(status); !ok {
+			return badRequest("invalid_query", "status %q: want one of %s", clip(status, maxEcho), statusValues())
+		}
+		opts.Statuses = []s3task.Status{filter.status}
+	}
+	typ, err := oneParam(q, "type")
+	if err != nil {
+		return err
+	}
+	if typ != "" {
+		if len(typ) > maxTypeBytes || !utf8.ValidString(typ) {
+			return badRequest("invalid_query", "type %q: want a task type, at most %d bytes of UTF-8", clip(typ, maxEcho), maxTypeBytes)
+		}
+		opts.Types = []string{typ}
+	}
+	page, err := listKept(r.Context(), a.store, opts, filter.keep)
 	if errors.Is(err, s3task.ErrInvalidCursor) {
 		return badRequest("invalid_cursor", "cursor %q is not a next_cursor of this API: pass one back as it is", clip(opts.Cursor, maxEcho))
 	}
 	if err != nil {
 		return err
 	}
-	resp := listResponse{Tasks: make([]taskview.Task, 0, len(page.Tasks)), NextCursor: page.NextCursor}
+	resp := listResponse{Tasks: make([]taskview.Task, 0, len(page.Tasks)), NextCursor: page.NextCursor,
+		Scanned: page.Scanned, ScanLimited: page.ScanLimited}
 	for _, t := range page.Tasks {
-		resp.Tasks = append(resp.Tasks, taskview.Of(t))
+		resp.Tasks = append(resp.Tasks, viewOf(t))
 	}
 	for _, b := range page.Broken {
 		// The page polls the list: log at debug level, the answer shows it.
@@ -518,6 +644,56 @@ func (a *api) list(w http.ResponseWriter, r *http.Request, _ string) error {
 	resp.Broken = taskview.BrokenOf(page.Broken)
 	writeJSON(w, http.StatusOK, resp)
 	return nil
+}
+
+// listKept is Store.List keeping only the tasks keep accepts (all of them
+// if keep is nil), with pages that stay full: when keep leaves a page
+// short it lists on from the page's cursor, asking each time for as many
+// tasks as the page still lacks, so that a page fills exactly at the end
+// of a listing call and its cursor stands right after its last task. It
+// stops when the page is full, the listing ends, or the entries scanned
+// reach opts.MaxScan (the library's default if zero), all calls together:
+// then the page is short and ScanLimited. Each call costs what List does,
+// a LIST included, so a rare keep over many tasks of its status costs a
+// LIST per call; the scan bound caps the GETs.
+func listKept(ctx context.Context, store *s3task.Store, opts s3task.ListOptions, keep func(*s3task.Task, time.Time) bool) (*s3task.Page, error) {
+	if keep == nil {
+		return store.List(ctx, opts)
+	}
+	limit, budget := cmpOr(opts.Limit, s3task.DefaultListLimit), cmpOr(opts.MaxScan, s3task.DefaultListScan)
+	out := &s3task.Page{NextCursor: opts.Cursor}
+	for {
+		call := opts
+		call.Cursor, call.Limit, call.MaxScan = out.NextCursor, limit-len(out.Tasks), budget-out.Scanned
+		p, err := store.List(ctx, call)
+		if err != nil {
+			return nil, err
+		}
+		now := time.Now()
+		for _, t := range p.Tasks {
+			if keep(t, now) {
+				out.Tasks = append(out.Tasks, t)
+			}
+		}
+		out.Broken = append(out.Broken, p.Broken...)
+		out.Scanned += p.Scanned
+		out.NextCursor = p.NextCursor
+		switch {
+		case out.NextCursor == "" || len(out.Tasks) == limit || p.Scanned == 0:
+			return out, nil
+		case p.ScanLimited || out.Scanned >= budget:
+			out.ScanLimited = true
+			return out, nil
+		}
+	}
+}
+
+// cmpOr returns n, or def if n is zero.
+func cmpOr(n, def int) int {
+	if n == 0 {
+		return def
+	}
+	return n
 }
 
 // get: GET /tasks/{id} -> 200 task.
@@ -530,6 +706,31 @@ func (a *api) get(w http.ResponseWriter, r *http.Request, _ string) error {
 func (a *api) retry(w http.ResponseWriter, r *http.Request, caller string) error {
 	t, err := a.store.Retry(r.Context(), r.PathValue("id"))
 	return a.answer(w, r, t, err, "task retried", "by", caller)
+}
+
+// schedule: POST /tasks/{id}/schedule [{run_at}] -> 200 task: sets the
+// earliest time a created or queued task may start. Without run_at, or
+// with a time past, a scheduled task runs now (the page's "Run now").
+func (a *api) schedule(w http.ResponseWriter, r *http.Request, caller string) error {
+	var req struct {
+		RunAt *time.Time `json:"run_at"`
+	}
+	if err := readJSON(r, &req, true); err != nil {
+		return err
+	}
+	var at time.Time
+	if req.RunAt != nil {
+		at = *req.RunAt
+	}
+	t, err := a.store.Schedule(r.Context(), r.PathValue("id"), at)
+	if err != nil {
+		return err
+	}
+	runAt := "now"
+	if !t.RunAt.IsZero() {
+		runAt = t.RunAt.Format(time.RFC3339Nano)
+	}
+	return a.answer(w, r, t, nil, "task scheduled", "by", caller, "run_at", runAt)
 }
 
 // cancel: POST /tasks/{id}/cancel [{reason}] -> 200 task.
@@ -574,7 +775,7 @@ func (a *api) reissueUpload(w http.ResponseWriter, r *http.Request, caller strin
 	if err != nil {
 		return err
 	}
-	resp := createResponse{Task: taskview.Of(t), Upload: upload}
+	resp := createResponse{Task: viewOf(t), Upload: upload}
 	a.log.InfoContext(r.Context(), "upload re-issued", "task_id", id, "by", caller)
 	writeJSON(w, http.StatusOK, resp)
 	return nil

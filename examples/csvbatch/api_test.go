@@ -152,14 +152,17 @@ func TestCancel(t *testing.T) {
 	s.callError("POST", "/tasks/"+c.Task.ID+"/cancel", `{"reason": 7}`, http.StatusBadRequest, "invalid_body")
 }
 
-// TestRetryNonCSV: binary input fails permanently with a readable error,
-// and an operator's retry runs it again.
+// TestRetryNonCSV: binary input fails permanently with a readable error
+// in category bad_input, for which no retry is offered (it would read the
+// same file), and an operator's retry through the API runs it again all
+// the same.
 func TestRetryNonCSV(t *testing.T) {
 	t.Parallel()
 	s := startService(t, svcOptions{})
 	id := s.submit("a picture", typeEnrich, nil, []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00"))
 	failed := s.waitFor(id, "failed for good", failedForGood)
-	if failed.Attempt != 1 || !failed.RetryAt.IsZero() || !failed.Retryable || !failed.Cancelable {
+	if failed.Attempt != 1 || !failed.RetryAt.IsZero() || failed.Retryable || !failed.Cancelable ||
+		failed.ErrorCategory != catBadInput || !strings.Contains(failed.RetryNote, "no retry offered") {
 		t.Errorf("failed task: %+v", failed)
 	}
 	if !strings.Contains(failed.LastError, "binary file, not CSV") {
@@ -490,9 +493,9 @@ func TestCorruptRecord(t *testing.T) {
 }
 
 // FuzzAPI sends arbitrary paths, query strings and bodies to the control
-// API. Whatever comes in, the service must answer with a JSON error or a JSON
-// result and a 2xx or 4xx status, never panic or fail inside, and never
-// write an object outside its task prefix.
+// API (/tasks, /stats and /workers). Whatever comes in, the service must
+// answer with a JSON error or a JSON result and a 2xx or 4xx status, never
+// panic or fail inside, and never write an object outside its task prefix.
 func FuzzAPI(f *testing.F) {
 	for _, seed := range []struct {
 		post       bool
@@ -510,13 +513,19 @@ func FuzzAPI(f *testing.F) {
 		{true, "/tasks/7zzzzzzzzzzzzzzzzzzzzzzzzz/cancel", `{"reason":"r"}`},
 		{true, "/tasks/active/retry", ""},
 		{false, "/tasks/7ZZZZZZZZZZZZZZZZZZZZZZZZZ/output", ""},
+		{false, "/tasks?status=dead&type=csv_enrich&max_scan=3", ""},
+		{false, "/tasks?status=%zz", ""},
+		{true, "/tasks/7ZZZZZZZZZZZZZZZZZZZZZZZZZ/schedule", `{"run_at":"2030-01-01T00:00:00Z"}`},
+		{false, "/stats?span=7d&max_tasks=5", ""},
+		{false, "/stats?span=-1", ""},
+		{false, "/workers", ""},
 	} {
 		f.Add(seed.post, seed.path, seed.body)
 	}
 	svc := startService(f, svcOptions{mode: "api"})
 	f.Fuzz(func(t *testing.T, post bool, path, body string) {
 		u, err := url.Parse(path)
-		if err != nil || (u.Path != "/tasks" && !strings.HasPrefix(u.Path, "/tasks/")) {
+		if err != nil || (u.Path != "/tasks" && !strings.HasPrefix(u.Path, "/tasks/") && u.Path != "/stats" && u.Path != "/workers") {
 			return
 		}
 		method := http.MethodGet

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,24 +23,20 @@ import (
 // chromiumPath is where Debian's chromium package installs the browser.
 const chromiumPath = "/usr/bin/chromium"
 
-// TestBrowser drives the operator page in headless Chromium: sign in with
-// the token, create a task and upload its CSV through the page (the
-// presigned POST form goes straight to S3), watch it complete, and find the
-// download link. A running task whose worker went silent shows the overdue
-// report flag; a task created without its file gets it through the row's
-// "Upload file" button, which asks for a fresh upload link. It saves a screenshot under t.TempDir() and, if
+// TestBrowser drives the operator page's task list (#/tasks) in headless
+// Chromium: sign in with the token, create a task and upload its CSV
+// through the page (the presigned POST form goes straight to S3), watch it
+// complete, and find the download link. A running task whose worker went
+// silent shows the overdue report flag; a task created without its file
+// gets it through the row's "Upload file" button, which asks for a fresh
+// upload link. It saves a screenshot under t.TempDir() and, if
 // CSVBATCH_SCREENSHOT names a file, a copy there.
 //
 // It is skipped when Chromium is missing, except under CI=true, where it
 // fails instead.
 func TestBrowser(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but %s is missing (apt-get install -y chromium): %v", chromiumPath, err)
-		}
-		t.Skipf("%s not found; install chromium to run the browser test", chromiumPath)
-	}
+	skipWithoutChromium(t)
 
 	s := startService(t, svcOptions{})
 	pending := s.create("waiting for its file", typeStats, nil) // shows Upload file and Cancel, no Retry
@@ -62,40 +60,7 @@ func TestBrowser(t *testing.T) {
 	if err := os.WriteFile(input, []byte(peopleCSV), 0o600); err != nil {
 		t.Fatal(err)
 	}
-
-	var logMu sync.Mutex
-	logging := true
-	logf := func(format string, args ...any) {
-		logMu.Lock()
-		defer logMu.Unlock()
-		if logging {
-			t.Logf("chromium: "+format, args...)
-		}
-	}
-	defer func() {
-		logMu.Lock()
-		logging = false
-		logMu.Unlock()
-	}()
-
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(filepath.Join(dir, "profile")),
-		chromedp.WindowSize(1280, 860),
-	)
-	defer cancelAlloc() // waits for the browser to exit
-	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx, chromedp.WithErrorf(logf))
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(browserCtx, 45*time.Second)
-	defer cancel()
+	ctx := startBrowser(t, 45*time.Second)
 
 	completedLink := `#rows tr[data-status="completed"] a.download`
 	// The API answers 401 without a token, so the page asks for one, in
@@ -107,7 +72,7 @@ func TestBrowser(t *testing.T) {
 		})()`))
 	}
 	first, err := func() (string, error) {
-		if err := chromedp.Do(ctx, chromedp.Navigate(s.base+"/"), chromedp.WaitVisible(chromedp.CSS("#token"))); err != nil {
+		if err := chromedp.Do(ctx, chromedp.Navigate(s.base+"/#/tasks"), chromedp.WaitVisible(chromedp.CSS("#token"))); err != nil {
 			return "", err
 		}
 		return loginMessage()
@@ -220,4 +185,489 @@ func TestBrowser(t *testing.T) {
 	if len(page.Tasks) != 1 || page.Tasks[0].CreatedBy != "alice" || page.Tasks[0].Name != "Uploaded from the page" {
 		t.Errorf("newest task: %+v", page.Tasks)
 	}
+}
+
+// skipWithoutChromium skips t when Chromium is missing, except under
+// CI=true, where it fails instead.
+func skipWithoutChromium(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but %s is missing (apt-get install -y chromium): %v", chromiumPath, err)
+		}
+		t.Skipf("%s not found; install chromium to run the browser test", chromiumPath)
+	}
+}
+
+// startBrowser starts headless Chromium with a 1280x860 window for t and
+// returns a context for chromedp that ends after timeout. The browser
+// exits when the test ends, before the services it started earlier stop.
+func startBrowser(t *testing.T, timeout time.Duration) context.Context {
+	t.Helper()
+	var logMu sync.Mutex
+	logging := true
+	logf := func(format string, args ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		if logging {
+			t.Logf("chromium: "+format, args...)
+		}
+	}
+	t.Cleanup(func() { // last: the browser may log while it exits
+		logMu.Lock()
+		logging = false
+		logMu.Unlock()
+	})
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(filepath.Join(t.TempDir(), "profile")),
+		chromedp.WindowSize(1280, 860),
+	)
+	t.Cleanup(cancelAlloc) // waits for the browser to exit
+	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx, chromedp.WithErrorf(logf))
+	t.Cleanup(cancelBrowser)
+	ctx, cancel := context.WithTimeout(browserCtx, timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestBrowserOperatorViews drives the operator's views in headless
+// Chromium, at a desktop's width and at a phone's (390 px): the overview
+// (counts by state, the oldest unfinished task, failures by category and
+// the charts, drawn from GET /stats), the state views with their actions
+// (Run now on a scheduled task, Retry on a dead one, none on a bad_input
+// failure), the type filter, jump to an ID, the detail of a task, and the
+// workers. At 390 px every view must fit the screen, with a task's status
+// and actions in view. With CSVBATCH_SCREENSHOTS naming a folder it saves
+// the overview and the dead tasks at both widths there, with the detail
+// and the workers at a desktop's width.
+func TestBrowserOperatorViews(t *testing.T) {
+	t.Parallel()
+	skipWithoutChromium(t)
+	s := startService(t, svcOptions{})
+	v := seedOperatorViews(t, s)
+	ctx := startBrowser(t, 2*time.Minute)
+	shots := os.Getenv("CSVBATCH_SCREENSHOTS")
+	screenshot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := shots
+		if dir == "" {
+			dir = t.TempDir()
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s", path)
+	}
+	// run runs the page's actions, failing the test with what.
+	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	// show opens the view of fragment, waits until it has loaded since,
+	// then until js holds.
+	show := func(fragment, view, js string) {
+		t.Helper()
+		run("opening "+fragment,
+			chromedp.Evaluate[chromedp.Void](fmt.Sprintf("window.loadsBefore = Number(document.body.dataset.loads); location.hash = %q", fragment)),
+			chromedp.Poll[chromedp.Void](fmt.Sprintf("Number(document.body.dataset.loads) > window.loadsBefore && document.body.dataset.loaded === %q", view)),
+			chromedp.Poll[chromedp.Void](js))
+	}
+	evaluate := func(js string, out any) {
+		t.Helper()
+		raw, err := chromedp.Run(ctx, chromedp.Evaluate[json.RawMessage](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+	}
+
+	run("signing in",
+		chromedp.Navigate(s.base+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), testToken),
+		chromedp.Click(chromedp.CSS(`#login-form button[type="submit"]`)),
+		chromedp.Poll[chromedp.Void](`document.querySelectorAll('#chart-completed rect.bar').length > 0`))
+
+	// The overview.
+	checkOverview := func(wantDead string, wantFailures map[string]string) {
+		t.Helper()
+		var got struct {
+			Counts   map[string]string
+			Failures map[string]string
+			Oldest   string
+			Bars     []int
+			Caption  string
+			Types    []string
+		}
+		evaluate(`({
+			Counts: Object.fromEntries([...document.querySelectorAll('#state-counts a')].map(a => [a.dataset.state, a.querySelector('.count').textContent])),
+			Failures: Object.fromEntries([...document.querySelectorAll('#failure-rows tr')].map(tr => [tr.dataset.category, tr.querySelector('td.num').textContent])),
+			Oldest: document.querySelector('#oldest a').getAttribute('href'),
+			Bars: [...document.querySelectorAll('#chart-completed rect.bar')].map(r => Number(r.dataset.value)),
+			Caption: document.querySelector('#chart-completed figcaption').textContent,
+			Types: [...document.querySelectorAll('#type-rows tr')].map(tr => tr.dataset.type),
+		})`, &got)
+		var st statsResponse
+		s.call("GET", "/stats?span=24h", nil, http.StatusOK, &st)
+		wantCounts := map[string]string{}
+		for k, n := range map[string]int{"created": st.ByStatus["created"], "queued": st.ByStatus["queued"], "running": st.ByStatus["running"],
+			"retrying": st.WaitingRetry, "dead": st.Dead, "completed": st.ByStatus["completed"], "abandoned": st.ByStatus["abandoned"]} {
+			wantCounts[k] = strconv.Itoa(n)
+		}
+		if diff := cmp.Diff(wantCounts, got.Counts); diff != "" {
+			t.Errorf("overview counts (-want +got):\n%s", diff)
+		}
+		if got.Counts["dead"] != wantDead || got.Counts["retrying"] != "1" || got.Counts["running"] != "1" {
+			t.Errorf("overview counts %v: want %s dead, 1 retrying, 1 running", got.Counts, wantDead)
+		}
+		if diff := cmp.Diff(wantFailures, got.Failures); diff != "" {
+			t.Errorf("failures by category (-want +got):\n%s", diff)
+		}
+		if got.Oldest != "#/tasks/"+st.OldestUnfinished.ID {
+			t.Errorf("oldest unfinished task links to %q, want %s", got.Oldest, st.OldestUnfinished.ID)
+		}
+		var want []int
+		for _, b := range st.Timeline {
+			want = append(want, b.Completed)
+		}
+		if diff := cmp.Diff(want, got.Bars); diff != "" || len(got.Bars) != 24 {
+			t.Errorf("completed bars, one per hour (-want +got):\n%s", diff)
+		}
+		if n := len(got.Bars); n == 24 && (got.Bars[n-1-v.historyHours[0]] == 0 || got.Bars[n-1-v.historyHours[1]] == 0) {
+			t.Errorf("completed bars %v: nothing %d and %d hours ago", got.Bars, v.historyHours[0], v.historyHours[1])
+		}
+		if !strings.HasPrefix(got.Caption, "Completed "+strconv.Itoa(st.ByStatus["completed"])+" in the span") {
+			t.Errorf("chart caption %q", got.Caption)
+		}
+		if diff := cmp.Diff([]string{typeEnrich, typeStats}, got.Types); diff != "" {
+			t.Errorf("types (-want +got):\n%s", diff)
+		}
+	}
+	checkOverview("5", map[string]string{catBadInput: "2", catIO: "4"})
+	screenshot("operator-overview.png")
+
+	// The dead tasks, from the overview's card: a Retry where it can
+	// help, the reason where it cannot.
+	run("opening the dead tasks", chromedp.Click(chromedp.CSS(`#state-counts a[data-state="dead"]`)))
+	deadRows := `document.querySelectorAll('#rows tr.task').length === 5`
+	run("listing the dead tasks", chromedp.Poll[chromedp.Void](deadRows))
+	type row struct {
+		ID, Status, Buttons, Final, Category, Note string
+	}
+	rows := func() map[string]row {
+		t.Helper()
+		var got []row
+		evaluate(`[...document.querySelectorAll('#rows tr.task')].map(tr => ({
+			ID: tr.dataset.id, Status: tr.dataset.status,
+			Buttons: [...tr.querySelectorAll('button')].map(b => b.textContent).join(','),
+			Final: tr.querySelector('.final, .retry-at') ? tr.querySelector('.final, .retry-at').textContent : '',
+			Category: tr.querySelector('.category') ? tr.querySelector('.category').textContent : '',
+			Note: tr.querySelector('.retry-note') ? tr.querySelector('.retry-note').textContent : '',
+		}))`, &got)
+		m := map[string]row{}
+		for _, r := range got {
+			m[r.ID] = r
+		}
+		return m
+	}
+	dead := rows()
+	for id, want := range map[string]row{
+		v.badInput: {Buttons: "Cancel", Final: "final", Category: catBadInput},
+		v.ioDead:   {Buttons: "Retry,Cancel", Final: "final", Category: catIO},
+	} {
+		got := dead[id]
+		want.ID, want.Status, want.Note = id, "failed", got.Note
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("dead task %s (-want +got):\n%s", id, diff)
+		}
+	}
+	if note := dead[v.badInput].Note; !strings.Contains(note, "no retry offered") {
+		t.Errorf("bad_input task's note %q, want it to say why no retry is offered", note)
+	}
+	screenshot("operator-failed.png")
+
+	// The type filter keeps the dead csv_enrich tasks.
+	run("filtering by type",
+		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('#type-filter'); s.value = 'csv_enrich'; s.dispatchEvent(new Event('change')); })()`),
+		chromedp.Poll[chromedp.Void](`location.hash === '#/tasks?status=dead&type=csv_enrich' && document.querySelectorAll('#rows tr.task').length === 1`))
+	if _, ok := rows()[v.badInput]; !ok {
+		t.Errorf("dead csv_enrich tasks: %v, want %s alone", rows(), v.badInput)
+	}
+
+	// The detail of the bad_input task, from its row.
+	run("opening a task from its row",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#rows tr[data-id=%q] .name-cell a`, v.badInput))),
+		chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#detail').dataset.id === %q`, v.badInput)))
+	fields := func() map[string]string {
+		t.Helper()
+		var got map[string]string
+		evaluate(`Object.fromEntries([...document.querySelectorAll('#detail dt')].map(dt => [dt.textContent, dt.nextElementSibling.textContent]))`, &got)
+		return got
+	}
+	detailButtons := func() string {
+		t.Helper()
+		var got string
+		evaluate(`[...document.querySelectorAll('#detail .detail-actions button')].map(b => b.textContent).join(',')`, &got)
+		return got
+	}
+	f := fields()
+	for k, want := range map[string]string{
+		"ID": v.badInput, "Type": typeEnrich, "Category": catBadInput, "Final": "yes: no retry is due",
+		"Attempts used": "1 of 3", "Input size": strconv.Itoa(len(picture)) + " B", "Worker": s.app.worker.ID(),
+	} {
+		if f[k] != want {
+			t.Errorf("detail %s = %q, want %q", k, f[k], want)
+		}
+	}
+	if !strings.Contains(f["Last error"], "binary file, not CSV") || !strings.Contains(f["Retry"], "no retry offered") ||
+		!strings.Contains(f["Status"], "failedattempt 1 of 3final") {
+		t.Errorf("detail of the bad_input task: %v", f)
+	}
+	if b := detailButtons(); b != "Cancel" {
+		t.Errorf("detail actions %q, want Cancel alone", b)
+	}
+	// Its attempts, from the record's attempt_history: the one that failed.
+	var attempts []map[string]string
+	evaluate(`[...document.querySelectorAll('#detail .history-list li')].map(li => ({attempt: li.dataset.attempt, outcome: li.dataset.outcome, text: li.textContent}))`, &attempts)
+	if len(attempts) != 1 || attempts[0]["attempt"] != "1" || attempts[0]["outcome"] != "failed" ||
+		!strings.Contains(attempts[0]["text"], s.app.worker.ID()) || !strings.Contains(attempts[0]["text"], catBadInput) ||
+		!strings.Contains(attempts[0]["text"], "binary file, not CSV") {
+		t.Errorf("attempts in the detail of the bad_input task: %v; want attempt 1, failed by %s, %s, with its error", attempts, s.app.worker.ID(), catBadInput)
+	}
+	screenshot("operator-task.png")
+
+	// Retry on the dead io task: it leaves the dead tasks and completes.
+	show("#/tasks?status=dead", "tasks", deadRows)
+	run("retrying a dead task",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#rows tr[data-id=%q] button[data-action="retry"]`, v.ioDead))),
+		chromedp.Poll[chromedp.Void](fmt.Sprintf(`!document.querySelector('#rows tr[data-id=%q]')`, v.ioDead)))
+	s.waitFor(v.ioDead, "completed after the page's retry", completed)
+
+	// Run now on the scheduled task: it leaves the scheduled tasks and
+	// completes.
+	run("opening the scheduled tasks",
+		chromedp.Click(chromedp.CSS(`#state-tabs a[data-state="scheduled"]`)),
+		chromedp.Poll[chromedp.Void](fmt.Sprintf(`!!document.querySelector('#rows tr[data-id=%q] button[data-action="run-now"]')`, v.scheduled)))
+	if r := rows()[v.scheduled]; r.Buttons != "Run now,Cancel" {
+		t.Errorf("scheduled task's buttons %q", r.Buttons)
+	}
+	run("running a scheduled task now",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#rows tr[data-id=%q] button[data-action="run-now"]`, v.scheduled))),
+		chromedp.Poll[chromedp.Void](fmt.Sprintf(`!document.querySelector('#rows tr[data-id=%q]')`, v.scheduled)))
+	s.waitFor(v.scheduled, "completed after Run now", completed)
+
+	// The retrying task says when, and offers to retry now.
+	run("opening the retrying tasks",
+		chromedp.Click(chromedp.CSS(`#state-tabs a[data-state="retrying"]`)),
+		chromedp.Poll[chromedp.Void](fmt.Sprintf(`!!document.querySelector('#rows tr[data-id=%q]')`, v.retrying)))
+	if r := rows()[v.retrying]; r.Buttons != "Retry now,Cancel" || !strings.HasPrefix(r.Final, "retry at ") || r.Category != catIO {
+		t.Errorf("retrying task: %+v", r)
+	}
+
+	// Jump to an ID: one that is not there, then the completed task.
+	jump := func(id string) {
+		t.Helper()
+		run("jumping to "+id,
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('#jump-id').value = ''`),
+			chromedp.SendKeys(chromedp.CSS("#jump-id"), id),
+			chromedp.Click(chromedp.CSS(`#jump-form button[type="submit"]`)))
+	}
+	jump("7ZZZZZZZZZZZZZZZZZZZZZZZZZ")
+	run("an unknown ID", chromedp.Poll[chromedp.Void](`document.querySelector('#detail-error').textContent === 'There is no task 7ZZZZZZZZZZZZZZZZZZZZZZZZZ.'`))
+	show("#/tasks", "tasks", `!!document.querySelector('#rows tr')`)
+	jump(v.completed)
+	run("the completed task", chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#detail').dataset.id === %q`, v.completed)))
+	f = fields()
+	if f["Rows"] != "4 / 4 rows, 2 ok, 2 bad" || !strings.Contains(f["Output"], v.completed) || f["Final"] != "" {
+		t.Errorf("detail of the completed task: %v", f)
+	}
+	var download bool
+	evaluate(`!!document.querySelector('#detail a.download')`, &download)
+	if !download {
+		t.Error("the completed task's detail has no Download link")
+	}
+
+	// The workers: this service's, live, and a dead one's leftover with
+	// the task it held, which links to that task.
+	workerRows := `document.querySelectorAll('#worker-rows tr').length === 2`
+	run("opening the workers", chromedp.Click(chromedp.CSS(`#nav a[data-view="workers"]`)), chromedp.Poll[chromedp.Void](workerRows))
+	var workers []struct{ ID, Live, Busy, Types, Running string }
+	evaluate(`[...document.querySelectorAll('#worker-rows tr')].map(tr => ({
+		ID: tr.dataset.id, Live: tr.querySelector('.status').textContent, Busy: tr.querySelector('.busy').textContent,
+		Types: tr.children[3].textContent, Running: tr.querySelector('.running-cell').textContent,
+	}))`, &workers)
+	wantWorkers := []struct{ ID, Live, Busy, Types, Running string }{
+		{s.app.worker.ID(), "live", "0 of " + strconv.Itoa(s.app.cfg.concurrency), "csv_enrich, csv_stats", "nothing"},
+		{"worker-gone", "not live", "1 of 4", "every type", v.stuck},
+	}
+	slices.SortFunc(wantWorkers, func(a, b struct{ ID, Live, Busy, Types, Running string }) int { return strings.Compare(a.ID, b.ID) })
+	if diff := cmp.Diff(wantWorkers, workers); diff != "" {
+		t.Errorf("workers (-want +got):\n%s", diff)
+	}
+	screenshot("operator-workers.png")
+	run("opening the task a dead worker held",
+		chromedp.Click(chromedp.CSS(`#worker-rows tr[data-id="worker-gone"] .running-cell a`)),
+		chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#detail').dataset.id === %q`, v.stuck)))
+	f = fields()
+	if f["Worker"] != "worker-gone" || !strings.Contains(f["Last report"], "overdue, the worker may have died") || !strings.Contains(f["Taken over at"], "if its worker stays silent") {
+		t.Errorf("detail of the task of a dead worker: %v", f)
+	}
+
+	// A phone, 390 px wide: every view fits, its content in view.
+	run("a phone's screen", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulatePortrait))
+	fits := func(view string) {
+		t.Helper()
+		var got struct {
+			ScrollWidth int
+			Wide        []string
+		}
+		evaluate(`(() => {
+			const w = document.documentElement.clientWidth;
+			const wide = [...document.querySelectorAll('body *')].filter(e => {
+				const r = e.getBoundingClientRect();
+				return r.width > 0 && (r.right > w + 0.5 || r.left < -0.5);
+			}).map(e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.className && e.className.baseVal === undefined ? '.' + e.className : ''));
+			return { ScrollWidth: document.documentElement.scrollWidth, Wide: wide.slice(0, 10) };
+		})()`, &got)
+		if got.ScrollWidth > 390 || len(got.Wide) > 0 {
+			t.Errorf("%s at 390 px: page %d px wide; elements past the screen: %v", view, got.ScrollWidth, got.Wide)
+		}
+	}
+	// inView checks that every element selector matches is shown and
+	// within the screen's width.
+	inView := func(view, selector string, least int) {
+		t.Helper()
+		var n int
+		evaluate(fmt.Sprintf(`(() => {
+			const all = [...document.querySelectorAll(%q)];
+			const shown = all.filter(e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0 && r.left >= 0 && r.right <= 390; });
+			return shown.length === all.length ? all.length : -all.length;
+		})()`, selector), &n)
+		if n < least {
+			t.Errorf("%s at 390 px: %s: %d shown in full, want every one and at least %d", view, selector, n, least)
+		}
+	}
+
+	show("#/", "overview", `document.querySelectorAll('#chart-failed rect.bar').length === 24 && !!document.querySelector('#oldest a')`)
+	checkOverview("4", map[string]string{catBadInput: "2", catIO: "3"})
+	fits("the overview")
+	inView("the overview", "#state-counts a, #chart-completed svg, #chart-failed svg, #type-rows td", 7)
+	screenshot("operator-overview-phone.png")
+
+	show("#/tasks?status=dead", "tasks", `document.querySelectorAll('#rows tr.task').length === 4`)
+	fits("the dead tasks")
+	inView("the dead tasks", "#rows tr.task .status-cell .status, #rows tr.task .category, #rows tr.task td.actions button, #rows tr.task .name-cell a", 12)
+	screenshot("operator-failed-phone.png")
+
+	show("#/tasks/"+v.badInput, "task", fmt.Sprintf(`document.querySelector('#detail').dataset.id === %q`, v.badInput))
+	fits("a task")
+	inView("a task", "#detail dt, #detail dd, #detail .detail-actions button", 20)
+
+	show("#/workers", "workers", workerRows)
+	fits("the workers")
+	inView("the workers", "#worker-rows .status, #worker-rows .running-cell a", 3)
+
+	show("#/tasks", "tasks", `!!document.querySelector('#rows tr.task')`)
+	fits("all tasks")
+	inView("all tasks", "#create-button, #rows tr.task .status-cell .status, #rows tr.task progress, #rows tr.task td.actions > *", 10)
+}
+
+// picture is the start of a PNG file: not CSV.
+const picture = "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00"
+
+// operatorViews names the tasks seedOperatorViews made.
+type operatorViews struct {
+	completed, badInput, ioDead, scheduled, retrying, stuck string
+	historyHours                                            [2]int // hours ago with tasks completed in them
+}
+
+// seedOperatorViews fills the service with a task in each state the
+// views show, with a worker's help where it is quick (completed, failed
+// on bad input) and by writing records where it is not: a dead task
+// whose input is fine (Retry runs it), a scheduled one, one waiting for a
+// retry, one whose worker went silent and left its presence object, and a
+// day's history of finished tasks for the charts.
+func seedOperatorViews(t *testing.T, s *service) operatorViews {
+	t.Helper()
+	var v operatorViews
+	now := time.Now()
+	history := []struct {
+		hoursAgo int
+		failed   string // the category of a final failure; "" for a completion
+	}{{9, ""}, {7, ""}, {7, catIO}, {5, ""}, {5, ""}, {5, ""}, {3, ""}, {3, catBadInput}, {2, ""}, {1, ""}, {1, ""}, {1, catIO}}
+	v.historyHours = [2]int{5, 1}
+	for i, h := range history {
+		id := s.create(fmt.Sprintf("hourly export %02d", i+1), typeStats, nil).Task.ID
+		at := now.Add(-time.Duration(h.hoursAgo) * time.Hour)
+		s.editRecord(id, func(rec map[string]any) {
+			rec["created_at"], rec["submitted_at"], rec["started_at"] = rfc3339(at.Add(-time.Minute)), rfc3339(at.Add(-time.Minute)), rfc3339(at.Add(-30*time.Second))
+			rec["updated_at"], rec["attempt_id"], rec["worker_id"], rec["input_size"] = rfc3339(at), 1, "worker-7", 2048
+			rec["status"], rec["output_object_path"] = "completed", s.app.store.Prefix()+id+"/output-1.csv"
+			if h.failed != "" {
+				rec["status"], rec["error_category"], rec["last_error"] = "failed", h.failed, "attempt 1: "+h.failed+" trouble"
+				delete(rec, "output_object_path")
+			}
+		})
+	}
+
+	v.completed = s.submit("June import", typeEnrich, map[string]any{"required": []string{"name", "email"}}, []byte(peopleCSV))
+	v.badInput = s.submit("a picture", typeEnrich, nil, []byte(picture))
+	s.waitFor(v.completed, "completed", completed)
+	s.waitFor(v.badInput, "failed for good", failedForGood)
+
+	// Tasks created with their input but not submitted: no worker looks
+	// at them until the test says.
+	uploaded := func(name string) string {
+		c := s.create(name, typeStats, nil)
+		s.uploadPut(c.Upload.Put, []byte(peopleCSV))
+		return c.Task.ID
+	}
+	v.ioDead = uploaded("July import")
+	s.failRecord(v.ioDead, catIO, "attempt 3: storing the output: 503 SlowDown", time.Time{})
+	v.retrying = uploaded("August import")
+	s.failRecord(v.retrying, catIO, "attempt 1: reading the input: connection reset", time.Now().Add(time.Hour))
+
+	// Scheduled an hour ahead before its submit, so that no worker starts
+	// it in between.
+	v.scheduled = uploaded("nightly totals")
+	s.call("POST", "/tasks/"+v.scheduled+"/schedule", map[string]any{"run_at": time.Now().Add(time.Hour)}, http.StatusOK, nil)
+	s.call("POST", "/tasks/"+v.scheduled+"/submit", nil, http.StatusOK, nil)
+
+	s.create("waiting for its file", typeStats, nil)
+
+	// Claimed by a worker that has been silent for 3 of its 5 minutes of
+	// lease, and whose presence object was last written then.
+	v.stuck = s.create("worker went silent", typeStats, nil).Task.ID
+	silentSince := time.Now().Add(-3 * time.Minute)
+	s.editRecord(v.stuck, func(rec map[string]any) {
+		rec["status"], rec["attempt_id"], rec["worker_id"] = "running", 1, "worker-gone"
+		rec["started_at"], rec["updated_at"], rec["lease_expires_at"] = rfc3339(silentSince), rfc3339(silentSince), rfc3339(silentSince.Add(5*time.Minute))
+	})
+	presence := fmt.Sprintf(`{"kind":"s3task-worker","schema_version":1,"worker_id":"worker-gone","host":"batch-2","concurrency":4,`+
+		`"types":null,"library_version":"v0.9.0","started_at":%q,"last_poll_at":%q,"running":[%q],`+
+		`"presence_interval_ms":1,"clock_margin_ms":0,"written_at":%q}`,
+		rfc3339(silentSince.Add(-time.Hour)), rfc3339(silentSince), v.stuck, rfc3339(silentSince))
+	if _, err := s.objects().Put(t.Context(), s.app.store.Prefix()+"_workers/worker-gone.json", []byte(presence)); err != nil {
+		t.Fatal(err)
+	}
+	s.waitWorkers("both workers listed", func(l workersResponse) bool { return len(l.Workers) == 2 && l.Live == 1 })
+	return v
 }

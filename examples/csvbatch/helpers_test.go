@@ -306,3 +306,48 @@ func (s *service) download(id string) [][]string {
 	}
 	return rows
 }
+
+// editRecord rewrites task id's status.json behind the service's back. It
+// edits the record's JSON, so that what the Task type does not show (the
+// verified input's ETag, the write count) stays as it was; times are
+// RFC 3339 strings.
+func (s *service) editRecord(id string, edit func(rec map[string]any)) {
+	s.t.Helper()
+	key := s.app.store.Prefix() + id + "/status.json"
+	body, _, err := s.objects().Get(s.t.Context(), key)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(body, &rec); err != nil {
+		s.t.Fatal(err)
+	}
+	edit(rec)
+	if body, err = json.Marshal(rec); err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := s.objects().Put(s.t.Context(), key, body); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// rfc3339 formats at as the record keeps its times.
+func rfc3339(at time.Time) string { return at.UTC().Format(time.RFC3339Nano) }
+
+// failRecord makes task id failed, as a worker's last attempt of max
+// would have left it, in category with message; a retry is due at retryAt
+// unless it is zero (then the failure is final).
+func (s *service) failRecord(id, category, message string, retryAt time.Time) {
+	s.t.Helper()
+	now := time.Now()
+	s.editRecord(id, func(rec map[string]any) {
+		rec["status"], rec["attempt_id"], rec["max_attempts"] = "failed", 3, 3
+		rec["worker_id"], rec["error_category"], rec["last_error"] = "worker-1", category, message
+		rec["started_at"], rec["updated_at"] = rfc3339(now.Add(-time.Minute)), rfc3339(now)
+		delete(rec, "lease_expires_at")
+		delete(rec, "due_at")
+		if !retryAt.IsZero() {
+			rec["attempt_id"], rec["retry_at"], rec["due_at"] = 1, rfc3339(retryAt), rfc3339(retryAt)
+		}
+	})
+}

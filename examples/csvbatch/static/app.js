@@ -2,19 +2,75 @@
 // The csvbatch operator page. It talks to the control API with the bearer
 // token kept in this tab's sessionStorage, uploads files straight to S3 with
 // the presigned POST form, and puts every value into the page with
-// textContent, never as HTML.
+// textContent (or as an SVG attribute), never as HTML.
+//
+// Views, by the URL's fragment:
+//   #/                 the overview: counts, oldest task, failures, charts
+//   #/tasks?status=&type=   the tasks, by state and type
+//   #/tasks/{id}       one task with every field and its actions
+//   #/workers          the workers that announce themselves
 
 const TOKEN_KEY = 'csvbatch-token';
 const PAGE_SIZE = 10;
-const REFRESH_MS = 2000;
+const TICK_MS = 2000;
+// How often each view reloads while it is shown. A state view scans up to
+// STATE_MAX_SCAN records (one GET each) to fill a page, and the overview
+// reads up to 1,000 (GET /stats), so they reload less often than the
+// plain list and a task.
+const RELOAD_MS = { tasks: 2000, filtered: 10000, task: 2000, workers: 5000, overview: 30000 };
+const STATE_MAX_SCAN = 500;
 
 const $ = (selector) => document.querySelector(selector);
 
+// The state views: the status= value of GET /tasks, and what the page
+// calls it.
+const STATES = {
+  created: 'waiting for input',
+  queued: 'queued',
+  scheduled: 'scheduled',
+  running: 'running',
+  retrying: 'retrying',
+  dead: 'dead',
+  completed: 'completed',
+  abandoned: 'cancelled',
+};
+
+// What the empty list of each state view says it lacks.
+const STATE_TASKS = {
+  created: 'tasks waiting for input',
+  queued: 'queued tasks',
+  scheduled: 'scheduled tasks',
+  running: 'running tasks',
+  retrying: 'tasks waiting for a retry',
+  dead: 'dead tasks',
+  completed: 'completed tasks',
+  abandoned: 'cancelled tasks',
+};
+
+// What the failure categories mean, for the overview's table.
+const CATEGORIES = {
+  bad_input: 'the file cannot be processed as it is; final',
+  input_unavailable: 'the input was missing, replaced or too large; final',
+  io: 'reading or storing failed, most likely S3; retried',
+  transient: 'a plain error; retried while attempts are left',
+  permanent: 'a permanent error; final',
+  panic: 'the handler panicked',
+  lease_expired: 'its worker stopped renewing the lease',
+  shutdown: 'its worker shut down mid-attempt',
+  bad_payload: 'the payload does not decode; final',
+  unknown_type: 'no handler for the type; final',
+  input_changed: 'the input was replaced after submit; final',
+  unknown: 'no category recorded',
+};
+
 const state = {
+  route: { view: 'overview' },
   cursors: [''], // the cursor of every page visited; the last one is shown
   next: '',      // next_cursor of the page shown
   loading: false,
   timer: null,
+  loadedAt: 0,    // when the shown view last loaded (Date.now())
+  force: false,   // reload at the next tick, whatever the view's pace
   reuploadId: '', // the created task whose "Upload file" button was clicked
 };
 
@@ -71,11 +127,42 @@ function el(tag, props, ...children) {
   return node;
 }
 
+const SVG_NS = 'http://www.w3.org/2000/svg';
+
+// svg makes an SVG element with the given attributes and children.
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
+  for (const c of children) {
+    if (c !== null && c !== undefined) node.append(c);
+  }
+  return node;
+}
+
+// taskLink links to a task's detail view.
+function taskLink(id, text) {
+  return el('a', { href: '#/tasks/' + encodeURIComponent(id), className: 'task-link', textContent: text || id });
+}
+
+// cell is a table cell with the label a phone shows above its value.
+function cell(label, props, ...children) {
+  return el('td', { ...props, dataset: { ...(props && props.dataset), label } }, ...children);
+}
+
+function showError(selector, text) {
+  const p = $(selector);
+  p.textContent = text || '';
+  p.hidden = !text;
+}
+
+// ---- sign-in and the views ----
+
 function showLogin(message) {
   clearInterval(state.timer);
   state.timer = null;
   sessionStorage.removeItem(TOKEN_KEY);
   $('#main').hidden = true;
+  $('#nav').hidden = true;
   $('#forget').hidden = true;
   $('#login').hidden = false;
   $('#login-error').textContent = message || '';
@@ -85,32 +172,261 @@ function showLogin(message) {
 function showMain() {
   $('#login').hidden = true;
   $('#main').hidden = false;
+  $('#nav').hidden = false;
   $('#forget').hidden = !token();
-  if (!state.timer) state.timer = setInterval(refresh, REFRESH_MS);
-  refresh();
+  if (!state.timer) state.timer = setInterval(tick, TICK_MS);
+  route();
 }
 
-async function refresh() {
-  if (state.loading || $('#main').hidden) return;
-  state.loading = true;
-  const cursor = state.cursors[state.cursors.length - 1];
-  let path = '/tasks?limit=' + PAGE_SIZE;
-  if (cursor) path += '&cursor=' + encodeURIComponent(cursor);
-  try {
-    const page = await api('GET', path);
-    render(page);
-    $('#list-error').hidden = true;
-  } catch (e) {
-    if (e.status !== 401) {
-      $('#list-error').textContent = 'Could not load tasks: ' + e.message;
-      $('#list-error').hidden = false;
-    }
-  } finally {
-    state.loading = false;
+// parseRoute reads the view from the URL's fragment.
+function parseRoute() {
+  const [path, query] = (location.hash.replace(/^#/, '') || '/').split('?');
+  const params = new URLSearchParams(query || '');
+  if (path === '/tasks') {
+    const status = params.get('status') || '';
+    return { view: 'tasks', status: status in STATES ? status : '', type: params.get('type') || '' };
   }
+  const m = path.match(/^\/tasks\/([^/]+)$/);
+  if (m) {
+    let id = m[1];
+    try {
+      id = decodeURIComponent(id);
+    } catch (_) {
+      // shown as it is; the API refuses it
+    }
+    return { view: 'task', id };
+  }
+  if (path === '/workers') return { view: 'workers' };
+  return { view: 'overview' };
 }
 
-function render(page) {
+// route shows the view the fragment names and loads it.
+function route() {
+  const prev = state.route;
+  const r = parseRoute();
+  state.route = r;
+  if (r.view !== 'tasks' || prev.view !== 'tasks' || prev.status !== r.status || prev.type !== r.type) {
+    state.cursors = [''];
+    state.next = '';
+  }
+  for (const v of ['overview', 'tasks', 'task', 'workers']) {
+    $('#' + v + '-view').hidden = v !== r.view;
+  }
+  for (const a of document.querySelectorAll('#nav a')) {
+    const current = a.dataset.view === r.view || (a.dataset.view === 'tasks' && r.view === 'task');
+    if (current) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  if (r.view === 'tasks') showTaskFilters(r);
+  $('#create').hidden = r.view !== 'tasks' || r.status !== '' || r.type !== ''; // on All only
+  if (r.view === 'task' && prev.view === 'task' && prev.id !== r.id) $('#detail').replaceChildren();
+  if (r.view !== prev.view || r.view === 'task') {
+    showError('#detail-error', '');
+    $('#detail-status').textContent = '';
+  }
+  reload();
+}
+
+// reload loads the shown view now.
+function reload() {
+  state.force = true;
+  tick();
+}
+
+// tick reloads the shown view when its pace says so.
+async function tick() {
+  if (state.loading || $('#main').hidden) return;
+  const r = state.route;
+  const pace = r.view === 'tasks' && (r.status || r.type) ? RELOAD_MS.filtered : RELOAD_MS[r.view];
+  if (!state.force && Date.now() - state.loadedAt < pace) return;
+  state.force = false;
+  state.loading = true;
+  try {
+    if (r.view === 'overview') await loadOverview();
+    else if (r.view === 'tasks') await loadTasks(r);
+    else if (r.view === 'task') await loadTask(r.id);
+    else if (r.view === 'workers') await loadWorkers();
+  } finally {
+    state.loadedAt = Date.now();
+    state.loading = false;
+    // What was loaded last, and how many loads so far: something to wait
+    // for, for a test that changes the view.
+    document.body.dataset.loaded = r.view;
+    document.body.dataset.loads = String(Number(document.body.dataset.loads || 0) + 1);
+  }
+  if (state.force) tick(); // the route changed while it loaded
+}
+
+// ---- the overview ----
+
+async function loadOverview() {
+  let st;
+  try {
+    st = await api('GET', '/stats?span=' + encodeURIComponent($('#span').value));
+  } catch (e) {
+    if (e.status !== 401) showError('#stats-error', 'Could not load the overview: ' + e.message);
+    return;
+  }
+  showError('#stats-error', '');
+  renderOverview(st);
+}
+
+// SPANS says what each span of GET /stats covers.
+const SPANS = { '1h': 'the last hour', '24h': 'the last 24 hours', '7d': 'the last 7 days', '30d': 'the last 30 days' };
+
+function renderOverview(st) {
+  let scope = st.tasks + ' task' + (st.tasks === 1 ? '' : 's') + ' created in ' + (SPANS[st.span] || st.span) +
+    ', as of ' + new Date(st.read_at).toLocaleTimeString() + '; ' + st.unfinished + ' unfinished.';
+  if (st.truncated) scope += ' Only the newest ' + st.max_tasks + ' were read: the counts cover them alone.';
+  if (st.broken > 0) scope += ' ' + st.broken + ' record' + (st.broken === 1 ? '' : 's') + ' could not be read.';
+  $('#stats-scope').textContent = scope;
+
+  const counts = {
+    created: st.by_status.created, queued: st.by_status.queued, running: st.by_status.running,
+    retrying: st.waiting_retry, dead: st.dead, completed: st.by_status.completed, abandoned: st.by_status.abandoned,
+  };
+  $('#state-counts').replaceChildren(...Object.entries(counts).map(([s, n]) => el('a', {
+    className: 'count-card state-' + s, href: '#/tasks?status=' + s, dataset: { state: s },
+  }, el('span', { className: 'count', textContent: String(n) }), el('span', { className: 'label', textContent: STATES[s] }))));
+
+  const o = st.oldest_unfinished;
+  $('#oldest').replaceChildren(...(o ? [
+    taskLink(o.task_id, o.task_name || o.task_id),
+    el('span', { className: 'counts', textContent: o.status + (o.task_type ? ', ' + o.task_type : '') +
+      '; created ' + duration(st.oldest_unfinished_age_seconds) + ' ago' }),
+  ] : ['Nothing is waiting.']));
+
+  const failures = Object.entries(st.failures).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+  $('#failure-rows').replaceChildren(...failures.map(([cat, n]) => el('tr', { dataset: { category: cat } },
+    el('td', {}, el('span', { className: 'category', textContent: cat }),
+      CATEGORIES[cat] ? el('span', { className: 'counts', textContent: CATEGORIES[cat] }) : null),
+    el('td', { className: 'num', textContent: String(n) }))));
+  $('#failures').hidden = failures.length === 0;
+  $('#no-failures').hidden = failures.length > 0;
+
+  const per = st.interval_seconds >= 86400 ? 'day' : st.interval_seconds >= 3600 ? 'hour' : duration(st.interval_seconds);
+  drawChart($('#chart-completed'), st, 'completed', 'Completed', per);
+  drawChart($('#chart-failed'), st, 'failed', 'Failed for good', per);
+
+  const types = Object.keys(st.by_type).sort();
+  $('#type-rows').replaceChildren(...types.map((typ) => {
+    const c = st.by_type[typ];
+    const link = (s, label) => el('a', {
+      href: '#/tasks?status=' + s + '&type=' + encodeURIComponent(typ), textContent: String(c[s]), title: label,
+    });
+    return el('tr', { dataset: { type: typ } },
+      cell('Type', { className: 'type-name', textContent: typ || '(no type)' }),
+      cell('Waiting for input', { className: 'num' }, link('created', 'waiting for input')),
+      cell('Queued', { className: 'num' }, link('queued', 'queued')),
+      cell('Running', { className: 'num' }, link('running', 'running')),
+      cell('Failed', { className: 'num' }, link('failed', 'failed')),
+      cell('Completed', { className: 'num' }, link('completed', 'completed')),
+      cell('Cancelled', { className: 'num' }, link('abandoned', 'cancelled')),
+      cell('Unfinished', { className: 'num', textContent: String(st.unfinished_by_type[typ] || 0) }));
+  }));
+  $('#types').hidden = types.length === 0;
+  $('#no-types').hidden = types.length > 0;
+}
+
+// drawChart draws one series of the timeline (st.timeline[].key) as bars
+// in an SVG the page builds itself, with its caption and time axis in
+// HTML, so that text keeps its size when the plot stretches.
+function drawChart(fig, st, key, title, per) {
+  const buckets = st.timeline;
+  const values = buckets.map((b) => b[key]);
+  const total = values.reduce((a, b) => a + b, 0);
+  const top = niceMax(Math.max(0, ...values));
+  fig.querySelector('figcaption').replaceChildren(
+    el('strong', { textContent: title }),
+    ' ' + total + ' in the span; scale up to ' + top + ' per ' + per);
+
+  const W = 600, H = 150;
+  const step = W / Math.max(buckets.length, 1);
+  const gap = Math.min(3, step * 0.2);
+  const plot = svg('svg', {
+    viewBox: '0 0 ' + W + ' ' + H, preserveAspectRatio: 'none', role: 'img', class: 'bars bars-' + key,
+    'aria-label': title + ': ' + total + ' in ' + buckets.length + ' intervals',
+  });
+  for (const y of [0, H / 2]) {
+    plot.append(svg('line', { x1: 0, x2: W, y1: y + 0.5, y2: y + 0.5, class: 'grid', 'vector-effect': 'non-scaling-stroke' }));
+  }
+  buckets.forEach((b, i) => {
+    const h = top > 0 ? (b[key] / top) * (H - 4) : 0;
+    plot.append(svg('rect', {
+      x: i * step + gap / 2, y: H - h, width: Math.max(step - gap, 1), height: h, class: 'bar', 'data-value': b[key],
+    }, svg('title', {}, bucketLabel(b.start, st.interval_seconds) + ': ' + b[key] + ' ' + title.toLowerCase())));
+  });
+  plot.append(svg('line', { x1: 0, x2: W, y1: H - 0.5, y2: H - 0.5, class: 'baseline', 'vector-effect': 'non-scaling-stroke' }));
+  fig.querySelector('.plot').replaceChildren(plot);
+
+  const ticks = buckets.length > 0 ? [0, Math.floor((buckets.length - 1) / 2), buckets.length - 1] : [];
+  fig.querySelector('.axis').replaceChildren(...[...new Set(ticks)].map((i) =>
+    el('span', { textContent: bucketLabel(buckets[i].start, st.interval_seconds) })));
+}
+
+// niceMax rounds a chart's largest value up to 1, 2 or 5 times a power of
+// ten, so that the scale reads easily; at least 1.
+function niceMax(n) {
+  if (n <= 1) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(n)));
+  for (const m of [1, 2, 5, 10]) {
+    if (n <= m * p) return m * p;
+  }
+  return 10 * p;
+}
+
+// bucketLabel names a bucket by its start: a time of day, or a date for
+// buckets of a day (UTC days, as the API cuts them).
+function bucketLabel(start, intervalSeconds) {
+  const d = new Date(start);
+  if (intervalSeconds >= 86400) return d.toLocaleDateString([], { month: 'short', day: 'numeric', timeZone: 'UTC' });
+  return d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+}
+
+// ---- the tasks, by state ----
+
+function showTaskFilters(r) {
+  $('#type-filter').value = r.type;
+  for (const a of document.querySelectorAll('#state-tabs a')) {
+    const params = new URLSearchParams();
+    if (a.dataset.state) params.set('status', a.dataset.state);
+    if (r.type) params.set('type', r.type);
+    const q = params.toString();
+    a.href = '#/tasks' + (q ? '?' + q : '');
+    if (a.dataset.state === r.status) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  const hints = {
+    scheduled: 'Queued to start at a time still to come. "Run now" makes one due at once.',
+    retrying: 'Failed, with a retry due at the time shown.',
+    dead: 'Failed for good: no retry left or wanted. Retry runs one again, where it can help.',
+    running: 'Held by a worker. A task whose worker stopped reporting is flagged, and taken over at the time shown.',
+    created: 'Created, waiting for their file to be uploaded and submitted.',
+    queued: 'Waiting for a worker, or for the time they are scheduled for.',
+  };
+  $('#state-hint').textContent = hints[r.status] || '';
+}
+
+async function loadTasks(r) {
+  const cursor = state.cursors[state.cursors.length - 1];
+  const params = new URLSearchParams({ limit: String(PAGE_SIZE) });
+  if (r.status) params.set('status', r.status);
+  if (r.type) params.set('type', r.type);
+  if (r.status || r.type) params.set('max_scan', String(STATE_MAX_SCAN));
+  if (cursor) params.set('cursor', cursor);
+  let page;
+  try {
+    page = await api('GET', '/tasks?' + params.toString());
+  } catch (e) {
+    if (e.status !== 401) showError('#list-error', 'Could not load tasks: ' + e.message);
+    return;
+  }
+  if (state.route !== r) return; // the view changed meanwhile
+  showError('#list-error', '');
+  renderTasks(page, r);
+}
+
+function renderTasks(page, r) {
   state.next = page.next_cursor || '';
   const rows = page.tasks.map(taskRow);
   for (const b of page.broken || []) {
@@ -120,45 +436,70 @@ function render(page) {
   $('#rows').replaceChildren(...rows);
   // A later page can come back empty: the listing may offer a cursor
   // although no older task follows.
-  $('#empty').textContent = state.cursors.length > 1 ? 'No older tasks.' : 'No tasks yet.';
+  const what = (r.status ? STATE_TASKS[r.status] : 'tasks') + (r.type ? ' of type ' + r.type : '');
+  $('#empty').textContent = state.cursors.length > 1 ? 'No older ' + what + '.' : 'No ' + what + (r.status || r.type ? '.' : ' yet.');
   $('#empty').hidden = rows.length > 0;
+  $('#scan-note').textContent = page.scan_limited
+    ? 'This page stopped after looking through ' + page.scanned + ' tasks; "Older" looks further.' : '';
+  $('#scan-note').hidden = !page.scan_limited;
   $('#newer').disabled = state.cursors.length === 1;
   $('#older').disabled = !state.next;
   $('#page-number').textContent = 'Page ' + state.cursors.length;
 }
 
 function taskRow(t) {
-  const created = el('td', {},
+  const created = cell('Created', {},
     new Date(t.created_at).toLocaleString(),
     el('span', { className: 'id', textContent: t.task_id }));
 
-  const name = el('td', {}, t.task_name || '(no name)',
+  const name = cell('Name', { className: 'name-cell' }, taskLink(t.task_id, t.task_name || '(no name)'),
     t.created_by ? el('span', { className: 'counts', textContent: 'by ' + t.created_by }) : null);
 
-  const status = el('td', { className: 'status-cell' },
+  return el('tr', { className: 'task', dataset: { id: t.task_id, status: t.status } },
+    created, name, cell('Type', { textContent: t.task_type || '' }), statusCell(t), progressCell(t),
+    t.status === 'abandoned'
+      ? cell('Cancelled', { className: 'hint', textContent: 'cancelled' + (t.cancel_reason ? ': ' + t.cancel_reason : '') })
+      : cell('Last error', { className: 'error-text', textContent: t.last_error || '' }),
+    cell('Actions', { className: 'actions' }, ...actions(t)));
+}
+
+// statusCell shows a task's status with what an operator needs beside
+// it: attempts, a start or retry ahead, a failure's finality and
+// category, a silent worker.
+function statusCell(t) {
+  const td = cell('Status', { className: 'status-cell' },
     el('span', { className: 'status status-' + t.status, textContent: t.status }));
+  for (const note of statusNotes(t)) td.append(note);
+  return td;
+}
+
+function statusNotes(t) {
+  const notes = [];
   if (t.attempt_id > 0) {
-    status.append(el('span', { className: 'counts', textContent: 'attempt ' + t.attempt_id + ' of ' + t.max_attempts }));
+    notes.push(el('span', { className: 'counts', textContent: 'attempt ' + t.attempt_id + ' of ' + t.max_attempts }));
   }
-  if (t.status === 'queued' && t.run_at && new Date(t.run_at) > new Date()) {
-    status.append(el('span', { className: 'counts scheduled', textContent: 'scheduled for ' + new Date(t.run_at).toLocaleString() }));
+  if (t.status === 'queued' && isScheduled(t)) {
+    notes.push(el('span', { className: 'counts scheduled', textContent: 'scheduled for ' + new Date(t.run_at).toLocaleString() }));
   }
-  if (t.status === 'failed' && t.retry_at) {
-    status.append(el('span', { className: 'counts', textContent: 'retry at ' + new Date(t.retry_at).toLocaleTimeString() }));
+  if (t.status === 'failed') {
+    notes.push(el('span', { className: 'counts failure' },
+      t.terminal ? el('span', { className: 'final', textContent: 'final' })
+        : el('span', { className: 'retry-at', textContent: 'retry at ' + new Date(t.retry_at).toLocaleTimeString() }),
+      t.error_category ? el('span', { className: 'category', textContent: t.error_category }) : null));
   }
   if (t.status === 'running' && t.report_overdue) {
-    status.append(el('span', { className: 'counts overdue', textContent: overdueText(t) }));
+    notes.push(el('span', { className: 'counts overdue', textContent: overdueText(t) }));
   }
   if (t.status === 'failed' && t.retry_note) {
-    status.append(el('span', { className: 'counts retry-note', textContent: t.retry_note }));
+    notes.push(el('span', { className: 'counts retry-note', textContent: t.retry_note }));
   }
+  return notes;
+}
 
-  return el('tr', { className: 'task', dataset: { id: t.task_id, status: t.status } },
-    created, name, el('td', { textContent: t.task_type || '' }), status, progressCell(t),
-    t.status === 'abandoned'
-      ? el('td', { className: 'hint', textContent: 'cancelled' + (t.cancel_reason ? ': ' + t.cancel_reason : '') })
-      : el('td', { className: 'error-text', textContent: t.last_error || '' }),
-    actionsCell(t));
+// isScheduled says a queued task waits for a run_at still to come, by
+// this browser's clock.
+function isScheduled(t) {
+  return t.status === 'queued' && t.run_at && new Date(t.run_at) > new Date();
 }
 
 // overdueText says how long a running task's worker has not reported
@@ -173,16 +514,20 @@ function overdueText(t) {
   return text;
 }
 
-// duration formats a number of seconds briefly: "45 s", "3 m", "2 h 5 m".
+// duration formats a number of seconds briefly: "45 s", "3 m", "2 h 5 m",
+// "3 d 4 h".
 function duration(seconds) {
+  seconds = Math.max(0, Math.floor(seconds));
   if (seconds < 60) return seconds + ' s';
   const m = Math.floor(seconds / 60);
   if (m < 60) return m + ' m';
-  return Math.floor(m / 60) + ' h ' + (m % 60) + ' m';
+  const h = Math.floor(m / 60);
+  if (h < 48) return h + ' h ' + (m % 60) + ' m';
+  return Math.floor(h / 24) + ' d ' + (h % 24) + ' h';
 }
 
 function progressCell(t) {
-  const td = el('td', { className: 'progress-cell' });
+  const td = cell('Progress', { className: 'progress-cell' });
   const started = t.attempt_id > 0;
   if (!started) {
     td.textContent = t.status === 'queued' ? 'waiting for a worker' : '';
@@ -199,74 +544,258 @@ function progressCell(t) {
     bar.max = 1;
     bar.value = 0;
   } // else: running with no estimate yet: an indeterminate bar
-  const total = t.row_count > 0 ? (t.status === 'running' ? '~' : '') + t.row_count : '?';
-  td.append(bar, el('span', {
-    className: 'counts',
-    textContent: t.processed_count + ' / ' + total + ' rows, ' + t.success_count + ' ok, ' + t.error_count + ' bad',
-  }));
+  td.append(bar, el('span', { className: 'counts', textContent: progressText(t) }));
   return td;
 }
 
-function actionsCell(t) {
-  const td = el('td', { className: 'actions' });
+function progressText(t) {
+  const total = t.row_count > 0 ? (t.status === 'running' ? '~' : '') + t.row_count : '?';
+  return t.processed_count + ' / ' + total + ' rows, ' + t.success_count + ' ok, ' + t.error_count + ' bad';
+}
+
+// actions returns the buttons and links of what can be done to t now.
+function actions(t) {
+  const out = [];
+  const button = (label, action, cls, extra) => el('button', {
+    type: 'button', className: cls, textContent: label, ...extra,
+    dataset: { action, id: t.task_id, name: t.task_name || t.task_id },
+  });
   if (t.upload_reissuable) {
-    td.append(el('button', {
-      type: 'button', className: 'secondary', textContent: 'Upload file',
-      title: 'Upload this task\'s file with a fresh upload link, then submit it',
-      dataset: { action: 'upload', id: t.task_id },
-    }));
+    out.push(button('Upload file', 'upload', 'secondary',
+      { title: 'Upload this task\'s file with a fresh upload link, then submit it' }));
+  }
+  if (isScheduled(t)) {
+    out.push(button('Run now', 'run-now', 'secondary', { title: 'Start it as soon as a worker is free' }));
   }
   if (t.retryable) {
-    td.append(el('button', {
-      type: 'button', className: 'secondary', textContent: 'Retry',
-      dataset: { action: 'retry', id: t.task_id },
-    }));
+    out.push(button(t.terminal ? 'Retry' : 'Retry now', 'retry', 'secondary'));
   }
-  if (t.cancelable) {
-    td.append(el('button', {
-      type: 'button', className: 'danger', textContent: 'Cancel',
-      dataset: { action: 'cancel', id: t.task_id, name: t.task_name || t.task_id },
-    }));
-  }
+  if (t.cancelable) out.push(button('Cancel', 'cancel', 'danger'));
   if (t.status === 'completed') {
-    td.append(el('a', {
+    out.push(el('a', {
       className: 'download', textContent: 'Download',
       href: '/tasks/' + encodeURIComponent(t.task_id) + '/output',
       dataset: { id: t.task_id },
     }));
   }
-  return td;
+  return out;
 }
 
-async function onRowsClick(ev) {
+// onAction runs the action of a button or download link of a task, in
+// the list or the detail view.
+async function onAction(ev) {
   const target = ev.target.closest('[data-action], a.download');
   if (!target) return;
   ev.preventDefault();
   const id = encodeURIComponent(target.dataset.id);
+  const errorAt = state.route.view === 'task' ? '#detail-error' : '#list-error';
   try {
     if (target.matches('a.download')) {
       const out = await api('GET', '/tasks/' + id + '/output');
       window.location.assign(out.url); // S3 answers with Content-Disposition: attachment
       return;
     }
-    if (target.dataset.action === 'cancel') {
-      if (!window.confirm('Cancel task "' + target.dataset.name + '"?')) return;
-      await api('POST', '/tasks/' + id + '/cancel', { reason: 'cancelled from the operator page' });
-    } else if (target.dataset.action === 'retry') {
-      await api('POST', '/tasks/' + id + '/retry');
-    } else if (target.dataset.action === 'upload') {
-      state.reuploadId = target.dataset.id;
-      $('#reupload-file').value = '';
-      $('#reupload-file').click(); // its change event goes on in onReupload
-      return;
+    switch (target.dataset.action) {
+      case 'cancel':
+        if (!window.confirm('Cancel task "' + target.dataset.name + '"?')) return;
+        await api('POST', '/tasks/' + id + '/cancel', { reason: 'cancelled from the operator page' });
+        break;
+      case 'retry':
+        await api('POST', '/tasks/' + id + '/retry');
+        break;
+      case 'run-now':
+        await api('POST', '/tasks/' + id + '/schedule');
+        break;
+      case 'upload':
+        state.reuploadId = target.dataset.id;
+        $('#reupload-file').value = '';
+        $('#reupload-file').click(); // its change event goes on in onReupload
+        return;
+      default:
+        return;
     }
-    $('#list-error').hidden = true;
+    showError(errorAt, '');
   } catch (e) {
-    $('#list-error').textContent = e.message;
-    $('#list-error').hidden = false;
+    showError(errorAt, e.message);
   }
-  refresh();
+  reload();
 }
+
+// ---- one task ----
+
+async function loadTask(id) {
+  let t;
+  try {
+    t = await api('GET', '/tasks/' + encodeURIComponent(id));
+  } catch (e) {
+    if (e.status === 401 || state.route.id !== id) return;
+    showError('#detail-error', e.status === 404 ? 'There is no task ' + id + '.' : 'Could not load the task: ' + e.message);
+    $('#detail').replaceChildren();
+    return;
+  }
+  if (state.route.id !== id) return;
+  showError('#detail-error', '');
+  renderDetail(t);
+}
+
+// renderDetail shows every field of a task an operator needs, in groups,
+// with its actions above them. Each group is a block of its own: more
+// (such as the task's attempts) go below as further blocks.
+function renderDetail(t) {
+  const time = (v) => (v ? new Date(v).toLocaleString() : null);
+  const groups = [
+    ['Task', [
+      ['ID', el('span', { className: 'mono', textContent: t.task_id })],
+      ['Name', t.task_name || '(no name)'],
+      ['Type', t.task_type || '(no type)'],
+      ['Status', [...statusCell(t).childNodes].filter((n) => !n.classList.contains('retry-note'))], // the note is below
+      ['Created by', t.created_by],
+      ['Idempotency key', t.idempotency_key],
+      ['Payload', t.payload !== undefined ? el('pre', { textContent: JSON.stringify(t.payload, null, 2) }) : null],
+    ]],
+    ['Attempts', [
+      ['Attempts used', t.attempt_id > 0 ? (t.attempt_id - (t.released_attempts || 0)) + ' of ' + t.max_attempts : 'none yet, of ' + t.max_attempts],
+      ['Given back at shutdown', t.released_attempts ? String(t.released_attempts) : null],
+      ['Worker', t.worker_id ? el('a', { href: '#/workers', className: 'mono', textContent: t.worker_id }) : null],
+      ['Lease expires', t.status === 'running' ? time(t.lease_expires_at) : null],
+      ['Last report', t.last_report_at ? time(t.last_report_at) + ' (' + duration(t.silent_seconds || 0) + ' ago)' +
+        (t.report_overdue ? ': overdue, the worker may have died' : '') : null],
+      ['Taken over at', t.recovers_at ? time(t.recovers_at) + ', if its worker stays silent' : null],
+    ]],
+    ['Times', [
+      ['Created', time(t.created_at)],
+      ['Submitted', time(t.submitted_at)],
+      ['Runs no earlier than', time(t.run_at)],
+      ['Latest attempt started', time(t.started_at)],
+      ['Retry at', t.status === 'failed' ? time(t.retry_at) : null],
+      ['Next due', !t.terminal ? time(t.due_at) : null],
+      ['Last written', time(t.updated_at)],
+    ]],
+    ['Failure', [
+      ['Last error', t.last_error ? el('pre', { className: 'error-text', textContent: t.last_error }) : null],
+      ['Category', t.error_category ? el('span', { className: 'category', textContent: t.error_category }) : null],
+      ['Final', t.status === 'failed' ? (t.terminal ? 'yes: no retry is due' : 'no: a retry is due at ' + time(t.retry_at)) : null],
+      ['Retry', t.status === 'failed' && t.retry_note ? t.retry_note : null],
+      ['Cancel reason', t.cancel_reason],
+    ]],
+    ['Input and output', [
+      ['Input', t.input_object_path ? el('span', { className: 'mono', textContent: t.input_object_path }) : null],
+      ['Input size', t.input_size ? bytes(t.input_size) : null],
+      ['Output', t.output_object_path ? el('span', { className: 'mono', textContent: t.output_object_path }) : null],
+    ]],
+    ['Progress', [
+      ['Rows', t.attempt_id > 0 ? progressText(t) : null],
+      ...Object.entries(t.counters || {}).sort().map(([k, v]) => [k, String(v)]),
+    ]],
+    ['Metadata', Object.entries(t.metadata || {}).sort().map(([k, v]) => [k, v])],
+    ['Record', [
+      ['Revision', t.revision ? el('span', { className: 'mono', textContent: t.revision }) : null],
+      ['Schema version', String(t.schema_version)],
+    ]],
+  ];
+  const blocks = [
+    el('h2', { className: 'detail-title', textContent: t.task_name || t.task_id }),
+    el('div', { className: 'actions detail-actions' }, ...actions(t)),
+  ];
+  for (const [title, fields] of groups) {
+    const shown = fields.filter(([, v]) => v !== null && v !== undefined && v !== '');
+    if (shown.length === 0) continue;
+    blocks.push(el('div', { className: 'detail-group', dataset: { group: title } },
+      el('h3', { textContent: title }),
+      el('dl', {}, ...shown.flatMap(([k, v]) => [
+        el('dt', { textContent: k }),
+        el('dd', {}, ...(Array.isArray(v) ? v : [v])),
+      ]))));
+  }
+  const history = historyBlock(t.attempt_history || []);
+  if (history) blocks.push(history);
+  $('#detail').replaceChildren(...blocks);
+  $('#detail').dataset.id = t.task_id;
+  $('#detail').dataset.status = t.status;
+}
+
+// historyBlock lists the task's latest attempts, newest first, from the
+// record's attempt_history: who ran each, when, for how long, how it ended
+// and why; null for a task never claimed.
+function historyBlock(attempts) {
+  if (attempts.length === 0) return null;
+  const items = [...attempts].reverse().map((a) => {
+    const start = a.started_at ? new Date(a.started_at) : null;
+    const end = a.ended_at ? new Date(a.ended_at) : null;
+    const took = start && end ? ', ' + duration(Math.max(0, (end - start) / 1000)) : '';
+    const summary = el('p', {},
+      el('strong', { textContent: 'Attempt ' + a.attempt }),
+      ' ',
+      el('span', { className: 'outcome outcome-' + a.outcome, textContent: a.outcome.replace('_', ' ') }),
+      a.error_category ? el('span', { className: 'category', textContent: a.error_category }) : '',
+      el('br'),
+      el('span', { className: 'mono', textContent: a.worker_id || '?' }),
+      start ? ' from ' + start.toLocaleString() + took : '');
+    const li = el('li', { dataset: { attempt: String(a.attempt), outcome: a.outcome } }, summary);
+    if (a.error) li.append(el('pre', { className: 'error-text', textContent: a.error }));
+    return li;
+  });
+  return el('div', { className: 'detail-group history', dataset: { group: 'History' } },
+    el('h3', { textContent: 'Attempts, newest first' }),
+    el('ol', { className: 'history-list' }, ...items));
+}
+
+// bytes formats a size: "812 B", "4.2 KiB", "13.0 MiB".
+function bytes(n) {
+  if (n < 1024) return n + ' B';
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n / 1024;
+  let i = 0;
+  for (; v >= 1024 && i < units.length - 1; i++) v /= 1024;
+  return v.toFixed(1) + ' ' + units[i] + ' (' + n + ' bytes)';
+}
+
+// ---- the workers ----
+
+async function loadWorkers() {
+  let list;
+  try {
+    list = await api('GET', '/workers');
+  } catch (e) {
+    if (e.status !== 401) showError('#workers-error', 'Could not load the workers: ' + e.message);
+    return;
+  }
+  showError('#workers-error', '');
+  renderWorkers(list);
+}
+
+function renderWorkers(list) {
+  const now = new Date(list.read_at); // S3's clock, by which live was judged
+  const ago = (v) => (v ? duration((now - new Date(v)) / 1000) + ' ago' : 'never');
+  let summary = list.workers.length + ' worker' + (list.workers.length === 1 ? '' : 's') + ' listed, ' + list.live + ' live.';
+  if (list.truncated) summary += ' More than 1,000 announce themselves: only the first 1,000 were read.';
+  $('#workers-summary').textContent = summary;
+  $('#worker-rows').replaceChildren(...list.workers.map((w) => {
+    let types = 'every type';
+    if (w.types && w.types.length === 0) types = 'none';
+    else if (w.types) types = w.types.map((t) => t || '(no type)').join(', ');
+    const running = w.running.length
+      ? w.running.flatMap((id, i) => (i ? [' ', taskLink(id)] : [taskLink(id)]))
+      : ['nothing'];
+    return el('tr', { className: 'worker' + (w.live ? '' : ' gone'), dataset: { id: w.worker_id, live: String(w.live) } },
+      cell('Worker', {}, el('span', { className: 'mono', textContent: w.worker_id }),
+        el('span', { className: 'counts', textContent: w.host ? 'on ' + w.host : 'host unknown' })),
+      cell('Live', {}, el('span', { className: 'status ' + (w.live ? 'live' : 'not-live'), textContent: w.live ? 'live' : 'not live' })),
+      cell('Busy', { className: 'busy', textContent: w.running.length + ' of ' + w.concurrency }),
+      cell('Types', { textContent: types }),
+      cell('Running', { className: 'running-cell' }, ...running),
+      cell('Last poll', { textContent: ago(w.last_poll_at) }),
+      cell('Last seen', { textContent: ago(w.last_seen) }),
+      cell('Started', { textContent: new Date(w.started_at).toLocaleString() }),
+      cell('Version', { textContent: w.library_version || '(not recorded)' }));
+  }));
+  $('#workers-empty').hidden = list.workers.length > 0;
+  $('#workers-broken').replaceChildren(...list.broken.map((b) => el('li', {
+    textContent: 'Unreadable presence object ' + b.key + ': ' + b.error,
+  })));
+}
+
+// ---- creating a task, uploading its file ----
 
 function setStatus(text, isError) {
   const s = $('#create-status');
@@ -316,8 +845,8 @@ async function onReupload() {
   const file = $('#reupload-file').files[0];
   const id = state.reuploadId;
   if (!file || !id) return;
+  const s = state.route.view === 'task' ? $('#detail-status') : $('#row-status');
   const say = (text, isError) => {
-    const s = $('#row-status');
     s.textContent = text;
     s.className = isError ? 'error' : 'hint';
   };
@@ -331,7 +860,7 @@ async function onReupload() {
   } finally {
     state.reuploadId = '';
   }
-  refresh();
+  reload();
 }
 
 // onCreate creates the task, uploads the file straight to S3 with the
@@ -362,7 +891,7 @@ async function onCreate(ev) {
     $('#create-form').reset();
     toggleRequired();
     state.cursors = [''];
-    refresh();
+    reload();
   } catch (e) {
     setStatus('Failed: ' + e.message, true);
   } finally {
@@ -384,17 +913,35 @@ function init() {
   $('#forget').addEventListener('click', () => showLogin('Token forgotten.'));
   $('#create-form').addEventListener('submit', onCreate);
   $('#type').addEventListener('change', toggleRequired);
-  $('#rows').addEventListener('click', onRowsClick);
+  $('#rows').addEventListener('click', onAction);
+  $('#detail').addEventListener('click', onAction);
   $('#reupload-file').addEventListener('change', onReupload);
   $('#older').addEventListener('click', () => {
     if (!state.next) return;
     state.cursors.push(state.next);
-    refresh();
+    reload();
   });
   $('#newer').addEventListener('click', () => {
     if (state.cursors.length > 1) state.cursors.pop();
-    refresh();
+    reload();
   });
+  $('#type-filter').addEventListener('change', () => {
+    const params = new URLSearchParams();
+    if (state.route.status) params.set('status', state.route.status);
+    if ($('#type-filter').value) params.set('type', $('#type-filter').value);
+    const q = params.toString();
+    location.hash = '#/tasks' + (q ? '?' + q : '');
+  });
+  $('#jump-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const id = $('#jump-id').value.trim();
+    if (!id) return;
+    $('#jump-id').value = '';
+    location.hash = '#/tasks/' + encodeURIComponent(id);
+  });
+  $('#span').addEventListener('change', reload);
+  $('#stats-refresh').addEventListener('click', reload);
+  window.addEventListener('hashchange', route);
   toggleRequired();
   showMain(); // a server without a token answers at once; otherwise a 401 shows the sign-in form
 }

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/examples/internal/taskview"
+)
+
+// The operator's overview and workers view: GET /stats counts the tasks
+// of a span of time with Store.Stats, GET /workers lists the workers that
+// announce themselves with Store.Workers. The page draws its dashboard
+// and charts from them.
+
+// statsSpan is a value of GET /stats?span=: how far back the count goes,
+// and the length of the timeline's buckets.
+type statsSpan struct {
+	name     string
+	buckets  int           // how many buckets, the current one included
+	interval time.Duration // each bucket's length
+}
+
+// statsSpans are the spans GET /stats takes. Buckets are aligned as
+// time.Truncate aligns them: on the hour, or on UTC midnight for a day.
+var statsSpans = []statsSpan{
+	{"1h", 12, 5 * time.Minute},
+	{"24h", 24, time.Hour},
+	{"7d", 7, 24 * time.Hour},
+	{"30d", 30, 24 * time.Hour},
+}
+
+// defaultSpan is the span of GET /stats without span=.
+const defaultSpan = "24h"
+
+// since returns the start of the span's oldest bucket, for a span that
+// ends now: the count covers whole buckets only.
+func (s statsSpan) since(now time.Time) time.Time {
+	return now.Truncate(s.interval).Add(-time.Duration(s.buckets-1) * s.interval)
+}
+
+func statsSpanNames() string {
+	names := make([]string, len(statsSpans))
+	for i, s := range statsSpans {
+		names[i] = s.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// statsResponse is the answer of GET /stats. Its counts cover the tasks
+// created since Since, newest first, at most MaxTasks of them.
+type statsResponse struct {
+	Span            string    `json:"span"`
+	IntervalSeconds int64     `json:"interval_seconds"`
+	Since           time.Time `json:"since"`
+	ReadAt          time.Time `json:"read_at"`
+	MaxTasks        int       `json:"max_tasks"`
+	Tasks           int       `json:"tasks"`
+	Truncated       bool      `json:"truncated"`
+	// ByStatus has every status, zero or not; ByType has every status of
+	// each type it lists ("" for tasks without a type).
+	ByStatus map[string]int            `json:"by_status"`
+	ByType   map[string]map[string]int `json:"by_type"`
+	// Unfinished counts queued, running, and failed tasks with a retry
+	// due; WaitingRetry the last of them, Dead the failed ones without.
+	Unfinished       int            `json:"unfinished"`
+	UnfinishedByType map[string]int `json:"unfinished_by_type"`
+	WaitingRetry     int            `json:"waiting_retry"`
+	Dead             int            `json:"dead"`
+	AwaitingInput    int            `json:"awaiting_input"`
+	// OldestUnfinished is null when nothing is unfinished.
+	OldestUnfinished           *oldestTask    `json:"oldest_unfinished"`
+	OldestUnfinishedAgeSeconds int64          `json:"oldest_unfinished_age_seconds"`
+	Failures                   map[string]int `json:"failures"`
+	Broken                     int            `json:"broken"`
+	Timeline                   []statsBucket  `json:"timeline"` // oldest first
+}
+
+// oldestTask names the oldest unfinished task.
+type oldestTask struct {
+	ID        string        `json:"task_id"`
+	Name      string        `json:"task_name"`
+	Type      string        `json:"task_type"`
+	Status    s3task.Status `json:"status"`
+	CreatedAt time.Time     `json:"created_at"`
+}
+
+type statsBucket struct {
+	Start     time.Time `json:"start"`
+	Created   int       `json:"created"`
+	Completed int       `json:"completed"`
+	Failed    int       `json:"failed"`
+	Abandoned int       `json:"abandoned"`
+}
+
+// stats: GET /stats?span=&max_tasks= -> 200 statsResponse.
+func (a *api) stats(w http.ResponseWriter, r *http.Request, _ string) error {
+	q, err := queryParams(r)
+	if err != nil {
+		return err
+	}
+	name, err := oneParam(q, "span")
+	if err != nil {
+		return err
+	}
+	name = cmpString(name, defaultSpan)
+	i := slices.IndexFunc(statsSpans, func(s statsSpan) bool { return s.name == name })
+	if i < 0 {
+		return badRequest("invalid_query", "span %q: want one of %s", clip(name, maxEcho), statsSpanNames())
+	}
+	span := statsSpans[i]
+	maxTasks, err := intParam(q, "max_tasks", s3task.DefaultStatsMaxTasks, 1, s3task.MaxListScan, "invalid_query")
+	if err != nil {
+		return err
+	}
+	since := span.since(time.Now())
+	st, err := a.store.Stats(r.Context(), s3task.StatsOptions{Since: since, MaxTasks: maxTasks, Interval: span.interval})
+	if err != nil {
+		return err
+	}
+	resp := statsResponse{
+		Span: span.name, IntervalSeconds: int64(span.interval / time.Second), Since: since.UTC(), ReadAt: time.Now().UTC(),
+		MaxTasks: maxTasks, Tasks: st.Tasks, Truncated: st.Truncated,
+		ByStatus: statusCounts(st.ByStatus), ByType: map[string]map[string]int{},
+		Unfinished: st.Unfinished, UnfinishedByType: st.UnfinishedByType,
+		WaitingRetry: st.WaitingRetry, Dead: st.ByStatus[s3task.StatusFailed] - st.WaitingRetry,
+		AwaitingInput: st.AwaitingInput, OldestUnfinishedAgeSeconds: int64(st.OldestUnfinishedAge / time.Second),
+		Failures: st.Failures, Broken: st.Broken, Timeline: make([]statsBucket, 0, len(st.Timeline)),
+	}
+	for typ, counts := range st.ByType {
+		resp.ByType[typ] = statusCounts(counts)
+	}
+	if t := st.OldestUnfinished; t != nil {
+		resp.OldestUnfinished = &oldestTask{ID: t.ID, Name: t.Name, Type: t.Type, Status: t.Status, CreatedAt: t.CreatedAt}
+	}
+	for _, b := range slices.Backward(st.Timeline) {
+		resp.Timeline = append(resp.Timeline, statsBucket{Start: b.Start.UTC(), Created: b.Created, Completed: b.Completed, Failed: b.Failed, Abandoned: b.Abandoned})
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// statusCounts returns counts by status with every status present.
+func statusCounts(by map[s3task.Status]int) map[string]int {
+	out := make(map[string]int, len(allStatuses))
+	for _, s := range allStatuses {
+		out[string(s)] = by[s]
+	}
+	return out
+}
+
+func cmpString(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// workersResponse is the answer of GET /workers, in the shape of
+// "s3taskctl workers -json".
+type workersResponse struct {
+	ReadAt    time.Time         `json:"read_at"` // the S3 server's time, by which live was judged
+	Workers   []workerView      `json:"workers"`
+	Live      int               `json:"live"`
+	Broken    []taskview.Broken `json:"broken"` // presence objects that cannot be read
+	Truncated bool              `json:"truncated"`
+}
+
+// workerView is one worker as its presence object tells it.
+type workerView struct {
+	ID                      string     `json:"worker_id"`
+	Live                    bool       `json:"live"`
+	Host                    string     `json:"host"`
+	Concurrency             int        `json:"concurrency"`
+	Types                   []string   `json:"types"` // null: every type
+	Version                 string     `json:"library_version"`
+	StartedAt               time.Time  `json:"started_at"`
+	LastPollAt              *time.Time `json:"last_poll_at"` // null: not yet
+	LastSeen                time.Time  `json:"last_seen"`
+	Running                 []string   `json:"running"`
+	PresenceIntervalSeconds float64    `json:"presence_interval_seconds"`
+}
+
+// workers: GET /workers -> 200 workersResponse.
+func (a *api) workers(w http.ResponseWriter, r *http.Request, _ string) error {
+	if _, err := queryParams(r); err != nil {
+		return err
+	}
+	list, err := a.store.Workers(r.Context())
+	if err != nil {
+		return err
+	}
+	resp := workersResponse{ReadAt: list.At.UTC(), Workers: []workerView{}, Broken: []taskview.Broken{}, Truncated: list.Truncated}
+	for _, wi := range list.Workers {
+		if wi.Err != nil {
+			resp.Broken = append(resp.Broken, taskview.Broken{Key: wi.Key, Error: wi.Err.Error()})
+			continue
+		}
+		if wi.Live {
+			resp.Live++
+		}
+		v := workerView{
+			ID: wi.ID, Live: wi.Live, Host: wi.Host, Concurrency: wi.Concurrency, Types: wi.Types, Version: wi.Version,
+			StartedAt: wi.StartedAt.UTC(), LastSeen: wi.LastSeen.UTC(), Running: wi.Running,
+			PresenceIntervalSeconds: wi.PresenceInterval.Seconds(),
+		}
+		if v.Running == nil {
+			v.Running = []string{}
+		}
+		if !wi.LastPollAt.IsZero() {
+			at := wi.LastPollAt.UTC()
+			v.LastPollAt = &at
+		}
+		resp.Workers = append(resp.Workers, v)
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
