@@ -738,6 +738,10 @@ func TestStats(t *testing.T) {
 		OverAttempts:     2, // "second attempt" and "running, third attempt"
 		Failures:         map[string]int{"bad_input": 1, s3task.CategoryPermanent: 1, "upstream": 1},
 		Broken:           1,
+		ByType: map[string]map[s3task.Status]int{"": {
+			s3task.StatusCreated: 1, s3task.StatusQueued: 3, s3task.StatusRunning: 2,
+			s3task.StatusCompleted: 2, s3task.StatusFailed: 3, s3task.StatusAbandoned: 1,
+		}},
 	}
 	ignore := cmpopts.IgnoreFields(s3task.Stats{}, "OldestUnfinished", "OldestUnfinishedAge")
 	if diff := cmp.Diff(want, st, ignore); diff != "" {

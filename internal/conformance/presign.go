@@ -10,6 +10,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"path"
 	"sort"
 	"strings"
 	"testing"
@@ -164,7 +165,8 @@ func testPresignedUpload(t *testing.T, b Backend) {
 }
 
 // testPresignedForm: a presigned POST form uploads the input, as a browser
-// would.
+// would: to the task's upload object, which Submit copies to the input
+// create-only; posting the form again after Submit leaves the input alone.
 func testPresignedForm(t *testing.T, b Backend) {
 	h := open(t, b, &s3task.StoreOptions{MaxInputSize: 1 << 20})
 	task := h.created("presigned post")
@@ -172,17 +174,24 @@ func testPresignedForm(t *testing.T, b Backend) {
 	if err != nil {
 		t.Fatalf("PresignUploadForm: %v", err)
 	}
-	if f.Fields["key"] != h.inputKey(task.ID) || f.MaxSize != 1<<20 {
-		t.Errorf("form key %q, max size %d", f.Fields["key"], f.MaxSize)
+	in := h.inputKey(task.ID)
+	if want := path.Dir(in) + "/upload" + path.Ext(in); f.Fields["key"] != want || f.MaxSize != 1<<20 {
+		t.Errorf("form key %q, max size %d; want the task's upload object %s, never its input", f.Fields["key"], f.MaxSize, want)
 	}
 	body := []byte("sku,qty\nA-1,3\n")
 	if a := h.postForm(f, f.Fields, body); !ok(a) {
 		t.Fatalf("POST upload: %s", a)
 	}
-	if got, _ := h.object(h.inputKey(task.ID)); !bytes.Equal(got, body) {
-		t.Errorf("input holds %q", got)
-	}
 	h.wantSubmitted(task.ID, len(body))
+	if got, _ := h.object(h.inputKey(task.ID)); !bytes.Equal(got, body) {
+		t.Errorf("input after Submit holds %q, want the form's file", got)
+	}
+	if a := h.postForm(f, f.Fields, []byte("replaced\n")); !ok(a) {
+		t.Fatalf("POST upload again: %s", a)
+	}
+	if got, _ := h.object(h.inputKey(task.ID)); !bytes.Equal(got, body) {
+		t.Errorf("the form posted again after Submit replaced the input with %q", got)
+	}
 }
 
 // completedTask runs one task through a worker that writes output.
