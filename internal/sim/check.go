@@ -82,12 +82,16 @@ const (
 	// tasks, or the current version of one got none, or a task got an
 	// input other than its source (see checkIngest).
 	KindIngest Kind = "ingest"
+	// KindPause: a worker began a claim of a task of a paused type more
+	// than its PollInterval after the Pause returned, before any Resume of
+	// the type started (see checkPause).
+	KindPause Kind = "pause"
 )
 
 // Kinds lists every kind, in the order of the checks.
 func Kinds() []Kind {
 	return []Kind{KindOverlap, KindCompletion, KindAttempts, KindAPI, KindLateWrite, KindMarker,
-		KindNotice, KindClaimDelay, KindTransition, KindExpiry, KindStuck, KindKey, KindOverrun, KindCost, KindPickup, KindStop, KindIngest}
+		KindNotice, KindClaimDelay, KindTransition, KindExpiry, KindStuck, KindKey, KindOverrun, KindCost, KindPickup, KindStop, KindIngest, KindPause}
 }
 
 // Violation is one broken guarantee found in a history.
@@ -108,7 +112,7 @@ func Check(h *History) []Violation {
 	var vs []Violation
 	for _, check := range []func(*index) []Violation{
 		checkOverlap, checkCompletion, checkAttempts, checkAPI, checkLateWrites, checkMarkers,
-		checkNotices, checkClaimDelay, checkTransitions, checkExpiry, checkStuck, checkKeys, checkOverrun, checkGoneReads, checkPickup, checkEventPickup, checkStopBy, checkIngest,
+		checkNotices, checkClaimDelay, checkTransitions, checkExpiry, checkStuck, checkKeys, checkOverrun, checkGoneReads, checkPickup, checkEventPickup, checkStopBy, checkIngest, checkPause,
 	} {
 		vs = append(vs, check(x)...)
 	}
