@@ -131,6 +131,20 @@ func TestCheckPauseLiveness(t *testing.T) {
 			s.call("op2", CallResume, "", 99*time.Second, 100*time.Second, "")
 			s.later(10 * time.Minute)
 		}},
+		{"w1, fed events, is told of the marker 5s after the Resume and claims at 2m: it may not know of the Resume yet", nil, func(s *story) {
+			s.h.Workers[0].Events = true
+			s.call("op2", CallPause, "", 60*time.Second, 60*time.Second, "")
+			s.call("op2", CallResume, "", 99*time.Second, 100*time.Second, "")
+			s.later(2 * time.Minute)
+			s.h.Deliveries = append(s.h.Deliveries, Delivery{Seq: s.next(), Time: s.at(105 * time.Second), Worker: "w1", Key: laterMarker})
+		}},
+		{"w1, fed events, is told of the marker 70s after the Resume and claims 40s later", []Kind{KindPickup}, func(s *story) {
+			s.h.Workers[0].Events = true
+			s.call("op2", CallPause, "", 60*time.Second, 60*time.Second, "")
+			s.call("op2", CallResume, "", 99*time.Second, 100*time.Second, "")
+			s.later(210 * time.Second)
+			s.h.Deliveries = append(s.h.Deliveries, Delivery{Seq: s.next(), Time: s.at(170 * time.Second), Worker: "w1", Key: laterMarker})
+		}},
 		{"another type paused: claimed at 2m", []Kind{KindPickup}, func(s *story) {
 			s.call("op2", CallPause, "pdf", 60*time.Second, 60*time.Second, "")
 			s.later(2 * time.Minute)
@@ -161,11 +175,14 @@ func (s *story) marker(began, at time.Duration, proc string) {
 	s.h.Writes = slices.Insert(s.h.Writes, wClaim, m)
 }
 
+// laterMarker is the marker of the task later adds, due at 71s.
+const laterMarker = "p/active/20000101T000111.000Z_" + storyOther
+
 // later adds a second task to the story, queued and announced by op1 at
 // 71s, and claimed by w1 at claim, which it runs for 5s.
 func (s *story) later(claim time.Duration) {
 	s.record(70*time.Second, "op1", storyOther, func(t *s3task.Task) {})
-	s.object(71*time.Second, "op1", "PUT", "p/active/"+storyOther, "")
+	s.object(71*time.Second, "op1", "PUT", laterMarker, "")
 	s.record(71*time.Second, "op1", storyOther, func(t *s3task.Task) { t.Status = s3task.StatusQueued })
 	s.object(71*time.Second, "op1", "PUT", "p/_wake", "")
 	s.record(claim, "w1", storyOther, func(t *s3task.Task) {
@@ -181,6 +198,6 @@ func (s *story) later(claim time.Duration) {
 	s.h.Notices = append(s.h.Notices, Notice{Proc: "w1", TaskID: storyOther, Status: s3task.StatusCompleted, Attempt: 1,
 		Start: s.at(claim + 5*time.Second), End: s.at(claim + 6*time.Second), StartSeq: s.next(), OK: true})
 	done := s.record(claim+6*time.Second, "w1", storyOther, func(t *s3task.Task) { t.NotifyPending = false })
-	s.object(claim+6*time.Second, "w1", "DELETE", "p/active/"+storyOther, "")
+	s.object(claim+6*time.Second, "w1", "DELETE", laterMarker, "")
 	s.h.Snapshots[len(s.h.Snapshots)-1].Tasks[storyOther] = stateOf(done.Record)
 }

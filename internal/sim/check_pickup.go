@@ -83,7 +83,9 @@ func checkPickup(x *index) []Violation {
 // deleted (a late notification of an earlier delete of the same key).
 // The polling rule of checkPickup does not hold for such a worker: it
 // lists only every MaxPollInterval, which checkClaimDelay covers. Nor is
-// it held to the bound while the task's type may be paused.
+// it held to the bound while the task's type may be paused, or within its
+// PollInterval (MaxPollInterval) after the Resume, which it learns of at
+// its next look at the wake object.
 func checkEventPickup(x *index) []Violation {
 	active := x.h.Prefix + "active/"
 	avail := map[string][]span{}
@@ -105,8 +107,8 @@ func checkEventPickup(x *index) []Violation {
 			continue
 		}
 		deadline := d.Time.Add(x.p.PickupBound)
-		if pausedWithin(paused[t.Type], d.Time, deadline) {
-			continue // its type may be paused: not due for a claim
+		if pausedWithin(paused[t.Type], d.Time.Add(-x.pollInterval(wi.Name)), deadline) {
+			continue // its type may be paused, or the worker not know yet of its Resume
 		}
 		var stretch *due
 		for _, du := range x.dues(id) {
