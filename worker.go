@@ -331,7 +331,9 @@ func (w *Worker) loop(ctx, base context.Context) {
 			case <-w.kicked:
 				kicked()
 			case <-w.noted:
-				listNow, woke = w.takeNotes() || listNow, true
+				if ctx.Err() == nil { // see below
+					listNow, woke = w.takeNotes() || listNow, true
+				}
 			}
 			continue
 		}
@@ -403,7 +405,12 @@ func (w *Worker) loop(ctx, base context.Context) {
 		case <-w.kicked:
 			kicked()
 		case <-w.noted:
-			listNow, woke = w.takeNotes() || listNow, true
+			// Not once Run is ending: when both are ready, select picks
+			// one at random, and what the notes would start is not
+			// started anyway.
+			if ctx.Err() == nil {
+				listNow, woke = w.takeNotes() || listNow, true
+			}
 		}
 		timer.Stop()
 	}
