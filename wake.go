@@ -157,9 +157,8 @@ func (s *Store) wake(ctx context.Context, key string) {
 	if key == "" {
 		note.key = "*"
 	}
-	etag, seen, err := s.rewriteWake(ctx, func(b *wakeBody) bool {
+	etag, seen, err := s.rewriteWake(ctx, func(b *wakeBody) {
 		b.notes = keepNotes(append(b.notes, note))
-		return true
 	})
 	if err != nil {
 		s.log.WarnContext(ctx, "s3task: write wake object", "err", err)
@@ -171,17 +170,16 @@ func (s *Store) wake(ctx context.Context, key string) {
 func keepNotes(notes []wakeNote) []wakeNote { return notes[max(len(notes)-wakeKeep, 0):] }
 
 // rewriteWake changes the wake object with a compare-and-set: it reads it,
-// lets edit change the body (edit reports whether to write it at all), and
-// writes it over the one it read, with the paused types it read, or, when
+// lets edit change the body, and writes it over the one it read, with the paused types it read, or, when
 // the body did not name them, those of the paused object, read after it.
 // It tries wakeTries times; if every try loses, it writes, whatever is
 // there, a body that tells every worker to list and says the paused types
 // are unknown, so that workers read them from the paused object (the one
 // write that does not carry them over, and so must not state them). It
-// returns the object's new ETag ("" if it wrote nothing) and, after a
-// compare-and-set, the paused types the new body names, for the workers of
-// this process.
-func (s *Store) rewriteWake(ctx context.Context, edit func(b *wakeBody) bool) (string, *pauseSeen, error) {
+// returns the object's new ETag ("" if the fallback failed too) and, after
+// a compare-and-set, the paused types the new body names, for the workers
+// of this process.
+func (s *Store) rewriteWake(ctx context.Context, edit func(b *wakeBody)) (string, *pauseSeen, error) {
 	for try := 0; try < wakeTries; try++ {
 		b, etag, sent, err := s.readWake(ctx)
 		if err != nil {
@@ -196,9 +194,7 @@ func (s *Store) rewriteWake(ctx context.Context, edit func(b *wakeBody) bool) (s
 				b.paused = pausedSet{known: true, types: types}
 			}
 		}
-		if !edit(&b) {
-			return "", nil, nil
-		}
+		edit(&b)
 		newETag, err := s.putWake(ctx, formatWakeBody(b), etag)
 		if err == nil {
 			var seen *pauseSeen
