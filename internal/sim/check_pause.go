@@ -109,19 +109,22 @@ func (x *index) pausedSpans() map[string][]span {
 }
 
 // claimBegan returns when the claim that wrote w began: the start of the
-// first of its requests, the marker at its lease's end, which its writer
-// wrote after it read the record as prev left it (and so after prev), or
-// of the record's PUT if that marker is not found.
+// first of its requests, the marker the claimed record calls for (due at
+// its lease's end and the clock margin), which its writer wrote after it
+// read the record as prev left it (and so after prev), or of the record's
+// PUT if that marker is not found. Another marker its writer wrote (one
+// Reconcile restored, say) is not the claim's.
 func (x *index) claimBegan(id string, prev, w *Write) time.Time {
 	began := w.Began
 	if began.IsZero() {
 		began = w.Time
 	}
+	key := x.h.Prefix + "active/" + w.Record.DueAt.UTC().Format(markerTimeLayout) + "_" + id
 	for _, m := range x.markers[id] {
 		if m.Seq >= w.Seq {
 			break
 		}
-		if m.Method == "PUT" && m.Proc == w.Proc && !m.Began.IsZero() && !m.Began.Before(prev.Time) && m.Began.Before(began) {
+		if m.Method == "PUT" && m.Key == key && m.Proc == w.Proc && !m.Began.IsZero() && !m.Began.Before(prev.Time) && m.Began.Before(began) {
 			began = m.Began
 		}
 	}

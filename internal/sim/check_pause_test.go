@@ -29,12 +29,17 @@ func TestCheckPause(t *testing.T) {
 		{"the claim's marker at its lease's end began in time, and the claim landed late", false, func(s *story) {
 			s.call("op2", CallPause, "", 100*ms, 400*ms, "")
 			s.h.Writes[wClaim].Began = s.at(2500 * ms)
-			s.marker(1900*ms, 2*time.Second, "w1")
+			s.marker(1900*ms, 2*time.Second, "w1", 0)
+		}},
+		{"a marker w1 wrote in time that the claim does not call for (Reconcile's) is not the claim's", true, func(s *story) {
+			s.call("op2", CallPause, "", 100*ms, 400*ms, "")
+			s.h.Writes[wClaim].Began = s.at(2500 * ms)
+			s.marker(1900*ms, 2*time.Second, "w1", time.Second)
 		}},
 		{"a marker PUT of w1 begun before the record it claims from was written is not the claim's", true, func(s *story) {
 			s.call("op2", CallPause, "", 100*ms, 400*ms, "")
 			s.h.Writes[wClaim].Began = s.at(2500 * ms)
-			s.marker(500*ms, 2*time.Second, "w1") // before the queued record, at 1s
+			s.marker(500*ms, 2*time.Second, "w1", 0) // before the queued record, at 1s
 		}},
 		{"a Resume started before the claim", false, func(s *story) {
 			s.call("op2", CallPause, "", 100*ms, 400*ms, "")
@@ -168,10 +173,17 @@ func TestCheckPauseLiveness(t *testing.T) {
 // marker adds a PUT of a marker of the story's task by proc, begun at
 // began and applied at at, before the claim's record (whose Seq it takes,
 // less one).
-// It goes just before the claim, as S3 applied it.
-func (s *story) marker(began, at time.Duration, proc string) {
+// It goes just before the claim, as S3 applied it. With due zero, it is
+// the marker the claim calls for, due at its lease's end and the clock
+// margin (67s).
+func (s *story) marker(began, at time.Duration, proc string, due time.Duration) {
+	claim := s.h.Writes[wClaim].Record
+	if due == 0 {
+		claim.DueAt = s.at(67 * time.Second)
+		due = 67 * time.Second
+	}
 	m := Write{Seq: s.h.Writes[wClaim].Seq - 1, Time: s.at(at), Began: s.at(began), Proc: proc, Method: "PUT",
-		Key: "p/active/20000101T000102.000Z_" + storyTask}
+		Key: "p/active/" + s.at(due).Format(markerTimeLayout) + "_" + storyTask}
 	s.h.Writes = slices.Insert(s.h.Writes, wClaim, m)
 }
 
