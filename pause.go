@@ -225,9 +225,14 @@ func (s *Store) checkPauseType(typ string) error {
 // the wake object, and workers of this version then read the paused types
 // from the paused object instead (a GET per change of the wake object).
 //
-// A worker whose idle polls already read the wake object pays nothing more
-// for pauses: no request per poll. It reads the record of each waiting task
-// of a paused type it serves once per 10 minutes, as it does for types it
+// A worker pays no request more per poll for pauses: each round of its
+// poll loop reads the wake object with one conditional GET, as without
+// them. The one difference: while a type it serves is paused, the round
+// that lists for another reason than news (the safety net once a
+// MaxPollInterval, a due time) reads it too, where it would skip it (one
+// GET a minute for an idle worker at the defaults), so that a Resume is
+// seen within a PollInterval. It reads the record of each waiting task of
+// a paused type it serves once per 10 minutes, as it does for types it
 // does not serve.
 //
 // Requests: a GET of the wake object and one of the paused object
@@ -516,6 +521,33 @@ func (w *Worker) holdPaused(ctx context.Context, key string, t *Task) (until tim
 	}
 	w.pause.skipped[key] = t.Type
 	return w.store.serverNow().Add(pausedRecheck), true, false
+}
+
+// beforeList is the poll loop's look at the paused types before it lists
+// (list) or decides whether to. A listing made for another reason than
+// news (a due time, the safety net, a local Submit) comes in a round
+// without a check of the wake object (checked is false); while a type the
+// worker serves is paused, or if its last read is a PollInterval old, it
+// reads the wake object first (one conditional GET, the one the round
+// skipped), lest the listing leave alone the markers of a type resumed
+// since: so while a type it serves is paused every round of the loop, a
+// PollInterval at most apart, reads it, and a Resume is seen within a
+// PollInterval. It reports whether to list: list, or a type the worker
+// serves was resumed.
+func (w *Worker) beforeList(ctx context.Context, list, checked bool) bool {
+	seen, have, _ := w.pause.view.get()
+	stale := !have || time.Since(seen.read) >= w.opts.PollInterval ||
+		!checked && slices.ContainsFunc(seen.types, func(t string) bool { return serves(w.h, t) })
+	if list && stale {
+		ask := ""
+		if have {
+			ask = seen.etag
+		}
+		bctx, cancel := w.bounded(ctx)
+		_, _, _, _ = w.checkWake(bctx, ask)
+		cancel()
+	}
+	return w.resumed() || list
 }
 
 // resumed is the poll loop's look at its view of the paused types: when

@@ -349,6 +349,7 @@ func (w *Worker) loop(ctx, base context.Context) {
 			}
 		}
 		due = sooner(due, w.takeDue())
+		checked := false // the wake object, in this round
 		if !listNow {
 			switch {
 			case time.Since(lastList) >= w.opts.MaxPollInterval:
@@ -359,6 +360,7 @@ func (w *Worker) loop(ctx, base context.Context) {
 				// Woken by an event, or for a marker one named: the wake
 				// object waits for its time.
 			default:
+				checked = true
 				bctx, cancel := w.bounded(ctx)
 				etag, body, changed, err := w.checkWake(bctx, wakeETag)
 				if err != nil && ctx.Err() == nil {
@@ -373,7 +375,7 @@ func (w *Worker) loop(ctx, base context.Context) {
 				cancel()
 			}
 		}
-		listNow = w.resumed() || listNow
+		listNow = w.beforeList(ctx, listNow, checked)
 		if listNow {
 			var saturated bool
 			saturated, due = w.poll(ctx, base, due)
