@@ -47,8 +47,9 @@ type Op string
 
 // The Store calls that pass through StoreMiddleware: every call on a task,
 // those that create or change one and those that read one, the listings,
-// and pausing and resuming a task type. [Store.CreateForUpload] and [Store.Ingest] are an OpCreate;
-// [Store.PresignUploadForm] is an OpPresignUpload.
+// and pausing and resuming a task type. [Store.CreateForUpload] and
+// [Store.Ingest] are an OpCreate; [Store.PresignUploadForm] is an
+// OpPresignUpload.
 const (
 	OpCreate          Op = "create"           // Store.Create
 	OpSubmit          Op = "submit"           // Store.Submit
