@@ -22,6 +22,7 @@
 //	batch-tasks/active/<due>_<id>             marker: "this task needs a worker from <due>"
 //	batch-tasks/_keys/<sha256 of key>         the task an idempotency key names (CreateParams.Key)
 //	batch-tasks/_wake, batch-tasks/_reconciler  the latest announcements for idle workers; the fleet's reconciler lease
+//	batch-tasks/_paused                       the paused task types (Store.Pause), also copied into _wake
 //	batch-tasks/_check/<id>                   the probe Store.CheckBackend writes, deleted when it ends
 //	batch-tasks/_workers/<name>.json          a running worker's presence object (Store.Workers)
 //
@@ -559,6 +560,14 @@
 //     skipped with the reason (a Retry of a task that is not failed, a
 //     Cancel of a finished one, a purge Purge would not make), or failed
 //     with the error.
+//   - [Store.Pause] stops workers from claiming the tasks of one type (say
+//     while the service their handler calls is down); running attempts
+//     finish, new tasks of the type wait, queued, and [Store.Resume] lets
+//     them run, announcing them as a Submit does. Every worker sees a
+//     pause within its PollInterval, at no request more per poll: the
+//     paused types ride in the wake object it already reads. [Store.Paused]
+//     lists them. Only workers of this version and later honour a pause
+//     (see Pause for a fleet being upgraded).
 //   - StoreOptions.OnTerminal tells the host when a task finishes, at least
 //     once, so clients need not poll. A worker delivers notices on a
 //     goroutine of their own, retrying a failed one with backoff (5 seconds
@@ -582,6 +591,9 @@
 // and a DELETE of the old marker of a task that was waiting for its retry.
 // Schedule: GET, PUT of the new marker, PUT of the record, DELETE of the
 // old marker, and the wake object's GET and PUT when the task is queued.
+// Pause and Resume: a GET of the wake object and one of the paused
+// object, then a PUT of each, or nothing more when the type already is (or
+// is not) paused; Paused: 1 GET.
 // List: 1 LIST plus one GET per task in the page, whatever the bucket holds;
 // a filtered List also reads the tasks it passes over (see [Store.List]).
 // RetryMany, CancelMany, PurgeMany: with a filter, the listing as a

@@ -46,13 +46,14 @@ func wrap(h Handler, mw []Middleware) (Handler, error) {
 type Op string
 
 // The Store calls that pass through StoreMiddleware: every call on a task,
-// those that create or change one and those that read one, and the
-// listings. [Store.CreateForUpload] and [Store.Ingest] are an OpCreate;
-// [Store.PresignUploadForm] is an OpPresignUpload. The bulk actions pass
-// each of their tasks through as the single call would: [Store.RetryMany]
-// as an OpRetry, [Store.CancelMany] as an OpCancel, [Store.PurgeMany] as
-// an OpPurge, and their listing, when they select by a filter, as an
-// OpList. [Store.Purge], a maintenance sweep of the whole prefix as
+// those that create or change one and those that read one, the listings,
+// and pausing and resuming a task type. [Store.CreateForUpload] and
+// [Store.Ingest] are an OpCreate; [Store.PresignUploadForm] is an
+// OpPresignUpload. The bulk actions pass each of their tasks through as
+// the single call would: [Store.RetryMany] as an OpRetry,
+// [Store.CancelMany] as an OpCancel, [Store.PurgeMany] as an OpPurge, and
+// their listing, when they select by a filter, as an OpList.
+// [Store.Purge], a maintenance sweep of the whole prefix as
 // [Store.Reconcile] is, does not pass through middleware.
 const (
 	OpCreate          Op = "create"           // Store.Create
@@ -69,13 +70,17 @@ const (
 	OpList            Op = "list"             // Store.List
 	OpStats           Op = "stats"            // Store.Stats
 	OpWorkers         Op = "workers"          // Store.Workers
+	OpPause           Op = "pause"            // Store.Pause
+	OpResume          Op = "resume"           // Store.Resume
+	OpPaused          Op = "paused"           // Store.Paused
 )
 
 // Writes reports whether o creates a task or changes one (its record or
-// its input); the others only read.
+// its input), or changes which task types workers claim (OpPause,
+// OpResume); the others only read.
 func (o Op) Writes() bool {
 	switch o {
-	case OpCreate, OpSubmit, OpCancel, OpRetry, OpPurge, OpSchedule, OpUploadInput:
+	case OpCreate, OpSubmit, OpCancel, OpRetry, OpPurge, OpSchedule, OpUploadInput, OpPause, OpResume:
 		return true
 	}
 	return false
@@ -90,8 +95,8 @@ type Call struct {
 	// Op is the Store method called.
 	Op Op
 	// TaskID is the task the call is for; empty for OpCreate, whose task's
-	// ID is that of the Task returned, and for OpList, OpStats and
-	// OpWorkers.
+	// ID is that of the Task returned, and for OpList, OpStats, OpWorkers,
+	// OpPause, OpResume and OpPaused.
 	TaskID string
 	// Task is the task's record as the Store read it for this call, before
 	// any middleware ran, for every Op with a TaskID: a tenant or permission
@@ -114,6 +119,10 @@ type Call struct {
 	Reason string
 	// At is OpSchedule's start time.
 	At time.Time
+	// Type is the task type OpPause and OpResume pause or resume; a
+	// middleware may check it (a permission per type) or change it, and
+	// the Store validates it after.
+	Type string
 	// TTL is how long the URLs of OpPresignUpload and OpPresignDownload
 	// stay valid.
 	TTL time.Duration
@@ -166,7 +175,7 @@ type CallFunc func(ctx context.Context, c *Call) (*Task, error)
 //
 // The CallFunc returns the task the call returned or, for a call that
 // returns something else (a URL, an output, a page), the task's record, or
-// nil for OpList, OpStats and OpWorkers.
+// nil for OpList, OpStats, OpWorkers, OpPause, OpResume and OpPaused.
 //
 // StoreOptions.Middleware lists them outermost first, as for Middleware.
 type StoreMiddleware func(next CallFunc) CallFunc
@@ -265,6 +274,12 @@ func (s *Store) perform(ctx context.Context, c *Call) (*Task, error) {
 	case OpWorkers:
 		list, err := s.workers(ctx)
 		c.result = list
+		return nil, err
+	case OpPause, OpResume:
+		return nil, s.setPaused(ctx, c.Type, c.Op == OpPause)
+	case OpPaused:
+		types, err := s.paused(ctx)
+		c.result = types
 		return nil, err
 	}
 	return nil, invalidArg("unknown store call %q", c.Op)

@@ -330,6 +330,10 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 		if err != nil {
 			return false, due, false, false
 		}
+		if until, hold, failed := w.holdPaused(ctx, m.key, t); hold {
+			drop()
+			return false, until, false, failed
+		}
 		s.reached("poll/takeover")
 		ok, lost := w.claim(ctx, base, t, etag, next, stale)
 		return ok, due, lost, !ok && !lost
@@ -345,6 +349,10 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 			return false, at, false, false
 		}
 		return false, due, false, false
+	}
+	if until, hold, failed := w.holdPaused(ctx, m.key, t); hold {
+		drop()
+		return false, until, false, failed
 	}
 	ok, lost := w.claim(ctx, base, t, etag, next, stale)
 	return ok, due, lost, !ok && !lost

@@ -19,22 +19,41 @@ import (
 // The wake object (<prefix>_wake) tells idle workers about new work, so
 // that they need not LIST to find out: each checks it with a conditional
 // GET every PollInterval, which costs a twelfth of a LIST. Its body names
-// what was announced last, each announcement with a revision of its own:
+// the paused task types (see pause.go), then what was announced last, each
+// announcement with a revision of its own:
 //
-//	s3task-wake 2
+//	s3task-wake 3
+//	paused ["pdf"]
 //	4f0c9a1d2b3e4f50 batch-tasks/active/20261130T144702.123Z_7ZZZX5Q2M4Y7D6N2J3K8H9G0FA
 //	9a8b7c6d5e4f3a2b *
 //
 // A line names the marker of a task that became due or will be sooner than
 // it was (Submit, Retry, Schedule, a release on shutdown), or "*" for news
-// without one (markers restored by Reconcile). A worker that sees the object change looks at the
+// without one (markers restored by Reconcile, a Resume). A worker that sees the object change looks at the
 // announcements it has not seen: a marker that is gone was taken already,
 // and when every announced marker is gone there is nothing to list for.
 // So a submit costs the fleet one LIST, by the first worker to notice,
 // plus a HEAD per other idle worker, instead of a LIST per idle worker.
+//
+// The paused line is "paused" and a JSON array of the paused types, or
+// "paused ?" when the writer did not know them (the fallback below, which
+// writes blind). Every writer carries the line it read over to what it
+// writes, under the compare-and-set, so that no announcement drops a
+// pause and no pause drops an announcement. The body of the previous
+// version ("s3task-wake 2", no paused line) is read too: its
+// announcements count, and its paused types are unknown.
 
-// wakeHeader starts the body of the wake object.
-const wakeHeader = "s3task-wake 2"
+// wakeHeader starts the body of the wake object; wakeHeaderV2 the body
+// earlier versions write, which has no paused line.
+const (
+	wakeHeader   = "s3task-wake 3"
+	wakeHeaderV2 = "s3task-wake 2"
+)
+
+// wakeMaxBody bounds what is read of the wake object: 16 announcements of
+// about a hundred bytes and MaxPausedTypes types of up to 128 bytes, each
+// byte at most 6 in JSON, fit in it with room to spare.
+const wakeMaxBody = 64 << 10
 
 // wakeKeep is how many announcements the wake object keeps. A worker that
 // finds none it has seen may have missed some, and lists.
@@ -53,27 +72,64 @@ type wakeNote struct {
 // parseWake reads a wake object's body; ok is false for a body this code
 // does not know (written by an earlier version, say).
 func parseWake(body []byte) (notes []wakeNote, ok bool) {
+	b, ok := parseWakeBody(body)
+	return b.notes, ok
+}
+
+// wakeBody is what a wake object's body says.
+type wakeBody struct {
+	notes  []wakeNote
+	paused pausedSet
+}
+
+// parseWakeBody reads a wake object's body: this version's, or the
+// previous version's, whose paused set is unknown. ok is false for any
+// other body, which says nothing.
+func parseWakeBody(body []byte) (b wakeBody, ok bool) {
 	sc := bufio.NewScanner(bytes.NewReader(body))
-	if !sc.Scan() || sc.Text() != wakeHeader {
-		return nil, false
+	sc.Buffer(nil, wakeMaxBody)
+	if !sc.Scan() {
+		return wakeBody{}, false
+	}
+	switch sc.Text() {
+	case wakeHeader:
+		if !sc.Scan() {
+			return wakeBody{}, false
+		}
+		set, ok := parsePausedLine(sc.Text())
+		if !ok {
+			return wakeBody{}, false
+		}
+		b.paused = set
+	case wakeHeaderV2:
+	default:
+		return wakeBody{}, false
 	}
 	for sc.Scan() {
 		rev, key, found := strings.Cut(sc.Text(), " ")
 		if !found || rev == "" || key == "" {
-			return nil, false
+			return wakeBody{}, false
 		}
-		notes = append(notes, wakeNote{rev: rev, key: key})
+		b.notes = append(b.notes, wakeNote{rev: rev, key: key})
 	}
-	return notes, sc.Err() == nil
+	if sc.Err() != nil {
+		return wakeBody{}, false
+	}
+	return b, true
 }
 
-func formatWake(notes []wakeNote) []byte {
-	var b bytes.Buffer
-	b.WriteString(wakeHeader + "\n")
-	for _, n := range notes {
-		fmt.Fprintf(&b, "%s %s\n", n.rev, n.key)
+// formatWake writes a body with notes whose paused types are unknown.
+func formatWake(notes []wakeNote) []byte { return formatWakeBody(wakeBody{notes: notes}) }
+
+// formatWakeBody writes b as a wake object's body.
+func formatWakeBody(b wakeBody) []byte {
+	var buf bytes.Buffer
+	buf.WriteString(wakeHeader + "\n")
+	buf.WriteString(formatPausedLine(b.paused) + "\n")
+	for _, n := range b.notes {
+		fmt.Fprintf(&buf, "%s %s\n", n.rev, n.key)
 	}
-	return b.Bytes()
+	return buf.Bytes()
 }
 
 // wakeWithin bounds an announcement's requests, past the end of the
@@ -82,10 +138,13 @@ const wakeWithin = 2 * time.Second
 
 // wake announces the marker key (or "" for news without one) to idle
 // workers, and kicks the workers running in this process on this Store at
-// once. It adds the announcement to the wake object with a compare-and-set;
-// if that keeps losing, it writes an object that tells every worker to
-// list. It is only a hint: a failure is logged, and workers still list the
-// markers every MaxPollInterval. Requests: a GET and a PUT.
+// once. It adds the announcement to the wake object with a compare-and-set,
+// keeping the paused types the object names (see rewriteWake); if that
+// keeps losing, it writes an object that tells every worker to list. It is
+// only a hint: a failure is logged, and workers still list the markers
+// every MaxPollInterval. Requests: a GET and a PUT (and a GET of the
+// paused object when the wake object's body does not name the paused
+// types: one an earlier version wrote, or the fallback).
 //
 // The change it announces has landed, so the announcement does not end
 // with ctx: a call whose caller's deadline ran out in a best-effort step
@@ -98,49 +157,93 @@ func (s *Store) wake(ctx context.Context, key string) {
 	if key == "" {
 		note.key = "*"
 	}
+	etag, seen, err := s.rewriteWake(ctx, func(b *wakeBody) {
+		b.notes = keepNotes(append(b.notes, note))
+	})
+	if err != nil {
+		s.log.WarnContext(ctx, "s3task: write wake object", "err", err)
+	}
+	s.local.wake(etag, key, seen)
+}
+
+// keepNotes returns the last wakeKeep of notes.
+func keepNotes(notes []wakeNote) []wakeNote { return notes[max(len(notes)-wakeKeep, 0):] }
+
+// rewriteWake changes the wake object with a compare-and-set: it reads it,
+// lets edit change the body, and writes it over the one it read, with the paused types it read, or, when
+// the body did not name them, those of the paused object, read after it.
+// It tries wakeTries times; if every try loses, it writes, whatever is
+// there, a body that tells every worker to list and says the paused types
+// are unknown, so that workers read them from the paused object (the one
+// write that does not carry them over, and so must not state them). It
+// returns the object's new ETag ("" if the fallback failed too) and, after
+// a compare-and-set, the paused types the new body names, for the workers
+// of this process.
+func (s *Store) rewriteWake(ctx context.Context, edit func(b *wakeBody)) (string, *pauseSeen, error) {
 	for try := 0; try < wakeTries; try++ {
-		notes, etag, err := s.readWake(ctx)
+		b, etag, sent, err := s.readWake(ctx)
 		if err != nil {
 			break
 		}
-		notes = append(notes, note)
-		notes = notes[max(len(notes)-wakeKeep, 0):]
-		newETag, err := s.putWake(ctx, formatWake(notes), etag)
+		if !b.paused.known {
+			// Written by an earlier version, or by the fallback: the
+			// paused object says, read after the wake object, so that a
+			// Pause under way either shows here or changes the wake object
+			// and makes this write lose.
+			if types, _, err := s.readPaused(ctx); err == nil {
+				b.paused = pausedSet{known: true, types: types}
+			}
+		}
+		edit(&b)
+		newETag, err := s.putWake(ctx, formatWakeBody(b), etag)
 		if err == nil {
-			s.local.wake(newETag, key)
-			return
+			var seen *pauseSeen
+			if b.paused.known {
+				seen = &pauseSeen{types: b.paused.types, etag: newETag, read: sent}
+			}
+			return newETag, seen, nil
 		}
 		if !s3x.Lost(err) {
 			break
 		}
 	}
-	s.reached("wake/fallback")
-	newETag, err := s.putWake(ctx, formatWake([]wakeNote{{rev: note.rev, key: "*"}}), "-")
-	if err != nil {
-		s.log.WarnContext(ctx, "s3task: write wake object", "err", err)
-	}
-	s.local.wake(newETag, key)
+	newETag, err := s.wakeFallback(ctx)
+	return newETag, nil, err
 }
 
-// readWake reads the wake object's announcements and ETag; a missing
-// object has none and the ETag "", an unreadable body none.
-func (s *Store) readWake(ctx context.Context) ([]wakeNote, string, error) {
+// wakeFallback writes, whatever is there, a wake object that tells every
+// worker to list and that the paused types are unknown, so that workers
+// read them from the paused object: a write that does not read what it
+// replaces must not state them. It returns the new ETag.
+func (s *Store) wakeFallback(ctx context.Context) (string, error) {
+	s.reached("wake/fallback")
+	body := formatWakeBody(wakeBody{notes: []wakeNote{{rev: s.revision(s.wakeKey()), key: "*"}}})
+	return s.putWake(ctx, body, "-")
+}
+
+// readWake reads the wake object's body and ETag, and returns when the
+// read was sent (local clock). A missing object has no announcements, no
+// paused type and the ETag "": Pause and Resume always leave an object
+// behind. An unreadable body has no announcements and unknown paused
+// types.
+func (s *Store) readWake(ctx context.Context) (wakeBody, string, time.Time, error) {
 	key := s.wakeKey()
+	sent := time.Now()
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
 	switch {
 	case s3x.NotFound(err):
-		return nil, "", nil
+		return wakeBody{paused: pausedSet{known: true}}, "", sent, nil
 	case err != nil:
-		return nil, "", fmt.Errorf("s3task: read %s: %w", key, err)
+		return wakeBody{}, "", sent, fmt.Errorf("s3task: read %s: %w", key, err)
 	}
 	defer out.Body.Close()
 	s.observe(out.ResultMetadata)
-	body, err := io.ReadAll(io.LimitReader(out.Body, 16<<10))
+	body, err := io.ReadAll(io.LimitReader(out.Body, wakeMaxBody))
 	if err != nil {
-		return nil, "", fmt.Errorf("s3task: read %s: %w", key, err)
+		return wakeBody{}, "", sent, fmt.Errorf("s3task: read %s: %w", key, err)
 	}
-	notes, _ := parseWake(body)
-	return notes, aws.ToString(out.ETag), nil
+	b, _ := parseWakeBody(body)
+	return b, aws.ToString(out.ETag), sent, nil
 }
 
 // putWake writes the wake object over the one with ETag etag ("": create
@@ -178,7 +281,7 @@ func (s *Store) checkWake(ctx context.Context, etag string) (string, []byte, boo
 	case err == nil:
 		defer out.Body.Close()
 		s.observe(out.ResultMetadata)
-		body, _ := io.ReadAll(io.LimitReader(out.Body, 16<<10))
+		body, _ := io.ReadAll(io.LimitReader(out.Body, wakeMaxBody))
 		now := aws.ToString(out.ETag)
 		return now, body, now != etag, nil
 	case s3x.NotModified(err):
@@ -282,12 +385,26 @@ func (l *localWorkers) remove(w *Worker) {
 }
 
 // wake kicks every local worker; etag is the wake object's new ETag, if
-// known, so that their next check of it does not make them list again, and
-// key the marker announced ("" for none).
-func (l *localWorkers) wake(etag, key string) {
+// known, so that their next check of it does not make them list again, key
+// the marker announced ("" for none), and seen, if not nil, the paused
+// types the new body names.
+func (l *localWorkers) wake(etag, key string, seen *pauseSeen) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for w := range l.workers {
+		if seen != nil {
+			w.pause.view.see(*seen)
+		}
 		w.kick(etag, key)
+	}
+}
+
+// see tells every local worker the paused types a body this Store wrote
+// names, without waking them.
+func (l *localWorkers) see(seen pauseSeen) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for w := range l.workers {
+		w.pause.view.see(seen)
 	}
 }

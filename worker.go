@@ -38,6 +38,7 @@ type Worker struct {
 	legacy bool                 // poll loop only: markers named as earlier versions did may be left
 
 	wakeSeen map[string]bool // poll loop only: the wake object's announcements seen last
+	pause    workerPause     // the paused task types as the worker knows them (see pause.go)
 
 	noteMu    sync.Mutex
 	notes     []ObjectEvent    // what Notify was told since the loop last took it
@@ -303,7 +304,7 @@ func (w *Worker) loop(ctx, base context.Context) {
 	// Every request of the loop has a deadline (requestTimeout), so a
 	// stalled S3 costs a poll, never the loop.
 	bctx, cancel := w.bounded(ctx)
-	if etag, body, _, err := s.checkWake(bctx, ""); err == nil {
+	if etag, body, _, err := w.checkWake(bctx, ""); err == nil {
 		wakeETag = etag
 		w.wakeNews(bctx, body) // notes what was announced so far
 	}
@@ -340,7 +341,9 @@ func (w *Worker) loop(ctx, base context.Context) {
 			case <-w.kicked:
 				kicked()
 			case <-w.noted:
-				listNow, woke = w.takeNotes() || listNow, true
+				if ctx.Err() == nil { // see below
+					listNow, woke = w.takeNotes() || listNow, true
+				}
 			}
 			continue
 		}
@@ -357,6 +360,7 @@ func (w *Worker) loop(ctx, base context.Context) {
 			}
 		}
 		due = sooner(due, w.takeDue())
+		checked := false // the wake object, in this round
 		if !listNow {
 			switch {
 			case time.Since(lastList) >= w.opts.MaxPollInterval:
@@ -367,8 +371,9 @@ func (w *Worker) loop(ctx, base context.Context) {
 				// Woken by an event, or for a marker one named: the wake
 				// object waits for its time.
 			default:
+				checked = true
 				bctx, cancel := w.bounded(ctx)
-				etag, body, changed, err := s.checkWake(bctx, wakeETag)
+				etag, body, changed, err := w.checkWake(bctx, wakeETag)
 				if err != nil && ctx.Err() == nil {
 					w.log.Warn("s3task: poll", "err", err)
 				}
@@ -381,6 +386,7 @@ func (w *Worker) loop(ctx, base context.Context) {
 				cancel()
 			}
 		}
+		listNow = w.beforeList(ctx, listNow, checked)
 		if listNow {
 			var saturated bool
 			saturated, due = w.poll(ctx, base, due)
@@ -412,7 +418,12 @@ func (w *Worker) loop(ctx, base context.Context) {
 		case <-w.kicked:
 			kicked()
 		case <-w.noted:
-			listNow, woke = w.takeNotes() || listNow, true
+			// Not once Run is ending: when both are ready, select picks
+			// one at random, and what the notes would start is not
+			// started anyway.
+			if ctx.Err() == nil {
+				listNow, woke = w.takeNotes() || listNow, true
+			}
 		}
 		timer.Stop()
 	}
@@ -461,14 +472,17 @@ func (w *Worker) takeDue() time.Time {
 // held, renewed and settled as one Run starts; only the finding differs.
 // Use it to run a task on demand, and in tests (package s3tasktest does).
 //
-// Requests: one GET to read the task, then the claim's and the attempt's
-// own, and one GET to return the record.
+// Requests: one GET to read the task, a conditional GET of the wake object
+// unless the worker read it less than PollInterval ago (to learn whether
+// the task's type is paused; always, before it refuses a paused type), then
+// the claim's and the attempt's own, and one GET to return the record.
 //
 // Errors: [ErrInvalidID]; [ErrNotFound]; [ErrUnknownTaskType] if the
 // worker's handler does not serve the task's type; a *[TransitionError]
 // if the task is not due (created, scheduled, waiting for a retry,
-// running under a live lease, or finished); [ErrConflict] if another
-// writer changed it first; ctx's error while it waits for a slot.
+// running under a live lease, or finished); [ErrTypePaused] if its type
+// is paused ([Store.Pause]); [ErrConflict] if another writer changed it
+// first; ctx's error while it waits for a slot.
 func (w *Worker) RunTask(ctx context.Context, id string) (*Task, error) {
 	if err := ParseID(id); err != nil {
 		return nil, err
@@ -491,6 +505,9 @@ func (w *Worker) RunTask(ctx context.Context, id string) (*Task, error) {
 		}
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := w.refusePaused(ctx, t); err != nil {
 		return nil, err
 	}
 	select {

@@ -27,6 +27,11 @@ const (
 	maxLatency  = 3 * time.Second
 
 	rateAnswerDelay = 0.03 // answers delivered late, after S3 stamped their Date
+
+	// rateWake409 is, in worlds with a pauser, the chance that a
+	// conditional PUT of the wake object is refused with a 409: one
+	// announcement in about 40 loses three times and falls back.
+	rateWake409 = 0.3
 )
 
 // procKey is the context key of the name of the process a request is from.
@@ -203,6 +208,12 @@ func (n *link) draw(r *http.Request, rng *Rand) (fault, time.Duration) {
 	}
 	conditional := r.Method == http.MethodPut && (r.Header.Get("If-Match") != "" || r.Header.Get("If-None-Match") != "")
 	write := r.Method != http.MethodGet && r.Method != http.MethodHead
+	if n.w.cfg.Pause && conditional && strings.HasSuffix(r.URL.Path, "/_wake") && rng.Chance(rateWake409*s) {
+		// Crowd the wake object, so that announcements, Pauses and
+		// Resumes fall back now and then to the write that does not
+		// carry the paused types over.
+		return fault409, delay
+	}
 	u := rng.Float64()
 	for _, c := range []struct {
 		f fault

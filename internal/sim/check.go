@@ -91,12 +91,16 @@ const (
 	// ended, in order), or keeps more than s3task.HistoryLimit of them
 	// (see checkHistories).
 	KindHistory Kind = "history"
+	// KindPause: a worker began a claim of a task of a paused type more
+	// than its PollInterval after the Pause returned, before any Resume of
+	// the type started (see checkPause).
+	KindPause Kind = "pause"
 )
 
 // Kinds lists every kind, in the order of the checks.
 func Kinds() []Kind {
 	return []Kind{KindOverlap, KindCompletion, KindAttempts, KindAPI, KindLateWrite, KindMarker,
-		KindNotice, KindClaimDelay, KindTransition, KindExpiry, KindStuck, KindKey, KindOverrun, KindCost, KindPickup, KindStop, KindIngest, KindInput, KindHistory}
+		KindNotice, KindClaimDelay, KindTransition, KindExpiry, KindStuck, KindKey, KindOverrun, KindCost, KindPickup, KindStop, KindIngest, KindInput, KindHistory, KindPause}
 }
 
 // Violation is one broken guarantee found in a history.
@@ -117,7 +121,7 @@ func Check(h *History) []Violation {
 	var vs []Violation
 	for _, check := range []func(*index) []Violation{
 		checkOverlap, checkCompletion, checkAttempts, checkAPI, checkLateWrites, checkMarkers,
-		checkNotices, checkClaimDelay, checkTransitions, checkExpiry, checkStuck, checkKeys, checkOverrun, checkGoneReads, checkPickup, checkEventPickup, checkStopBy, checkIngest, checkInputOnce, checkHistories,
+		checkNotices, checkClaimDelay, checkTransitions, checkExpiry, checkStuck, checkKeys, checkOverrun, checkGoneReads, checkPickup, checkEventPickup, checkStopBy, checkIngest, checkInputOnce, checkHistories, checkPause,
 	} {
 		vs = append(vs, check(x)...)
 	}

@@ -25,11 +25,17 @@ import (
 // announced nothing), workers learn of the task at their next listing
 // (MaxPollInterval, the safety net), which checkClaimDelay covers; unless
 // the start was so far ahead that they have listed since.
+//
+// A task whose type is paused (Store.Pause) is not due: one that fell
+// due while its type may have been paused (see pausedSpans) is due from
+// the end of the Resume, which tells idle workers to list; none is held
+// to the bound if its type may be paused again before it.
 func checkPickup(x *index) []Violation {
 	avail := map[string][]span{}
 	for _, wi := range x.h.Workers {
 		avail[wi.Name] = x.available(wi.Name)
 	}
+	paused := x.pausedSpans()
 	var vs []Violation
 	for _, id := range x.tasks {
 		t := x.last(id)
@@ -44,7 +50,13 @@ func checkPickup(x *index) []Violation {
 			}
 			// Workers learn of it when it is announced, or listed.
 			d.From = later(d.From, told)
+			if s, ok := pausedAt(paused[t.Type], d.From); ok {
+				d.From = s.To // the Resume's end: it tells idle workers to list
+			}
 			deadline := d.From.Add(x.p.PickupBound)
+			if pausedWithin(paused[t.Type], d.From, deadline) {
+				continue // paused (again) before the bound, or never resumed
+			}
 			if d.To.Before(deadline) || !x.marked(id, d.From, deadline) {
 				continue // claimed (or changed) in time, or without a marker
 			}
@@ -70,10 +82,14 @@ func checkPickup(x *index) []Violation {
 // changes first, or the worker is told before then that the marker was
 // deleted (a late notification of an earlier delete of the same key).
 // The polling rule of checkPickup does not hold for such a worker: it
-// lists only every MaxPollInterval, which checkClaimDelay covers.
+// lists only every MaxPollInterval, which checkClaimDelay covers. Nor is
+// it held to the bound while the task's type may be paused, or within its
+// PollInterval (MaxPollInterval) after the Resume, which it learns of at
+// its next look at the wake object.
 func checkEventPickup(x *index) []Violation {
 	active := x.h.Prefix + "active/"
 	avail := map[string][]span{}
+	paused := x.pausedSpans()
 	var vs []Violation
 	for i, d := range x.h.Deliveries {
 		wi, ok := x.workers[d.Worker]
@@ -91,6 +107,9 @@ func checkEventPickup(x *index) []Violation {
 			continue
 		}
 		deadline := d.Time.Add(x.p.PickupBound)
+		if pausedWithin(paused[t.Type], d.Time.Add(-x.pollInterval(wi.Name)), deadline) {
+			continue // its type may be paused, or the worker not know yet of its Resume
+		}
 		var stretch *due
 		for _, du := range x.dues(id) {
 			if !du.From.After(d.Time) && d.Time.Before(du.To) {

@@ -54,6 +54,12 @@ func (s *story) object(d time.Duration, proc, method, key, body string) {
 	s.h.Writes = append(s.h.Writes, Write{Seq: s.next(), Time: s.at(d), Proc: proc, Method: method, Key: key, Body: []byte(body)})
 }
 
+// call appends a Pause or Resume of typ by proc from from to to, failed
+// with err unless it is "".
+func (s *story) call(proc string, kind CallKind, typ string, from, to time.Duration, err string) {
+	s.h.Calls = append(s.h.Calls, Call{Proc: proc, Kind: kind, Type: typ, Start: s.at(from), End: s.at(to), StartSeq: s.next(), EndSeq: s.next(), Err: err})
+}
+
 func (s *story) event(proc string, kind EventKind, from, to time.Duration) {
 	s.h.Events = append(s.h.Events, ProcEvent{Proc: proc, Kind: kind, Start: s.at(from), End: s.at(to)})
 }
@@ -334,6 +340,10 @@ func TestCheckFindsEachKind(t *testing.T) {
 				a := &s.h.Writes[i].Record.History[0]
 				a.Outcome, a.EndedAt = s3task.OutcomeRunning, time.Time{}
 			}
+		}},
+		{KindPause, "op2's Pause of the task's type returns at 0.4s and w1 begins its claim at 2.5s", func(s *story, run *HandlerRun) {
+			s.call("op2", CallPause, "", 100*time.Millisecond, 400*time.Millisecond, "")
+			s.h.Writes[wClaim].Began = s.at(2500 * time.Millisecond)
 		}},
 		{KindStop, "w1 is stopped at 10s with 5s to finish, but its handler's context lives on to 30s", func(s *story, run *HandlerRun) {
 			s.event("w1", EventStop, 10*time.Second, 10*time.Second)

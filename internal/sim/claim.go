@@ -219,7 +219,9 @@ func (x *index) markedSpans(id string) []span {
 // checkClaimDelay: while a worker is up, unpaused and has a free slot, no
 // task of a type it serves stays claimable for longer than
 // Params.ClaimBound. One violation is reported per stretch of such a
-// worker's time, naming the tasks it left.
+// worker's time, naming the tasks it left. A task is not claimable while
+// its type may be paused (Store.Pause; see pausedSpans): once the Resume
+// has returned, its waiting tasks must be claimed within the bound too.
 //
 // The bound is sound for a worker whose poll loop is never held up: an idle
 // worker lists the markers at least every MaxPollInterval (sooner when the
@@ -230,8 +232,13 @@ func (x *index) markedSpans(id string) []span {
 // passes. A slow or failing OnTerminal hook must not hold the loop up.
 func checkClaimDelay(x *index) []Violation {
 	claimable := map[string][]span{}
+	paused := x.pausedSpans()
 	for _, id := range x.tasks {
-		for _, c := range x.claimable(id) {
+		spans := x.claimable(id)
+		if t := x.last(id); t != nil {
+			spans = subtract(spans, paused[t.Type]) // see pausedSpans
+		}
+		for _, c := range spans {
 			if c.len() >= x.p.ClaimBound {
 				claimable[id] = append(claimable[id], c)
 			}

@@ -54,6 +54,10 @@ type Config struct {
 	// Ingesters, fed the same events and sweeping the folder every two
 	// minutes, make tasks of them. Default: half the worlds with Events.
 	Ingest bool
+	// Pause has a pauser process pause and resume task types at random
+	// moments (Store.Pause, Store.Resume) until the turbulence ends, then
+	// resume them all. Default: half the worlds.
+	Pause bool
 	// Cap is how long after the turbulence the run waits for every task to
 	// finish before it reports the rest as stuck. Default 90 minutes, and
 	// 20 seconds more per task of a Burst and per task over 50.
@@ -88,6 +92,7 @@ func (c Config) withDefaults(rng *Rand) Config {
 	c.Events = c.Events || NewRand(c.Seed, "events").Chance(1.0/3)
 	c.Ingest = c.Ingest || c.Events && NewRand(c.Seed, "ingest").Chance(0.5)
 	c.Events = c.Events || c.Ingest
+	c.Pause = c.Pause || NewRand(c.Seed, "pause").Chance(0.5)
 	if c.Planted == 0 && planted {
 		c.Planted = nPlanted
 	}

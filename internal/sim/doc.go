@@ -37,6 +37,12 @@
 //     their context for a while, or try to write an output after it ended;
 //   - OnTerminal hooks succeed, fail, fail for a long while, or are slow
 //     (some ignoring their context);
+//   - in half the worlds a pauser pauses task types (Store.Pause) and
+//     resumes them at random moments, at most two at once, while the
+//     operators' Submits announce new tasks in the same wake object,
+//     which the adversary crowds (3 in 10 of its conditional writes
+//     refused with a 409) so that writers fall back to the blind write
+//     now and then; at the end of the turbulence it resumes them all;
 //   - in a third of the worlds the workers are fed S3 event notifications
 //     of what S3 applied (Worker.Notify), lost, repeated, late by up to a
 //     minute and so out of order, to every worker or to one; half of

@@ -145,11 +145,15 @@ func DefaultParams() Params {
 
 // Write is one request that changed the bucket, as S3 applied it.
 type Write struct {
-	Seq    int64     // its place in the history's order
-	Time   time.Time // when S3 applied it (S3's clock)
-	Proc   string    // the process whose client sent it
-	Method string    // PUT, POST or DELETE
-	Key    string    // the object key, without the bucket
+	Seq  int64     // its place in the history's order
+	Time time.Time // when S3 applied it (S3's clock)
+	// Began is when the client call that sent it began (its SDK
+	// operation, before any of the SDK's retries): when the library
+	// decided to make it.
+	Began  time.Time
+	Proc   string // the process whose client sent it
+	Method string // PUT, POST or DELETE
+	Key    string // the object key, without the bucket
 	// Body is kept for outputs and the wake object only.
 	Body []byte
 	// Record is the decoded status.json of a PUT of a record; nil otherwise
@@ -314,6 +318,8 @@ const (
 	CallRetry           CallKind = "Retry"
 	CallSchedule        CallKind = "Schedule"
 	CallPurge           CallKind = "Purge"
+	CallPause           CallKind = "Pause"  // Store.Pause of Call.Type
+	CallResume          CallKind = "Resume" // Store.Resume of Call.Type
 )
 
 // Call is one operator call.
@@ -340,6 +346,8 @@ type Call struct {
 	Found bool
 	// Purged lists the tasks a Purge reported deleted.
 	Purged []string
+	// Type is the task type a Pause or Resume was given.
+	Type string
 }
 
 // Notice is one call of an OnTerminal hook.

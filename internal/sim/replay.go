@@ -46,7 +46,7 @@ func (h *History) Encode(out io.Writer) error {
 	fmt.Fprintf(bw, "planted %s\n", js(h.Planted))
 	for i := range h.Writes {
 		w := &h.Writes[i]
-		fmt.Fprintf(bw, "write %d %s %s %s %s released=%d body=%q record=%s\n", i, at(w.Time), w.Proc, w.Method, w.Key, w.Released, w.Body, js(w.Record))
+		fmt.Fprintf(bw, "write %d %s %s %s %s began=%s released=%d body=%q record=%s\n", i, at(w.Time), w.Proc, w.Method, w.Key, at(w.Began), w.Released, w.Body, js(w.Record))
 	}
 	var lines []string
 	for _, r := range h.Runs {
@@ -55,8 +55,8 @@ func (h *History) Encode(out io.Writer) error {
 			r.Returned, at(r.Return), window(r.ReturnSeq), r.OK, r.Err, r.Dead, r.Output, r.Wrote, r.Late, r.LateErr))
 	}
 	for _, c := range h.Calls {
-		lines = append(lines, fmt.Sprintf("call %s w%d %s %s %s end=%s w%d err=%q unknown=%v note=%q task=%s",
-			at(c.Start), window(c.StartSeq), c.Proc, c.Kind, c.TaskID, at(c.End), window(c.EndSeq), c.Err, c.OutcomeUnknown, c.Note, js(c.Task)))
+		lines = append(lines, fmt.Sprintf("call %s w%d %s %s %s type=%q end=%s w%d err=%q unknown=%v note=%q task=%s",
+			at(c.Start), window(c.StartSeq), c.Proc, c.Kind, c.TaskID, c.Type, at(c.End), window(c.EndSeq), c.Err, c.OutcomeUnknown, c.Note, js(c.Task)))
 	}
 	for _, n := range h.Notices {
 		lines = append(lines, fmt.Sprintf("notice %s w%d %s %s %s attempt=%d end=%s ok=%v",

@@ -77,13 +77,22 @@ func Run(cfg Config) (*History, error) {
 		}
 		operators.Go(func() { w.partner(partner, start.Add(cfg.Arrivals)) })
 	}
+	chaotic := ops
+	if cfg.Pause {
+		pauser, err := w.newProc("pauser")
+		if err != nil {
+			return nil, err
+		}
+		chaotic = append(slices.Clone(ops), pauser)
+		operators.Go(func() { w.pauser(pauser, calm) })
+	}
 	opsDone := make(chan struct{})
 	go func() {
 		operators.Wait()
 		close(opsDone)
 	}()
 	if !cfg.NoChaos {
-		w.wg.Go(func() { w.chaos(ops) })
+		w.wg.Go(func() { w.chaos(chaotic) })
 		if cfg.Long {
 			w.wg.Go(w.vandal)
 		}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/s3task/s3task"
 	"github.com/s3task/s3task/internal/entropy"
@@ -144,7 +146,7 @@ func (w *World) event(name string, kind EventKind, start, end time.Time) {
 func (w *World) newProc(name string) (*proc, error) {
 	p := &proc{w: w, name: name, rng: NewRand(w.cfg.Seed, "proc/"+name), hook: NewRand(w.cfg.Seed, "hook/"+name)}
 	p.link = newLink(w, name)
-	p.raw = s3test.Objects{Client: steadyRetries(w.mem.Client(p.link.wrap, p.tag)), Bucket: w.mem.Bucket}
+	p.raw = s3test.Objects{Client: stampBegan(steadyRetries(w.mem.Client(p.link.wrap, p.tag))), Bucket: w.mem.Bucket}
 	skew := p.rng.Dur(-2*time.Minute, 2*time.Minute)
 	opts := &s3task.StoreOptions{
 		Clock:      func() time.Time { return time.Now().Add(skew) },
@@ -178,9 +180,31 @@ func steadyRetries(c *s3.Client) *s3.Client {
 	})
 }
 
+// beganKey is the context key of the time a client call began.
+type beganKey struct{}
+
+// stampBegan returns c with a step at the start of each call that puts
+// the time into its context, which the requests it sends, resent ones
+// included, carry to S3 (see Write.Began).
+func stampBegan(c *s3.Client) *s3.Client {
+	return s3.New(c.Options(), func(o *s3.Options) {
+		o.APIOptions = append(slices.Clone(o.APIOptions), func(st *middleware.Stack) error {
+			return st.Initialize.Add(middleware.InitializeMiddlewareFunc("simBegan", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				return next.HandleInitialize(context.WithValue(ctx, beganKey{}, time.Now()), in)
+			}), middleware.Before)
+		})
+	})
+}
+
+// beganOf returns when the client call that sent r began, or zero.
+func beganOf(r *http.Request) time.Time {
+	t, _ := r.Context().Value(beganKey{}).(time.Time)
+	return t
+}
+
 // applied records a write S3 applied. It runs while S3 serves nothing else.
 func (w *World) applied(a s3test.Applied) {
-	wr := Write{Seq: w.next(), Time: a.Time, Proc: procOf(a.Request), Method: a.Method, Key: a.Key, Zombie: isZombie(a.Request)}
+	wr := Write{Seq: w.next(), Time: a.Time, Began: beganOf(a.Request), Proc: procOf(a.Request), Method: a.Method, Key: a.Key, Zombie: isZombie(a.Request)}
 	switch {
 	case strings.HasSuffix(a.Key, "/status.json") && a.Method == http.MethodPut:
 		// released_attempts is read apart from the Task, so records of code

@@ -240,4 +240,25 @@ var mutations = []mutation{
 		New: `func (s *Store) presignForm(ctx context.Context, t *Task, ttl time.Duration) (*PresignedForm, error) {
 	key := s.inputOf(t)`,
 	},
+	{
+		Name:    "pause-ignored",
+		Promise: "Once Store.Pause has returned, no worker begins a claim of a task of the paused type later than its PollInterval after, until a Resume.",
+		File:    "pause.go",
+		Old:     `	return slices.Contains(seen.types, typ), nil`,
+		New:     `	return false, nil`,
+	},
+	{
+		Name:    "wake-drops-paused",
+		Promise: "Every writer of the wake object carries the paused types it read over to what it writes, so no announcement (a Submit, a Retry) drops a pause.",
+		File:    "wake.go",
+		Old:     `		newETag, err := s.putWake(ctx, formatWakeBody(b), etag)`,
+		New:     `		newETag, err := s.putWake(ctx, formatWakeBody(wakeBody{notes: b.notes, paused: pausedSet{known: true}}), etag)`,
+	},
+	{
+		Name:    "fallback-states-none",
+		Promise: "The fallback of an announcement that keeps losing, which writes the wake object blind, says the paused types are unknown, so workers read them from the paused object and no pause is lost.",
+		File:    "wake.go",
+		Old:     `	body := formatWakeBody(wakeBody{notes: []wakeNote{{rev: s.revision(s.wakeKey()), key: "*"}}})`,
+		New:     `	body := formatWakeBody(wakeBody{notes: []wakeNote{{rev: s.revision(s.wakeKey()), key: "*"}}, paused: pausedSet{known: true}})`,
+	},
 }
