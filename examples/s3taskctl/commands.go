@@ -119,6 +119,24 @@ reconciler deletes its object 24 hours after its last write. An object
 that cannot be read is listed as UNREADABLE, with its key. Requests: one
 LIST and one GET per worker (at most 1000). -live shows only the live
 workers.`},
+		{name: "pause", synopsis: "TYPE", setup: pauseCmd(true), args: []string{"TYPE"},
+			summary: "stop the workers claiming the tasks of a type",
+			help: `Pauses a task type: within a PollInterval no worker claims a task of it
+(first attempts, retries and take-overs alike); attempts already running
+finish, and new tasks of the type are accepted and wait, queued. Pausing
+a paused type changes nothing. Prints the types paused afterwards.
+Workers of library versions before pausing existed do not honour it.
+Requests: 2 GETs and 2 PUTs (2 GETs when nothing changes), then the GET
+of the list. TYPE "" pauses the untyped tasks.`},
+		{name: "resume", synopsis: "TYPE", setup: pauseCmd(false), args: []string{"TYPE"},
+			summary: "let the workers claim the tasks of a paused type again",
+			help: `Resumes a paused task type and announces its waiting tasks, so idle
+workers list them within a PollInterval. Resuming a type that is not
+paused changes nothing. Prints the types paused afterwards. Requests: as
+pause.`},
+		{name: "paused", synopsis: "", setup: pausedCmd,
+			summary: "the task types paused now",
+			help: `Lists the task types paused now, sorted. Requests: one GET.`},
 		{name: "reconcile", synopsis: "[-since D|TIME] [-dry-run]", setup: reconcileCmd,
 			summary: "repair the marker index workers find tasks by",
 			help: `Workers find work through small marker objects, an index kept next to the
