@@ -136,7 +136,7 @@ paused changes nothing. Prints the types paused afterwards. Requests: as
 pause.`},
 		{name: "paused", synopsis: "", setup: pausedCmd,
 			summary: "the task types paused now",
-			help: `Lists the task types paused now, sorted. Requests: one GET.`},
+			help:    `Lists the task types paused now, sorted. Requests: one GET.`},
 		{name: "reconcile", synopsis: "[-since D|TIME] [-dry-run]", setup: reconcileCmd,
 			summary: "repair the marker index workers find tasks by",
 			help: `Workers find work through small marker objects, an index kept next to the

@@ -29,7 +29,7 @@ func TestPauseCommands(t *testing.T) {
 		t.Errorf("pause csv_enrich:\n%s", r)
 	}
 	f.want(exitOK, nil, "pause", "csv_enrich") // again: no change, no error
-	f.want(exitOK, nil, "pause", "")          // the untyped tasks
+	f.want(exitOK, nil, "pause", "")           // the untyped tasks
 	if got := paused(); !slices.Equal(got, []string{"", "csv_enrich"}) {
 		t.Errorf("Store.Paused after the pauses = %q", got)
 	}
