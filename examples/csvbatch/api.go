@@ -161,6 +161,8 @@ func (a *api) register(mux *http.ServeMux) {
 	mux.Handle("POST /tasks/{id}/schedule", a.handle(a.schedule))
 	mux.Handle("GET /stats", a.handle(a.stats))
 	mux.Handle("GET /workers", a.handle(a.workers))
+	mux.Handle("GET /paused", a.handle(a.paused))
+	mux.Handle("POST /paused", a.handle(a.setPaused))
 	// Everything else under the API's paths answers in JSON too, not with
 	// the mux's plain-text 404 and 405.
 	for _, pattern := range catchAll {
@@ -170,7 +172,7 @@ func (a *api) register(mux *http.ServeMux) {
 
 // catchAll are the patterns of noRoute: every path of the API that no
 // route takes.
-var catchAll = []string{"/tasks", "/tasks/", "/stats", "/workers"}
+var catchAll = []string{"/tasks", "/tasks/", "/stats", "/workers", "/paused"}
 
 // noRoute answers a request no API route takes: 405 with an Allow header
 // if the path takes other methods, 404 otherwise.

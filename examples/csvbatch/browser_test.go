@@ -362,7 +362,35 @@ func TestBrowserOperatorViews(t *testing.T) {
 		}
 	}
 	checkOverview("5", map[string]string{catBadInput: "2", catIO: "4"})
+
+	// Pausing a type from its row: confirmed, it reads paused with a
+	// Resume button, and the library has it paused; then resumed.
+	pauseState := func() (badge, button string) {
+		t.Helper()
+		var got []string
+		evaluate(fmt.Sprintf(`(() => { const tr = document.querySelector('#type-rows tr[data-type=%q]'); return [tr.querySelector('.pause-cell span').textContent, tr.querySelector('.pause-cell button').textContent]; })()`, typeStats), &got)
+		return got[0], got[1]
+	}
+	if b, btn := pauseState(); b != "claiming" || btn != "Pause" {
+		t.Errorf("%s before a pause: %q, %q", typeStats, b, btn)
+	}
+	run("pausing a type",
+		chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#type-rows tr[data-type=%q] button[data-action="pause-type"]`, typeStats))),
+		chromedp.Poll[chromedp.Void](fmt.Sprintf(`!!document.querySelector('#type-rows tr[data-type=%q] button[data-action="resume-type"]')`, typeStats)))
+	if b, btn := pauseState(); b != "paused" || btn != "Resume" {
+		t.Errorf("%s after the pause: %q, %q", typeStats, b, btn)
+	}
+	if lib, err := s.app.store.Paused(t.Context()); err != nil || !slices.Equal(lib, []string{typeStats}) {
+		t.Errorf("Store.Paused after the page's pause = %v, %v", lib, err)
+	}
 	screenshot("operator-overview.png")
+	run("resuming the type",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#type-rows tr[data-type=%q] button[data-action="resume-type"]`, typeStats))),
+		chromedp.Poll[chromedp.Void](fmt.Sprintf(`!!document.querySelector('#type-rows tr[data-type=%q] button[data-action="pause-type"]')`, typeStats)))
+	if lib, err := s.app.store.Paused(t.Context()); err != nil || len(lib) != 0 {
+		t.Errorf("Store.Paused after the page's resume = %v, %v", lib, err)
+	}
 
 	// The dead tasks, from the overview's card: a Retry where it can
 	// help, the reason where it cannot.

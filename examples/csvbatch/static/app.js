@@ -260,21 +260,43 @@ async function tick() {
 // ---- the overview ----
 
 async function loadOverview() {
-  let st;
+  let st, paused;
   try {
-    st = await api('GET', '/stats?span=' + encodeURIComponent($('#span').value));
+    [st, paused] = await Promise.all([
+      api('GET', '/stats?span=' + encodeURIComponent($('#span').value)),
+      api('GET', '/paused'),
+    ]);
   } catch (e) {
     if (e.status !== 401) showError('#stats-error', 'Could not load the overview: ' + e.message);
     return;
   }
   showError('#stats-error', '');
-  renderOverview(st);
+  renderOverview(st, paused);
+}
+
+// onPauseAction pauses or resumes the type of the button clicked in the
+// overview's table of types, after a confirmation for a pause.
+async function onPauseAction(ev) {
+  const target = ev.target.closest('button[data-action]');
+  if (!target) return;
+  const typ = target.dataset.type;
+  const pause = target.dataset.action === 'pause-type';
+  const name = typ || '(no type)';
+  if (pause && !window.confirm('Pause ' + name + '? Workers stop claiming its tasks; running attempts finish.')) return;
+  target.disabled = true;
+  try {
+    await api('POST', '/paused', { type: typ, paused: pause });
+    showError('#pause-error', '');
+  } catch (e) {
+    showError('#pause-error', 'Could not ' + (pause ? 'pause ' : 'resume ') + name + ': ' + e.message);
+  }
+  reload();
 }
 
 // SPANS says what each span of GET /stats covers.
 const SPANS = { '1h': 'the last hour', '24h': 'the last 24 hours', '7d': 'the last 7 days', '30d': 'the last 30 days' };
 
-function renderOverview(st) {
+function renderOverview(st, paused) {
   let scope = st.tasks + ' task' + (st.tasks === 1 ? '' : 's') + ' created in ' + (SPANS[st.span] || st.span) +
     ', as of ' + new Date(st.read_at).toLocaleTimeString() + '; ' + st.unfinished + ' unfinished.';
   if (st.truncated) scope += ' Only the newest ' + st.max_tasks + ' were read: the counts cover them alone.';
@@ -308,9 +330,14 @@ function renderOverview(st) {
   drawChart($('#chart-completed'), st, 'completed', 'Completed', per);
   drawChart($('#chart-failed'), st, 'failed', 'Failed for good', per);
 
-  const types = Object.keys(st.by_type).sort();
+  // Every type with tasks in the span, every type the service runs, and
+  // every type paused, so that a paused type can always be resumed here.
+  const isPaused = new Set(paused.paused);
+  const types = [...new Set([...Object.keys(st.by_type), ...paused.types, ...paused.paused])].sort();
+  const none = Object.fromEntries(Object.keys(st.by_status).map((s) => [s, 0]));
   $('#type-rows').replaceChildren(...types.map((typ) => {
-    const c = st.by_type[typ];
+    const c = st.by_type[typ] || none;
+    const on = isPaused.has(typ);
     const link = (s, label) => el('a', {
       href: '#/tasks?status=' + s + '&type=' + encodeURIComponent(typ), textContent: String(c[s]), title: label,
     });
@@ -322,10 +349,16 @@ function renderOverview(st) {
       cell('Failed', { className: 'num' }, link('failed', 'failed')),
       cell('Completed', { className: 'num' }, link('completed', 'completed')),
       cell('Cancelled', { className: 'num' }, link('abandoned', 'cancelled')),
-      cell('Unfinished', { className: 'num', textContent: String(st.unfinished_by_type[typ] || 0) }));
+      cell('Unfinished', { className: 'num', textContent: String(st.unfinished_by_type[typ] || 0) }),
+      cell('Workers', { className: 'pause-cell' },
+        el('span', { className: on ? 'paused-badge' : 'claiming', textContent: on ? 'paused' : 'claiming' }), ' ',
+        el('button', {
+          type: 'button', className: on ? '' : 'danger',
+          dataset: { action: on ? 'resume-type' : 'pause-type', type: typ },
+          textContent: on ? 'Resume' : 'Pause',
+        })));
   }));
   $('#types').hidden = types.length === 0;
-  $('#no-types').hidden = types.length > 0;
 }
 
 // drawChart draws one series of the timeline (st.timeline[].key) as bars
@@ -941,6 +974,7 @@ function init() {
   });
   $('#span').addEventListener('change', reload);
   $('#stats-refresh').addEventListener('click', reload);
+  $('#type-rows').addEventListener('click', onPauseAction);
   window.addEventListener('hashchange', route);
   toggleRequired();
   showMain(); // a server without a token answers at once; otherwise a 401 shows the sign-in form
