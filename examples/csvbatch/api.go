@@ -159,6 +159,7 @@ func (a *api) register(mux *http.ServeMux) {
 	mux.Handle("GET /tasks/{id}/output", a.handle(a.output))
 	mux.Handle("POST /tasks/{id}/upload", a.handle(a.reissueUpload))
 	mux.Handle("POST /tasks/{id}/schedule", a.handle(a.schedule))
+	mux.Handle("POST /tasks/bulk", a.handle(a.bulk))
 	mux.Handle("GET /stats", a.handle(a.stats))
 	mux.Handle("GET /workers", a.handle(a.workers))
 	mux.Handle("GET /paused", a.handle(a.paused))
@@ -171,8 +172,9 @@ func (a *api) register(mux *http.ServeMux) {
 }
 
 // catchAll are the patterns of noRoute: every path of the API that no
-// route takes.
-var catchAll = []string{"/tasks", "/tasks/", "/stats", "/workers", "/paused"}
+// route takes. "GET /tasks/bulk" keeps a GET of the bulk path from
+// reading "bulk" as a task ID: it answers 405, Allow: POST.
+var catchAll = []string{"/tasks", "/tasks/", "/stats", "/workers", "/paused", "GET /tasks/bulk"}
 
 // noRoute answers a request no API route takes: 405 with an Allow header
 // if the path takes other methods, 404 otherwise.
@@ -231,13 +233,21 @@ func (a *api) handle(h handlerFunc) http.Handler {
 			// Whatever the library made of it, the deadline cut it short.
 			ae = &apiError{status: http.StatusServiceUnavailable, code: codeS3Unavailable}
 		}
+		var stopped *bulkStopped
+		partial := errors.As(err, &stopped)
 		switch {
 		case ae.code == codeS3Unavailable:
-			ae = a.unavailable(r, timedOut)
+			ae = a.unavailable(r, timedOut, partial)
 			w.Header().Set("Retry-After", strconv.Itoa(a.retryAfter()))
 			a.log.WarnContext(r.Context(), "api request: S3 unavailable", "method", r.Method, "path", clip(r.URL.Path, 80), "err", err)
 		case ae.status >= 500:
 			a.log.ErrorContext(r.Context(), "api request failed", "method", r.Method, "path", clip(r.URL.Path, 80), "err", err)
+		}
+		if partial {
+			// What the bulk action did before it stopped, with the error.
+			stopped.resp.Error = &errorBody{Code: ae.code, Message: clip(ae.message, maxMessage)}
+			writeJSON(w, ae.status, stopped.resp)
+			return
 		}
 		writeError(w, ae)
 	})
@@ -245,8 +255,9 @@ func (a *api) handle(h handlerFunc) http.Handler {
 
 // unavailable is the s3_unavailable answer to r, saying what the client
 // may assume: S3 did not answer within the deadline (timedOut), or could
-// not be reached or reported trouble of its own.
-func (a *api) unavailable(r *http.Request, timedOut bool) *apiError {
+// not be reached or reported trouble of its own; partial says a bulk
+// action stopped after it may have changed tasks.
+func (a *api) unavailable(r *http.Request, timedOut, partial bool) *apiError {
 	msg := "the storage (S3) cannot be reached or reports trouble; try again in a few seconds"
 	if timedOut {
 		msg = fmt.Sprintf("the storage (S3) did not answer within %s; try again in a few seconds", a.s3Timeout)
@@ -254,6 +265,10 @@ func (a *api) unavailable(r *http.Request, timedOut bool) *apiError {
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/tasks":
 		msg += ". The task may or may not have been created: repeat the request with the same Idempotency-Key to get the one it made, if any"
+	case partial:
+		msg += ". The bulk action stopped part way: results says what it did with each task it reached, and next_cursor goes on from there"
+	case r.Method == http.MethodPost && r.URL.Path == "/tasks/bulk":
+		msg += ". The bulk action changed nothing: it stopped while it was selecting the tasks"
 	case r.Method != http.MethodGet && r.Method != http.MethodHead:
 		msg += ". The change this request asked for may or may not have been made: read the task before repeating it"
 	}
@@ -269,16 +284,17 @@ func (a *api) retryAfter() int {
 
 // errorResponse is the body of every error answer.
 type errorResponse struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+	Error errorBody `json:"error"`
+}
+
+// errorBody is what an error answer says: a stable code, and words.
+type errorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
-	var resp errorResponse
-	resp.Error.Code, resp.Error.Message = e.code, clip(e.message, maxMessage)
-	writeJSON(w, e.status, resp)
+	writeJSON(w, e.status, errorResponse{Error: errorBody{Code: e.code, Message: clip(e.message, maxMessage)}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

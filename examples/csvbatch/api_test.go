@@ -519,6 +519,9 @@ func FuzzAPI(f *testing.F) {
 		{false, "/stats?span=7d&max_tasks=5", ""},
 		{false, "/stats?span=-1", ""},
 		{false, "/workers", ""},
+		{true, "/tasks/bulk", `{"action":"retry","filter":{"status":"dead","type":"csv_enrich"},"dry_run":true}`},
+		{true, "/tasks/bulk", `{"action":"purge","ids":["7ZZZZZZZZZZZZZZZZZZZZZZZZZ","x"],"limit":1}`},
+		{true, "/tasks/bulk", `{"action":"cancel","filter":{"status":"scheduled"},"reason":"r","cursor":"%"}`},
 	} {
 		f.Add(seed.post, seed.path, seed.body)
 	}
@@ -584,6 +587,8 @@ func TestMethodNotAllowed(t *testing.T) {
 		{"PATCH", "/tasks", "GET, HEAD, POST"},
 		{"POST", "/tasks/" + id + "/output", "GET, HEAD"},
 		{"DELETE", "/tasks/not-an-id", "GET, HEAD"}, // the method is wrong whatever the ID
+		{"GET", "/tasks/bulk", "POST"},              // not read as a task ID
+		{"DELETE", "/tasks/bulk", "POST"},
 	} {
 		resp, data := s.send(tc.method, tc.path, "")
 		var e errorResponse

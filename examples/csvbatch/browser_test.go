@@ -245,10 +245,13 @@ func startBrowser(t *testing.T, timeout time.Duration) context.Context {
 // the charts, drawn from GET /stats), the state views with their actions
 // (Run now on a scheduled task, Retry on a dead one, none on a bad_input
 // failure), the type filter, jump to an ID, the detail of a task, and the
-// workers. At 390 px every view must fit the screen, with a task's status
-// and actions in view. With CSVBATCH_SCREENSHOTS naming a folder it saves
-// the overview and the dead tasks at both widths there, with the detail
-// and the workers at a desktop's width.
+// workers, and the bulk actions: two dead tasks ticked and retried, and
+// every dead task of a type, each through its dry run's confirmation. At
+// 390 px every view must fit the screen, with a task's status and actions
+// in view, and so must the bulk bar and the confirmation. With
+// CSVBATCH_SCREENSHOTS naming a folder it saves the overview and the dead
+// tasks at both widths there, with the detail, the workers and a bulk
+// confirmation at a desktop's width.
 func TestBrowserOperatorViews(t *testing.T) {
 	t.Parallel()
 	skipWithoutChromium(t)
@@ -256,9 +259,10 @@ func TestBrowserOperatorViews(t *testing.T) {
 	v := seedOperatorViews(t, s)
 	ctx := startBrowser(t, 2*time.Minute)
 	shots := os.Getenv("CSVBATCH_SCREENSHOTS")
-	screenshot := func(name string) {
+	// capture saves what take shoots (the whole page, or the screen).
+	capture := func(name string, take chromedp.Action[[]byte]) {
 		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		png, err := chromedp.Run(ctx, take)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,6 +275,10 @@ func TestBrowserOperatorViews(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("screenshot: %s", path)
+	}
+	screenshot := func(name string) {
+		t.Helper()
+		capture(name, chromedp.FullScreenshot(100))
 	}
 	// run runs the page's actions, failing the test with what.
 	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
@@ -361,7 +369,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 			t.Errorf("types (-want +got):\n%s", diff)
 		}
 	}
-	checkOverview("5", map[string]string{catBadInput: "2", catIO: "4"})
+	checkOverview("8", map[string]string{catBadInput: "2", catIO: "7"})
 
 	// Pausing a type from its row: confirmed, it reads paused with a
 	// Resume button, and the library has it paused; then resumed.
@@ -395,7 +403,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 	// The dead tasks, from the overview's card: a Retry where it can
 	// help, the reason where it cannot.
 	run("opening the dead tasks", chromedp.Click(chromedp.CSS(`#state-counts a[data-state="dead"]`)))
-	deadRows := `document.querySelectorAll('#rows tr.task').length === 5`
+	deadRows := `document.querySelectorAll('#rows tr.task').length === 8`
 	run("listing the dead tasks", chromedp.Poll[chromedp.Void](deadRows))
 	type row struct {
 		ID, Status, Buttons, Final, Category, Note string
@@ -435,9 +443,12 @@ func TestBrowserOperatorViews(t *testing.T) {
 	// The type filter keeps the dead csv_enrich tasks.
 	run("filtering by type",
 		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('#type-filter'); s.value = 'csv_enrich'; s.dispatchEvent(new Event('change')); })()`),
-		chromedp.Poll[chromedp.Void](`location.hash === '#/tasks?status=dead&type=csv_enrich' && document.querySelectorAll('#rows tr.task').length === 1`))
-	if _, ok := rows()[v.badInput]; !ok {
-		t.Errorf("dead csv_enrich tasks: %v, want %s alone", rows(), v.badInput)
+		chromedp.Poll[chromedp.Void](`location.hash === '#/tasks?status=dead&type=csv_enrich' && document.querySelectorAll('#rows tr.task').length === 4`))
+	enrich := rows()
+	for _, id := range append([]string{v.badInput}, v.deadEnrich[:]...) {
+		if _, ok := enrich[id]; !ok {
+			t.Errorf("dead csv_enrich tasks: %v, want %s among them", enrich, id)
+		}
 	}
 
 	// The detail of the bad_input task, from its row.
@@ -488,6 +499,86 @@ func TestBrowserOperatorViews(t *testing.T) {
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#rows tr[data-id=%q] button[data-action="retry"]`, v.ioDead))),
 		chromedp.Poll[chromedp.Void](fmt.Sprintf(`!document.querySelector('#rows tr[data-id=%q]')`, v.ioDead)))
 	s.waitFor(v.ioDead, "completed after the page's retry", completed)
+
+	// Bulk: tick two dead tasks and retry them. The dialog shows the dry
+	// run's count, which changed nothing; Confirm retries them, and they
+	// leave the dead tasks and complete.
+	dialogState := func() (got struct {
+		Open                     bool
+		Phase, Title, Summary    string
+		Confirm                  string
+		ConfirmShown, ConfirmsOK bool
+		Items                    map[string]string // task ID: outcome
+		Texts                    map[string]string // task ID: what it says
+	}) {
+		t.Helper()
+		evaluate(`(() => {
+			const d = document.querySelector('#bulk-dialog'), c = document.querySelector('#bulk-confirm');
+			const items = [...document.querySelectorAll('#bulk-results li')];
+			return { Open: d.open, Phase: d.dataset.phase, Title: document.querySelector('#bulk-title').textContent,
+				Summary: document.querySelector('#bulk-summary').textContent, Confirm: c.textContent,
+				ConfirmShown: !c.hidden, ConfirmsOK: !c.disabled,
+				Items: Object.fromEntries(items.map(li => [li.dataset.id, li.dataset.outcome])),
+				Texts: Object.fromEntries(items.map(li => [li.dataset.id, li.textContent])) };
+		})()`, &got)
+		return got
+	}
+	phase := func(p string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#bulk-dialog').open && document.querySelector('#bulk-dialog').dataset.phase === %q`, p))
+	}
+	show("#/tasks?status=dead", "tasks", `document.querySelectorAll('#rows tr.task').length === 7`)
+	var retryAllHidden bool
+	evaluate(`document.querySelector('#bulk-retry-all').hidden`, &retryAllHidden)
+	if !retryAllHidden {
+		t.Error(`"Retry all" shown in the dead tasks of every type`)
+	}
+	pair := v.deadEnrich[:2]
+	run("ticking two dead tasks",
+		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`for (const id of [%q, %q]) document.querySelector('#rows tr[data-id="' + id + '"] .row-select').click()`, pair[0], pair[1])),
+		chromedp.Poll[chromedp.Void](`document.querySelector('#bulk-count').textContent === '2 selected' && !document.querySelector('#bulk-retry').disabled && document.querySelector('#select-page').indeterminate`))
+	run("Retry selected", chromedp.Click(chromedp.CSS("#bulk-retry")), phase("confirm"))
+	got := dialogState()
+	if got.Title != "Retry 2 selected tasks?" || got.Summary != "2 tasks would be retried." || got.Confirm != "Retry 2 tasks" || !got.ConfirmsOK ||
+		!cmp.Equal(got.Items, map[string]string{pair[0]: "would_do", pair[1]: "would_do"}) {
+		t.Errorf("the confirmation of Retry selected: %+v", got)
+	}
+	for _, id := range pair {
+		if task := s.get(id); task.Status != s3task.StatusFailed {
+			t.Errorf("task %s is %s after the dry run, want it still failed", id, task.Status)
+		}
+	}
+	capture("operator-bulk.png", chromedp.CaptureScreenshot())
+	run("confirming the retry", chromedp.Click(chromedp.CSS("#bulk-confirm")), phase("done"))
+	got = dialogState()
+	if got.Summary != "2 tasks retried." || got.ConfirmShown || !cmp.Equal(got.Items, map[string]string{pair[0]: "done", pair[1]: "done"}) {
+		t.Errorf("the outcome of Retry selected: %+v", got)
+	}
+	run("closing the outcome", chromedp.Click(chromedp.CSS("#bulk-close")),
+		chromedp.Poll[chromedp.Void](fmt.Sprintf(`!document.querySelector('#bulk-dialog').open && !document.querySelector('#rows tr[data-id=%q]') && !document.querySelector('#rows tr[data-id=%q]') && document.querySelector('#bulk-count').textContent === 'none selected'`, pair[0], pair[1])))
+	for _, id := range pair {
+		s.waitFor(id, "completed after the bulk retry", completed)
+	}
+
+	// Every dead task of a type: the bad_input one is skipped, since no
+	// retry is offered for it; the other is retried and completes.
+	show("#/tasks?status=dead&type=csv_enrich", "tasks", `document.querySelectorAll('#rows tr.task').length === 2`)
+	run("Retry all dead csv_enrich tasks",
+		chromedp.Poll[chromedp.Void](`!document.querySelector('#bulk-retry-all').hidden && document.querySelector('#bulk-retry-all').textContent === 'Retry all dead csv_enrich tasks'`),
+		chromedp.Click(chromedp.CSS("#bulk-retry-all")), phase("confirm"))
+	last := v.deadEnrich[2]
+	got = dialogState()
+	if got.Title != "Retry all dead csv_enrich tasks?" || got.Summary != "1 task would be retried, 1 skipped." || got.Confirm != "Retry 1 task" ||
+		!cmp.Equal(got.Items, map[string]string{last: "would_do", v.badInput: "skipped"}) || !strings.Contains(got.Texts[v.badInput], "no retry offered") {
+		t.Errorf("the confirmation of Retry all: %+v", got)
+	}
+	run("confirming the retry of them all", chromedp.Click(chromedp.CSS("#bulk-confirm")), phase("done"))
+	if got = dialogState(); got.Summary != "1 task retried, 1 skipped." || !cmp.Equal(got.Items, map[string]string{last: "done", v.badInput: "skipped"}) {
+		t.Errorf("the outcome of Retry all: %+v", got)
+	}
+	run("closing the outcome", chromedp.Click(chromedp.CSS("#bulk-close")),
+		chromedp.Poll[chromedp.Void](fmt.Sprintf(`!document.querySelector('#bulk-dialog').open && !document.querySelector('#rows tr[data-id=%q]') && !!document.querySelector('#rows tr[data-id=%q]')`, last, v.badInput)))
+	s.waitFor(last, "completed after Retry all", completed)
+	show("#/tasks?status=dead", "tasks", `document.querySelectorAll('#rows tr.task').length === 4`)
 
 	// Run now on the scheduled task: it leaves the scheduled tasks and
 	// completes.
@@ -605,6 +696,26 @@ func TestBrowserOperatorViews(t *testing.T) {
 	inView("the dead tasks", "#rows tr.task .status-cell .status, #rows tr.task .category, #rows tr.task td.actions button, #rows tr.task .name-cell a", 12)
 	screenshot("operator-failed-phone.png")
 
+	// The bulk bar, and a purge's confirmation, fit the phone's screen;
+	// going back purges nothing.
+	inView("the bulk bar", "#bulk-bar label, #bulk-bar button:not([hidden]), #rows tr.task .row-select", 8)
+	run("ticking every dead task on the page",
+		chromedp.Click(chromedp.CSS("#select-page")),
+		chromedp.Poll[chromedp.Void](`document.querySelector('#bulk-count').textContent === '4 selected'`),
+		chromedp.Click(chromedp.CSS("#bulk-purge")), phase("confirm"))
+	if got := dialogState(); got.Summary != "4 tasks would be deleted for good." || got.Confirm != "Delete 4 tasks for good" {
+		t.Errorf("the confirmation of a purge: %+v", got)
+	}
+	fits("a purge's confirmation")
+	inView("a purge's confirmation", "#bulk-dialog, #bulk-title, #bulk-warning, #bulk-results li, #bulk-confirm, #bulk-close", 8)
+	var onScreen bool
+	evaluate(`(() => { const r = document.querySelector('#bulk-dialog').getBoundingClientRect(); return r.top >= 0 && r.bottom <= window.innerHeight; })()`, &onScreen)
+	if !onScreen {
+		t.Error("a purge's confirmation at 390 px: the dialog is taller than the screen")
+	}
+	run("going back", chromedp.Click(chromedp.CSS("#bulk-close")), chromedp.Poll[chromedp.Void](`!document.querySelector('#bulk-dialog').open`))
+	show("#/tasks?status=dead", "tasks", `document.querySelectorAll('#rows tr.task').length === 4`)
+
 	show("#/tasks/"+v.badInput, "task", fmt.Sprintf(`document.querySelector('#detail').dataset.id === %q`, v.badInput))
 	fits("a task")
 	inView("a task", "#detail dt, #detail dd, #detail .detail-actions button", 20)
@@ -624,15 +735,17 @@ const picture = "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00"
 // operatorViews names the tasks seedOperatorViews made.
 type operatorViews struct {
 	completed, badInput, ioDead, scheduled, retrying, stuck string
-	historyHours                                            [2]int // hours ago with tasks completed in them
+	deadEnrich                                              [3]string // dead csv_enrich tasks whose input is fine
+	historyHours                                            [2]int    // hours ago with tasks completed in them
 }
 
 // seedOperatorViews fills the service with a task in each state the
 // views show, with a worker's help where it is quick (completed, failed
 // on bad input) and by writing records where it is not: a dead task
-// whose input is fine (Retry runs it), a scheduled one, one waiting for a
-// retry, one whose worker went silent and left its presence object, and a
-// day's history of finished tasks for the charts.
+// whose input is fine (Retry runs it), three more of type csv_enrich for
+// the bulk actions, a scheduled one, one waiting for a retry, one whose
+// worker went silent and left its presence object, and a day's history of
+// finished tasks for the charts.
 func seedOperatorViews(t *testing.T, s *service) operatorViews {
 	t.Helper()
 	var v operatorViews
@@ -670,6 +783,12 @@ func seedOperatorViews(t *testing.T, s *service) operatorViews {
 	}
 	v.ioDead = uploaded("July import")
 	s.failRecord(v.ioDead, catIO, "attempt 3: storing the output: 503 SlowDown", time.Time{})
+	for i, name := range []string{"September import", "October import", "November import"} {
+		c := s.create(name, typeEnrich, map[string]any{"required": []string{"name", "email"}})
+		s.uploadPut(c.Upload.Put, []byte(peopleCSV))
+		v.deadEnrich[i] = c.Task.ID
+		s.failRecord(c.Task.ID, catIO, "attempt 3: reading the input: connection reset", time.Time{})
+	}
 	v.retrying = uploaded("August import")
 	s.failRecord(v.retrying, catIO, "attempt 1: reading the input: connection reset", time.Now().Add(time.Hour))
 

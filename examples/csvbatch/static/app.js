@@ -9,6 +9,10 @@
 //   #/tasks?status=&type=   the tasks, by state and type
 //   #/tasks/{id}       one task with every field and its actions
 //   #/workers          the workers that announce themselves
+//
+// A list of tasks has a checkbox per row for the bulk actions (POST
+// /tasks/bulk): each runs first as a dry run, whose outcome a dialog
+// shows, and acts only on Confirm, on the tasks that dry run found.
 
 const TOKEN_KEY = 'csvbatch-token';
 const PAGE_SIZE = 10;
@@ -19,6 +23,12 @@ const TICK_MS = 2000;
 // plain list and a task.
 const RELOAD_MS = { tasks: 2000, filtered: 10000, task: 2000, workers: 5000, overview: 30000 };
 const STATE_MAX_SCAN = 500;
+// The most tasks "Retry all dead tasks of this type" acts on at once: a
+// bulk call shares the API's S3 deadline, and a retry costs some 7
+// requests.
+const BULK_ALL_LIMIT = 50;
+// The reason the page's cancels leave in the record.
+const CANCEL_REASON = 'cancelled from the operator page';
 
 const $ = (selector) => document.querySelector(selector);
 
@@ -72,13 +82,15 @@ const state = {
   loadedAt: 0,    // when the shown view last loaded (Date.now())
   force: false,   // reload at the next tick, whatever the view's pace
   reuploadId: '', // the created task whose "Upload file" button was clicked
+  selected: new Map(), // the tasks ticked in the list shown: ID -> name
 };
 
 class APIError extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, data) {
     super(message);
     this.status = status;
     this.code = code;
+    this.data = data; // the whole answer, which may say more than the error
   }
 }
 
@@ -109,7 +121,7 @@ async function api(method, path, body) {
       // The API's own words name headers; say what to do instead.
       showLogin(token() ? 'That token was not accepted. Check it and try again.' : 'Enter the access token to sign in.');
     }
-    throw new APIError(resp.status, e.code || 'http_' + resp.status, e.message || resp.statusText);
+    throw new APIError(resp.status, e.code || 'http_' + resp.status, e.message || resp.statusText, data);
   }
   return data;
 }
@@ -208,6 +220,7 @@ function route() {
   if (r.view !== 'tasks' || prev.view !== 'tasks' || prev.status !== r.status || prev.type !== r.type) {
     state.cursors = [''];
     state.next = '';
+    state.selected.clear();
   }
   for (const v of ['overview', 'tasks', 'task', 'workers']) {
     $('#' + v + '-view').hidden = v !== r.view;
@@ -438,6 +451,9 @@ function showTaskFilters(r) {
     queued: 'Waiting for a worker, or for the time they are scheduled for.',
   };
   $('#state-hint').textContent = hints[r.status] || '';
+  const all = $('#bulk-retry-all');
+  all.hidden = !(r.status === 'dead' && r.type);
+  all.textContent = 'Retry all dead ' + r.type + ' tasks';
 }
 
 async function loadTasks(r) {
@@ -464,9 +480,16 @@ function renderTasks(page, r) {
   const rows = page.tasks.map(taskRow);
   for (const b of page.broken || []) {
     rows.push(el('tr', { className: 'broken' },
-      el('td', { colSpan: 7, className: 'error-text', textContent: 'Unreadable record ' + b.key + ': ' + b.error })));
+      el('td', { colSpan: 8, className: 'error-text', textContent: 'Unreadable record ' + b.key + ': ' + b.error })));
+  }
+  // A ticked task that left the page (it changed state, or the page
+  // moved) is no longer selected: the count shows what the buttons act on.
+  const shown = new Set(page.tasks.map((t) => t.task_id));
+  for (const id of [...state.selected.keys()]) {
+    if (!shown.has(id)) state.selected.delete(id);
   }
   $('#rows').replaceChildren(...rows);
+  updateBulkBar();
   // A later page can come back empty: the listing may offer a cursor
   // although no older task follows.
   const what = (r.status ? STATE_TASKS[r.status] : 'tasks') + (r.type ? ' of type ' + r.type : '');
@@ -481,6 +504,13 @@ function renderTasks(page, r) {
 }
 
 function taskRow(t) {
+  const select = el('td', { className: 'select-cell' }, el('label', { className: 'check' },
+    el('input', {
+      type: 'checkbox', className: 'row-select', checked: state.selected.has(t.task_id),
+      title: 'Select this task for a bulk action', dataset: { id: t.task_id, name: t.task_name || t.task_id },
+    }),
+    el('span', { className: 'check-text', textContent: 'Select' })));
+
   const created = cell('Created', {},
     new Date(t.created_at).toLocaleString(),
     el('span', { className: 'id', textContent: t.task_id }));
@@ -489,7 +519,7 @@ function taskRow(t) {
     t.created_by ? el('span', { className: 'counts', textContent: 'by ' + t.created_by }) : null);
 
   return el('tr', { className: 'task', dataset: { id: t.task_id, status: t.status } },
-    created, name, cell('Type', { textContent: t.task_type || '' }), statusCell(t), progressCell(t),
+    select, created, name, cell('Type', { textContent: t.task_type || '' }), statusCell(t), progressCell(t),
     t.status === 'abandoned'
       ? cell('Cancelled', { className: 'hint', textContent: 'cancelled' + (t.cancel_reason ? ': ' + t.cancel_reason : '') })
       : cell('Last error', { className: 'error-text', textContent: t.last_error || '' }),
@@ -631,7 +661,7 @@ async function onAction(ev) {
     switch (target.dataset.action) {
       case 'cancel':
         if (!window.confirm('Cancel task "' + target.dataset.name + '"?')) return;
-        await api('POST', '/tasks/' + id + '/cancel', { reason: 'cancelled from the operator page' });
+        await api('POST', '/tasks/' + id + '/cancel', { reason: CANCEL_REASON });
         break;
       case 'retry':
         await api('POST', '/tasks/' + id + '/retry');
@@ -652,6 +682,197 @@ async function onAction(ev) {
     showError(errorAt, e.message);
   }
   reload();
+}
+
+// ---- bulk actions ----
+
+// What the page says of each bulk action.
+const BULK_WORDS = {
+  retry: { verb: 'Retry', would: 'would be retried', did: 'retried', confirm: (n) => 'Retry ' + plural(n, 'task') },
+  cancel: { verb: 'Cancel', would: 'would be cancelled', did: 'cancelled', confirm: (n) => 'Cancel ' + plural(n, 'task') },
+  purge: {
+    verb: 'Purge', would: 'would be deleted for good', did: 'deleted for good',
+    confirm: (n) => 'Delete ' + plural(n, 'task') + ' for good',
+  },
+};
+
+// The bulk action the dialog shows: its action, its dry run's answer and
+// the tasks that found (which Confirm acts on), the names the page knows
+// them by, and a number that tells a stale answer from the current one.
+const bulk = { action: '', dry: null, ids: [], names: new Map(), seq: 0 };
+
+function plural(n, word) {
+  return n + ' ' + word + (n === 1 ? '' : 's');
+}
+
+// updateBulkBar shows how many tasks are ticked, and enables the buttons
+// that act on them.
+function updateBulkBar() {
+  const n = state.selected.size;
+  $('#bulk-count').textContent = n === 0 ? 'none selected' : n + ' selected';
+  for (const b of ['#bulk-retry', '#bulk-cancel', '#bulk-purge']) $(b).disabled = n === 0;
+  const boxes = [...document.querySelectorAll('#rows .row-select')];
+  const ticked = boxes.filter((b) => b.checked).length;
+  const all = $('#select-page');
+  all.disabled = boxes.length === 0;
+  all.checked = boxes.length > 0 && ticked === boxes.length;
+  all.indeterminate = ticked > 0 && ticked < boxes.length;
+}
+
+function onSelect(ev) {
+  const box = ev.target.closest('.row-select');
+  if (!box) return;
+  if (box.checked) state.selected.set(box.dataset.id, box.dataset.name);
+  else state.selected.delete(box.dataset.id);
+  updateBulkBar();
+}
+
+function onSelectPage() {
+  const on = $('#select-page').checked;
+  for (const box of document.querySelectorAll('#rows .row-select')) {
+    box.checked = on;
+    if (on) state.selected.set(box.dataset.id, box.dataset.name);
+    else state.selected.delete(box.dataset.id);
+  }
+  updateBulkBar();
+}
+
+// startBulk opens the dialog for action over selection ({ids} or
+// {filter, limit}), described as what, and runs it as a dry run: the
+// dialog then says what would be done, and Confirm does it.
+async function startBulk(action, selection, what) {
+  const words = BULK_WORDS[action];
+  const seq = ++bulk.seq;
+  bulk.action = action;
+  bulk.dry = null;
+  bulk.ids = [];
+  bulk.names = new Map(state.selected);
+  const dialog = $('#bulk-dialog');
+  dialog.dataset.phase = 'checking';
+  dialog.dataset.action = action;
+  $('#bulk-title').textContent = words.verb + ' ' + what + '?';
+  $('#bulk-summary').textContent = 'Checking what would be done (a dry run: nothing changes yet)...';
+  $('#bulk-warning').hidden = action !== 'purge';
+  showError('#bulk-error', '');
+  $('#bulk-results').replaceChildren();
+  const confirm = $('#bulk-confirm');
+  confirm.hidden = false;
+  confirm.disabled = true;
+  confirm.className = action === 'retry' ? '' : 'danger';
+  confirm.textContent = words.verb;
+  $('#bulk-close').textContent = 'Go back';
+  if (!dialog.open) dialog.showModal();
+
+  const body = { action, dry_run: true, ...selection };
+  if (action === 'cancel') body.reason = CANCEL_REASON;
+  let rep;
+  try {
+    rep = await api('POST', '/tasks/bulk', body);
+  } catch (e) {
+    if (seq !== bulk.seq) return;
+    $('#bulk-summary').textContent = '';
+    showError('#bulk-error', 'Could not check what would be done: ' + e.message);
+    dialog.dataset.phase = 'error';
+    return;
+  }
+  if (seq !== bulk.seq) return;
+  bulk.dry = rep;
+  bulk.ids = rep.results.filter((r) => r.outcome === 'would_do').map((r) => r.task_id);
+  let summary = bulkSummary(rep, words.would);
+  if (rep.next_cursor) {
+    summary += rep.scan_limited
+      ? ' The check stopped after looking through ' + rep.scanned + ' tasks; more may follow: run it again once these are done.'
+      : ' These are the first ' + bulk.ids.length + ' found; more may follow: run it again once these are done.';
+  }
+  $('#bulk-summary').textContent = summary;
+  renderBulkResults(rep, words.would);
+  confirm.disabled = bulk.ids.length === 0;
+  confirm.textContent = bulk.ids.length > 0 ? words.confirm(bulk.ids.length) : 'Nothing to do';
+  dialog.dataset.phase = 'confirm';
+  dialog.dataset.count = String(bulk.ids.length);
+}
+
+// confirmBulk acts on the tasks the dry run found, by ID, and shows what
+// was done with each.
+async function confirmBulk() {
+  const words = BULK_WORDS[bulk.action];
+  if (!words || bulk.ids.length === 0) return;
+  const seq = ++bulk.seq;
+  const dialog = $('#bulk-dialog');
+  dialog.dataset.phase = 'working';
+  $('#bulk-confirm').disabled = true;
+  $('#bulk-close').disabled = true; // the answer says what was done: wait for it
+  $('#bulk-summary').textContent = 'Working on ' + plural(bulk.ids.length, 'task') + '...';
+  const body = { action: bulk.action, ids: bulk.ids, limit: bulk.ids.length };
+  if (bulk.action === 'cancel') body.reason = CANCEL_REASON;
+  let rep = null;
+  try {
+    rep = await api('POST', '/tasks/bulk', body);
+  } catch (e) {
+    // A call cut short still says what it did.
+    if (e.data && Array.isArray(e.data.results)) rep = e.data;
+    showError('#bulk-error', (rep ? 'Stopped part way: ' : 'Failed: ') + e.message);
+  }
+  if (seq !== bulk.seq) return;
+  if (rep) {
+    const outcome = withDryRun(bulk.dry, rep);
+    $('#bulk-summary').textContent = bulkSummary(outcome, words.did);
+    renderBulkResults(outcome, words.did);
+  } else {
+    $('#bulk-summary').textContent = '';
+  }
+  $('#bulk-confirm').hidden = true;
+  $('#bulk-close').disabled = false;
+  $('#bulk-close').textContent = 'Close';
+  dialog.dataset.phase = 'done';
+  state.selected.clear();
+  reload();
+}
+
+// withDryRun is the outcome of a run over the whole selection its dry run
+// judged, in the dry run's order: what the run did with each task it
+// acted on, what the dry run said of the others (skipped or failed), and
+// "not_reached" for a task a run cut short never came to.
+function withDryRun(dry, run) {
+  const done = new Map(run.results.map((r) => [r.task_id, r]));
+  const results = dry.results.map((r) => {
+    if (r.outcome !== 'would_do') return r;
+    return done.get(r.task_id) || { ...r, outcome: 'not_reached', reason: 'the action stopped before it came to this task' };
+  });
+  const count = (o) => results.filter((r) => r.outcome === o).length;
+  return { results, acted: count('done'), skipped: count('skipped'), failed: count('failed'), not_reached: count('not_reached') };
+}
+
+// bulkSummary counts a bulk answer in words: "3 tasks would be retried,
+// 1 skipped."
+function bulkSummary(rep, verb) {
+  let text = plural(rep.acted, 'task') + ' ' + verb;
+  if (rep.skipped) text += ', ' + rep.skipped + ' skipped';
+  if (rep.failed) text += ', ' + rep.failed + ' failed';
+  if (rep.not_reached) text += ', ' + rep.not_reached + ' not reached';
+  return text + '.';
+}
+
+// renderBulkResults lists what a bulk answer did, or would do, with each
+// task.
+function renderBulkResults(rep, verb) {
+  $('#bulk-results').replaceChildren(...rep.results.map((r) => {
+    let what = verb;
+    if (r.outcome === 'skipped') what = 'skipped: ' + (r.reason || r.code);
+    if (r.outcome === 'failed') what = 'failed: ' + (r.reason || r.code);
+    if (r.outcome === 'not_reached') what = 'not done: ' + r.reason;
+    const name = r.task_name || bulk.names.get(r.task_id) || '';
+    return el('li', { dataset: { id: r.task_id, outcome: r.outcome } },
+      name ? el('strong', { textContent: name }) : null,
+      el('span', { className: 'id', textContent: r.task_id }),
+      el('span', { className: 'outcome-text', textContent: what }));
+  }));
+}
+
+function onBulkButton(action) {
+  const ids = [...state.selected.keys()];
+  if (ids.length === 0) return;
+  startBulk(action, { ids }, plural(ids.length, 'selected task'));
 }
 
 // ---- one task ----
@@ -947,15 +1168,35 @@ function init() {
   $('#create-form').addEventListener('submit', onCreate);
   $('#type').addEventListener('change', toggleRequired);
   $('#rows').addEventListener('click', onAction);
+  $('#rows').addEventListener('change', onSelect);
+  $('#select-page').addEventListener('change', onSelectPage);
+  $('#bulk-retry').addEventListener('click', () => onBulkButton('retry'));
+  $('#bulk-cancel').addEventListener('click', () => onBulkButton('cancel'));
+  $('#bulk-purge').addEventListener('click', () => onBulkButton('purge'));
+  $('#bulk-retry-all').addEventListener('click', () => {
+    const type = state.route.type;
+    startBulk('retry', { filter: { status: 'dead', type }, limit: BULK_ALL_LIMIT }, 'all dead ' + type + ' tasks');
+  });
+  $('#bulk-confirm').addEventListener('click', confirmBulk);
+  $('#bulk-close').addEventListener('click', () => $('#bulk-dialog').close());
+  $('#bulk-dialog').addEventListener('cancel', (ev) => {
+    if ($('#bulk-dialog').dataset.phase === 'working') ev.preventDefault();
+  });
+  $('#bulk-dialog').addEventListener('close', () => {
+    bulk.seq++; // a dry run's answer still on its way is not shown
+    reload();
+  });
   $('#detail').addEventListener('click', onAction);
   $('#reupload-file').addEventListener('change', onReupload);
   $('#older').addEventListener('click', () => {
     if (!state.next) return;
     state.cursors.push(state.next);
+    state.selected.clear();
     reload();
   });
   $('#newer').addEventListener('click', () => {
     if (state.cursors.length > 1) state.cursors.pop();
+    state.selected.clear();
     reload();
   });
   $('#type-filter').addEventListener('change', () => {
