@@ -358,11 +358,11 @@ const MaxStatsBuckets = 1000
 // tasks Stats read, in [Start, Start+StatsOptions.Interval) by the S3
 // server's clock.
 type StatsBucket struct {
-	Start     time.Time
-	Created   int // tasks created
-	Completed int // tasks that completed
-	Failed    int // tasks that failed for good (no retry left or wanted)
-	Abandoned int // tasks cancelled, or abandoned without input
+	Start     time.Time // the interval's start
+	Created   int       // tasks created
+	Completed int       // tasks that completed
+	Failed    int       // tasks that failed for good (no retry left or wanted)
+	Abandoned int       // tasks cancelled, or abandoned without input
 }
 
 // DefaultStatsMaxTasks is the default cap on the records Stats reads.
