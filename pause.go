@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -143,18 +142,9 @@ func (s *Store) pausedKey() string { return s.opts.Prefix + "_paused" }
 // ETag. A missing object names none and has the ETag "". Requests: one GET.
 func (s *Store) readPaused(ctx context.Context) ([]string, string, error) {
 	key := s.pausedKey()
-	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
-	switch {
-	case s3x.NotFound(err):
-		return nil, "", nil
-	case err != nil:
-		return nil, "", fmt.Errorf("s3task: read %s: %w", key, err)
-	}
-	defer out.Body.Close()
-	s.observe(out.ResultMetadata)
-	body, err := io.ReadAll(io.LimitReader(out.Body, pausedMaxBody))
-	if err != nil {
-		return nil, "", fmt.Errorf("s3task: read %s: %w", key, err)
+	body, etag, found, err := s.readControl(ctx, key, pausedMaxBody)
+	if err != nil || !found {
+		return nil, "", err
 	}
 	var d pausedDoc
 	if err := json.Unmarshal(body, &d); err != nil {
@@ -163,7 +153,7 @@ func (s *Store) readPaused(ctx context.Context) ([]string, string, error) {
 	if d.Version < 1 || d.Version > pausedVersion {
 		return nil, "", fmt.Errorf("s3task: read %s: %w: version %d, this code knows %d", key, errPausedUnreadable, d.Version, pausedVersion)
 	}
-	return normTypes(d.Types), aws.ToString(out.ETag), nil
+	return normTypes(d.Types), etag, nil
 }
 
 // putPaused writes the paused object with types over the one with ETag

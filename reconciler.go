@@ -67,23 +67,32 @@ func (s *Store) reconcileKey() string { return s.opts.Prefix + "_reconciler" }
 // readReconcileLease reads the reconciler lease and its ETag; a missing
 // object has the ETag "", a corrupt one no holder.
 func (s *Store) readReconcileLease(ctx context.Context) (reconcileLease, string, error) {
-	key := s.reconcileKey()
 	var cur reconcileLease
+	data, etag, found, err := s.readControl(ctx, s.reconcileKey(), 4096)
+	if err != nil || !found {
+		return cur, "", err
+	}
+	_ = json.Unmarshal(data, &cur) // a corrupt lease is a free one
+	return cur, etag, nil
+}
+
+// readControl reads one of the store's small control objects (the
+// reconciler lease, the paused types), at most limit bytes of it, and its
+// ETag; found is false for a missing one. Requests: one GET.
+func (s *Store) readControl(ctx context.Context, key string, limit int64) (data []byte, etag string, found bool, err error) {
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
 	switch {
 	case s3x.NotFound(err):
-		return cur, "", nil
+		return nil, "", false, nil
 	case err != nil:
-		return cur, "", fmt.Errorf("s3task: read %s: %w", key, err)
+		return nil, "", false, fmt.Errorf("s3task: read %s: %w", key, err)
 	}
 	defer out.Body.Close()
 	s.observe(out.ResultMetadata)
-	data, err := io.ReadAll(io.LimitReader(out.Body, 4096))
-	if err != nil {
-		return cur, "", fmt.Errorf("s3task: read %s: %w", key, err)
+	if data, err = io.ReadAll(io.LimitReader(out.Body, limit)); err != nil {
+		return nil, "", false, fmt.Errorf("s3task: read %s: %w", key, err)
 	}
-	_ = json.Unmarshal(data, &cur) // a corrupt lease is a free one
-	return cur, aws.ToString(out.ETag), nil
+	return data, aws.ToString(out.ETag), true, nil
 }
 
 // leaseFor returns how long a reconciler lease taken at a turn lasts: an
