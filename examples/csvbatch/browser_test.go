@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/examples/internal/taskview"
 )
 
 // chromiumPath is where Debian's chromium package installs the browser.
@@ -815,6 +816,6 @@ func seedOperatorViews(t *testing.T, s *service) operatorViews {
 	if _, err := s.objects().Put(t.Context(), s.app.store.Prefix()+"_workers/worker-gone.json", []byte(presence)); err != nil {
 		t.Fatal(err)
 	}
-	s.waitWorkers("both workers listed", func(l workersResponse) bool { return len(l.Workers) == 2 && l.Live == 1 })
+	s.waitWorkers("both workers listed", func(l taskview.Workers) bool { return len(l.Workers) == 2 && l.Live == 1 })
 	return v
 }

@@ -158,32 +158,8 @@ func cmpString(s, def string) string {
 	return s
 }
 
-// workersResponse is the answer of GET /workers, in the shape of
+// workers: GET /workers -> 200 taskview.Workers, the shape of
 // "s3taskctl workers -json".
-type workersResponse struct {
-	ReadAt    time.Time         `json:"read_at"` // the S3 server's time, by which live was judged
-	Workers   []workerView      `json:"workers"`
-	Live      int               `json:"live"`
-	Broken    []taskview.Broken `json:"broken"` // presence objects that cannot be read
-	Truncated bool              `json:"truncated"`
-}
-
-// workerView is one worker as its presence object tells it.
-type workerView struct {
-	ID                      string     `json:"worker_id"`
-	Live                    bool       `json:"live"`
-	Host                    string     `json:"host"`
-	Concurrency             int        `json:"concurrency"`
-	Types                   []string   `json:"types"` // null: every type
-	Version                 string     `json:"library_version"`
-	StartedAt               time.Time  `json:"started_at"`
-	LastPollAt              *time.Time `json:"last_poll_at"` // null: not yet
-	LastSeen                time.Time  `json:"last_seen"`
-	Running                 []string   `json:"running"`
-	PresenceIntervalSeconds float64    `json:"presence_interval_seconds"`
-}
-
-// workers: GET /workers -> 200 workersResponse.
 func (a *api) workers(w http.ResponseWriter, r *http.Request, _ string) error {
 	if _, err := queryParams(r); err != nil {
 		return err
@@ -192,29 +168,6 @@ func (a *api) workers(w http.ResponseWriter, r *http.Request, _ string) error {
 	if err != nil {
 		return err
 	}
-	resp := workersResponse{ReadAt: list.At.UTC(), Workers: []workerView{}, Broken: []taskview.Broken{}, Truncated: list.Truncated}
-	for _, wi := range list.Workers {
-		if wi.Err != nil {
-			resp.Broken = append(resp.Broken, taskview.Broken{Key: wi.Key, Error: wi.Err.Error()})
-			continue
-		}
-		if wi.Live {
-			resp.Live++
-		}
-		v := workerView{
-			ID: wi.ID, Live: wi.Live, Host: wi.Host, Concurrency: wi.Concurrency, Types: wi.Types, Version: wi.Version,
-			StartedAt: wi.StartedAt.UTC(), LastSeen: wi.LastSeen.UTC(), Running: wi.Running,
-			PresenceIntervalSeconds: wi.PresenceInterval.Seconds(),
-		}
-		if v.Running == nil {
-			v.Running = []string{}
-		}
-		if !wi.LastPollAt.IsZero() {
-			at := wi.LastPollAt.UTC()
-			v.LastPollAt = &at
-		}
-		resp.Workers = append(resp.Workers, v)
-	}
-	writeJSON(w, http.StatusOK, resp)
+	writeJSON(w, http.StatusOK, taskview.WorkersOf(list, false))
 	return nil
 }

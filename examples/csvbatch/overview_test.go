@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/s3task/s3task/examples/internal/taskview"
 )
 
 // TestStats: GET /stats counts the tasks of its span by status and type,
@@ -113,10 +115,10 @@ func TestWorkers(t *testing.T) {
 	t.Parallel()
 	s := startService(t, svcOptions{})
 	self := s.app.worker.ID()
-	list := s.waitWorkers("the service's worker", func(l workersResponse) bool {
-		return slices.ContainsFunc(l.Workers, func(w workerView) bool { return w.ID == self })
+	list := s.waitWorkers("the service's worker", func(l taskview.Workers) bool {
+		return slices.ContainsFunc(l.Workers, func(w taskview.Worker) bool { return w.ID == self })
 	})
-	w := list.Workers[slices.IndexFunc(list.Workers, func(w workerView) bool { return w.ID == self })]
+	w := list.Workers[slices.IndexFunc(list.Workers, func(w taskview.Worker) bool { return w.ID == self })]
 	if !w.Live || w.Concurrency != s.app.cfg.concurrency || w.Host == "" || w.StartedAt.IsZero() || w.LastSeen.IsZero() ||
 		w.Running == nil || w.PresenceIntervalSeconds <= 0 || list.Live != 1 || list.ReadAt.IsZero() {
 		t.Errorf("the service's worker: %+v in %+v", w, list)
@@ -137,11 +139,11 @@ func TestWorkers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	list = s.waitWorkers("the dead worker, not live", func(l workersResponse) bool {
-		i := slices.IndexFunc(l.Workers, func(w workerView) bool { return w.ID == "worker-gone" })
+	list = s.waitWorkers("the dead worker, not live", func(l taskview.Workers) bool {
+		i := slices.IndexFunc(l.Workers, func(w taskview.Worker) bool { return w.ID == "worker-gone" })
 		return i >= 0 && !l.Workers[i].Live
 	})
-	g := list.Workers[slices.IndexFunc(list.Workers, func(w workerView) bool { return w.ID == "worker-gone" })]
+	g := list.Workers[slices.IndexFunc(list.Workers, func(w taskview.Worker) bool { return w.ID == "worker-gone" })]
 	if g.Host != "old-host" || g.Concurrency != 4 || g.Types != nil || g.Version != "v0.9.0" || !slices.Equal(g.Running, []string{held}) || g.LastPollAt == nil {
 		t.Errorf("the dead worker: %+v", g)
 	}
@@ -158,7 +160,7 @@ func TestWorkers(t *testing.T) {
 		t.Errorf("/workers without a token: %d, want 401", status)
 	}
 	api := startService(t, svcOptions{mode: modeAPI})
-	var none workersResponse
+	var none taskview.Workers
 	api.call("GET", "/workers", nil, http.StatusOK, &none)
 	if len(none.Workers) != 0 || none.Workers == nil || none.Broken == nil {
 		t.Errorf("without workers: %+v", none)
@@ -167,13 +169,13 @@ func TestWorkers(t *testing.T) {
 
 // waitWorkers polls GET /workers until cond holds, failing the test after
 // a deadline.
-func (s *service) waitWorkers(what string, cond func(workersResponse) bool) workersResponse {
+func (s *service) waitWorkers(what string, cond func(taskview.Workers) bool) taskview.Workers {
 	s.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var l workersResponse
+		var l taskview.Workers
 		s.call("GET", "/workers", nil, http.StatusOK, &l)
 		if cond(l) {
 			return l

@@ -12,30 +12,6 @@ import (
 	"github.com/s3task/s3task/examples/internal/taskview"
 )
 
-// workersDoc is what workers -json prints.
-type workersDoc struct {
-	ReadAt    time.Time         `json:"read_at"` // the S3 server's time, by which live was judged
-	Workers   []workerDoc       `json:"workers"`
-	Live      int               `json:"live"`
-	Broken    []taskview.Broken `json:"broken"`
-	Truncated bool              `json:"truncated"`
-}
-
-// workerDoc is one worker in workers -json.
-type workerDoc struct {
-	ID                      string     `json:"worker_id"`
-	Live                    bool       `json:"live"`
-	Host                    string     `json:"host"`
-	Concurrency             int        `json:"concurrency"`
-	Types                   []string   `json:"types"` // null: every type
-	Version                 string     `json:"library_version"`
-	StartedAt               time.Time  `json:"started_at"`
-	LastPollAt              *time.Time `json:"last_poll_at"` // null: not yet
-	LastSeen                time.Time  `json:"last_seen"`
-	Running                 []string   `json:"running"`
-	PresenceIntervalSeconds float64    `json:"presence_interval_seconds"`
-}
-
 func workersCmd(fs *flag.FlagSet) runFunc {
 	liveOnly := fs.Bool("live", false, "show only the live workers")
 	return func(ctx context.Context, c *cli, _ []string) error {
@@ -47,32 +23,7 @@ func workersCmd(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		doc := workersDoc{ReadAt: list.At, Workers: []workerDoc{}, Broken: []taskview.Broken{}, Truncated: list.Truncated}
-		for _, w := range list.Workers {
-			if w.Err != nil {
-				doc.Broken = append(doc.Broken, taskview.Broken{Key: w.Key, Error: w.Err.Error()})
-				continue
-			}
-			if w.Live {
-				doc.Live++
-			}
-			if *liveOnly && !w.Live {
-				continue
-			}
-			d := workerDoc{
-				ID: w.ID, Live: w.Live, Host: w.Host, Concurrency: w.Concurrency, Types: w.Types, Version: w.Version,
-				StartedAt: w.StartedAt, LastSeen: w.LastSeen, Running: w.Running,
-				PresenceIntervalSeconds: w.PresenceInterval.Seconds(),
-			}
-			if d.Running == nil {
-				d.Running = []string{}
-			}
-			if !w.LastPollAt.IsZero() {
-				at := w.LastPollAt
-				d.LastPollAt = &at
-			}
-			doc.Workers = append(doc.Workers, d)
-		}
+		doc := taskview.WorkersOf(list, *liveOnly)
 		if c.set.json {
 			c.writeJSON(doc)
 			return nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/examples/internal/taskview"
 	"github.com/s3task/s3task/internal/s3test"
 	"github.com/s3task/s3task/s3tasktest"
 )
@@ -90,10 +91,10 @@ func TestWorkersCommand(t *testing.T) {
 		c.store = store
 		return c.run(t.Context(), append([]string{"workers"}, args...)), out.String()
 	}
-	listed := func(args ...string) workersDoc {
+	listed := func(args ...string) taskview.Workers {
 		t.Helper()
 		code, out := run(append(args, "-json")...)
-		var doc workersDoc
+		var doc taskview.Workers
 		dec := json.NewDecoder(strings.NewReader(out))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&doc); code != exitOK || err != nil {
@@ -104,10 +105,10 @@ func TestWorkersCommand(t *testing.T) {
 	}
 
 	// The running worker's next write names its task.
-	var doc workersDoc
+	var doc taskview.Workers
 	deadline := time.Now().Add(20 * time.Second)
 	for doc = listed(); ; doc = listed() {
-		if i := slices.IndexFunc(doc.Workers, func(w workerDoc) bool { return w.ID == "web-1" }); i >= 0 && len(doc.Workers[i].Running) == 1 {
+		if i := slices.IndexFunc(doc.Workers, func(w taskview.Worker) bool { return w.ID == "web-1" }); i >= 0 && len(doc.Workers[i].Running) == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -169,7 +170,7 @@ func TestWorkersCommand(t *testing.T) {
 	}
 
 	stop()
-	if after := listed(); slices.ContainsFunc(after.Workers, func(w workerDoc) bool { return w.ID == "web-1" }) {
+	if after := listed(); slices.ContainsFunc(after.Workers, func(w taskview.Worker) bool { return w.ID == "web-1" }) {
 		t.Errorf("after its Run returned, web-1 is still listed: %+v", after.Workers)
 	}
 }
