@@ -607,8 +607,11 @@ func TestBulkContextEnds(t *testing.T) {
 		t.Fatalf("CancelMany with its context cancelled: %v, %v; want the report and context.Canceled", r, err)
 	}
 	n := len(r.Results)
-	if n < 6 || n > 6+s3task.BulkConcurrency || r.NextCursor == "" {
-		t.Fatalf("%d tasks reported, cursor %q; want the first 6 and those in flight, and a cursor", n, r.NextCursor)
+	// The sixth task's call ends the context; tasks started while it ran
+	// (as many as finished meanwhile: under -race, several) are reported
+	// too, but no task is started after, so the call stops short.
+	if n < 6 || n >= len(ids) || r.NextCursor == "" {
+		t.Fatalf("%d tasks reported of %d, cursor %q; want the first 6 and those started before the end, short of all, and a cursor", n, len(ids), r.NextCursor)
 	}
 	var redo []string
 	for i, res := range r.Results {
