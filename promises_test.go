@@ -6,9 +6,11 @@ package s3task
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -591,6 +593,87 @@ func TestReconcilerLeaseAnswerLost(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestReconcilerLeaseHandover: of two workers, only the one holding the
+// reconciler lease reconciles, walking the whole ReconcileWindow at its
+// first turn and only the last two intervals after; when it stops, it
+// hands the lease back, and the other takes it over at its next turn (an
+// interval later at most, and the poll that notices it), starting with a
+// whole walk.
+func TestReconcilerLeaseHandover(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		const interval = time.Minute
+		const old = 3
+		for i := range old { // created well before the last two intervals
+			if _, err := e.admin.Create(e.ctx, CreateParams{Name: fmt.Sprintf("old %d", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(2*interval + interval/4)
+
+		type turn struct {
+			at    time.Time
+			tasks int
+		}
+		var mu sync.Mutex
+		turns := map[string][]turn{}
+		get := func(id string) []turn { mu.Lock(); defer mu.Unlock(); return slices.Clone(turns[id]) }
+		workers := map[string]*advWorker{}
+		for _, id := range []string{"rec-a", "rec-b"} {
+			workers[id] = e.run(e.store(nil), advSucceed, &WorkerOptions{ID: id, ReconcileInterval: interval, Hooks: Hooks{OnReconcile: func(r *ReconcileReport) {
+				mu.Lock()
+				defer mu.Unlock()
+				turns[id] = append(turns[id], turn{time.Now(), r.Tasks})
+			}}})
+		}
+		time.Sleep(4*interval + interval/2)
+
+		holder, other := "rec-a", "rec-b"
+		if len(get(holder)) == 0 {
+			holder, other = other, holder
+		}
+		held := get(holder)
+		if len(held) < 4 {
+			t.Fatalf("%s, the holder, reconciled %d times in 4.5 intervals, want 4 or more", holder, len(held))
+		}
+		if others := get(other); len(others) > 0 {
+			t.Fatalf("both workers reconciled while %s held the lease: %s at %v", holder, other, others)
+		}
+		if held[0].tasks != old {
+			t.Errorf("%s's first turn walked %d tasks, want the whole window: %d", holder, held[0].tasks, old)
+		}
+		for i, tu := range held[1:] {
+			if tu.tasks != 0 {
+				t.Errorf("%s's turn %d walked %d tasks, want only those of the last two intervals: 0", holder, i+2, tu.tasks)
+			}
+		}
+
+		workers[holder].stop()
+		stopped := time.Now()
+		body, ok := e.mem.Object(DefaultPrefix + "_reconciler")
+		if !ok {
+			t.Fatal("no reconciler lease object")
+		}
+		var lease reconcileLease
+		if err := json.Unmarshal(body, &lease); err != nil {
+			t.Fatal(err)
+		}
+		if lease.Holder != holder || lease.ExpiresAt.After(stopped) {
+			t.Errorf("after %s stopped, the lease is %s's until %s, want %s's, handed back (expired by %s)", holder, lease.Holder, lease.ExpiresAt, holder, stopped)
+		}
+		time.Sleep(interval + DefaultMaxPollInterval + time.Second)
+		took := get(other)
+		if len(took) == 0 {
+			t.Fatalf("%s did not take the reconciler over within %s of %s's stop", other, interval+DefaultMaxPollInterval, holder)
+		}
+		if took[0].tasks != old {
+			t.Errorf("%s's first turn walked %d tasks, want the whole window: %d", other, took[0].tasks, old)
+		}
+		if after := get(holder); len(after) != len(held) {
+			t.Errorf("%s reconciled again after it stopped", holder)
+		}
+	})
 }
 
 // TestNotifierTiesInIDOrder: notices that fall due at the same moment (one
