@@ -416,8 +416,11 @@ func (s *Store) readMany(ctx context.Context, ids []string) ([]*record, []*Recor
 // newest (zero: none) by starting the listing past them, stops at the first
 // task created before oldest (zero: no limit), and reads at most limit
 // records (zero: no limit), reporting whether more tasks were left unread.
-// Records that cannot be read go to broken.
-func (s *Store) walk(ctx context.Context, newest, oldest time.Time, limit int, fn func(t *record) bool, broken func(*RecordError)) (more bool, err error) {
+// Records that cannot be read go to broken. With a worker's memory of the
+// tasks found deleted (gone, nil for none), it passes over their folders
+// (a form posted after a Purge leaves one without a record) without a
+// read, and adds those whose record it finds missing.
+func (s *Store) walk(ctx context.Context, newest, oldest time.Time, limit int, gone *goneTasks, fn func(t *record) bool, broken func(*RecordError)) (more bool, err error) {
 	after := ""
 	if !newest.IsZero() {
 		after = idBound(newest)
@@ -444,11 +447,15 @@ func (s *Store) walk(ctx context.Context, newest, oldest time.Time, limit int, f
 			ids, next, more = ids[:limit-seen], "", true
 		}
 		seen += len(ids)
+		ids = slices.DeleteFunc(ids, gone.has)
 		tasks, bad := s.readMany(ctx, ids)
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
 		for _, re := range bad {
+			if id, ok := s.recordID(re.Key); ok && errors.Is(re, ErrNotFound) {
+				gone.note(id)
+			}
 			broken(re)
 		}
 		for _, t := range tasks {

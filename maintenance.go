@@ -139,12 +139,9 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 // pass. The fleet's reconciler walks only recent tasks at most turns, and
 // this is how the older tasks that wait for a worker keep their markers
 // from one turn to the next: one GET per such task that changed. gone, if
-// not nil, is told of every task whose record a read found deleted, so a
-// worker need not read it again.
-func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[string]string, gone func(id string)) (*ReconcileReport, map[string]string, error) {
-	if gone == nil {
-		gone = func(string) {}
-	}
+// not nil, is a worker's memory of the tasks found deleted: their folders
+// are not read again, and every record a read finds deleted joins it.
+func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[string]string, gone *goneTasks) (*ReconcileReport, map[string]string, error) {
 	markers, stray, err := s.allMarkers(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -177,7 +174,7 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 	}
 	cutoff, abandons := s.unsentCutoff(now)
 	pending, met := map[string]string{}, map[string]bool{}
-	_, err = s.walk(ctx, time.Time{}, opts.Since, 0, func(t *record) bool {
+	_, err = s.walk(ctx, time.Time{}, opts.Since, 0, gone, func(t *record) bool {
 		r.Tasks++
 		met[t.ID] = true
 		if abandons && t.Status == StatusCreated && t.CreatedAt.Before(cutoff) {
@@ -231,7 +228,7 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 		var re *RecordError
 		switch {
 		case errors.Is(err, ErrNotFound):
-			gone(id)
+			gone.note(id)
 			continue // purged
 		case errors.As(err, &re):
 			r.Broken = append(r.Broken, re)
@@ -258,10 +255,12 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 		if at, _ := IDTime(id); at.Before(opts.Since) || brokenID(r.Broken, s.recordKey(id)) {
 			continue
 		}
-		if _, _, err := s.read(ctx, id); !errors.Is(err, ErrNotFound) {
-			continue // created since the walk passed it, or unreadable now
+		if !gone.has(id) {
+			if _, _, err := s.read(ctx, id); !errors.Is(err, ErrNotFound) {
+				continue // created since the walk passed it, or unreadable now
+			}
+			gone.note(id)
 		}
-		gone(id)
 		for _, m := range ms {
 			drop(m.key)
 		}
@@ -299,14 +298,14 @@ func passing(re *RecordError) bool {
 // with it the tasks that came of age since its last turns, which its walk
 // of recent tasks does not reach. Requests: one LIST per 1,000 task
 // folders walked and one GET per task; a GET and a PUT per task abandoned.
-func (s *Store) abandonUnsentSince(ctx context.Context, oldest time.Time) ([]string, error) {
+func (s *Store) abandonUnsentSince(ctx context.Context, oldest time.Time, gone *goneTasks) ([]string, error) {
 	cutoff, ok := s.unsentCutoff(s.serverNow())
 	if !ok {
 		return nil, nil
 	}
 	var done []string
 	var firstErr error
-	_, err := s.walk(ctx, cutoff, oldest, 0, func(t *record) bool {
+	_, err := s.walk(ctx, cutoff, oldest, 0, gone, func(t *record) bool {
 		if t.Status != StatusCreated || !t.CreatedAt.Before(cutoff) {
 			return true
 		}
@@ -451,7 +450,7 @@ func (s *Store) stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
 		line = timeline{every: opts.Interval, buckets: map[int64]*StatsBucket{}}
 	}
 	var awaiting []time.Time // creation times of the created tasks
-	more, err := s.walk(ctx, time.Time{}, opts.Since, max(limit, 0), func(t *record) bool {
+	more, err := s.walk(ctx, time.Time{}, opts.Since, max(limit, 0), nil, func(t *record) bool {
 		st.Tasks++
 		st.ByStatus[t.Status]++
 		if st.ByType[t.Type] == nil {
@@ -632,7 +631,7 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOption
 	}
 	r := &PurgeReport{}
 	var err error
-	_, werr := s.walk(ctx, olderThan.Add(-time.Millisecond), time.Time{}, 0, func(t *record) bool {
+	_, werr := s.walk(ctx, olderThan.Add(-time.Millisecond), time.Time{}, 0, nil, func(t *record) bool {
 		r.Tasks++
 		if err = s.purgeable(ctx, t, opts.DropPendingNotices); err != nil {
 			if errors.Is(err, ErrInvalidTransition) {

@@ -175,7 +175,7 @@ func (n *notifier) run(ctx context.Context) {
 func (n *notifier) deliver(ctx context.Context, no *notice) error {
 	s := n.w.store
 	t, etag := no.t, no.etag
-	if n.w.isGone(t.ID) {
+	if n.w.gone.has(t.ID) {
 		// Found deleted by the poll loop or the reconciler since.
 		s.reached("notify/gone")
 		return nil
@@ -187,7 +187,7 @@ func (n *notifier) deliver(ctx context.Context, no *notice) error {
 		t, etag, err = s.read(rctx, t.ID)
 		cancel()
 		if errors.Is(err, ErrNotFound) {
-			n.w.noteGone(no.t.ID)
+			n.w.gone.note(no.t.ID)
 			s.reached("notify/gone")
 			n.w.log.Info("s3task: task deleted before its OnTerminal notice went out; dropping the notice", "task_id", no.t.ID)
 			return nil

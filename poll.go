@@ -3,6 +3,7 @@ package s3task
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -198,22 +199,36 @@ func (w *Worker) serve(ctx, base context.Context, todo []marker, soonest func(ti
 // the tasks the reconciler watches; forgetting costs a read each.
 const maxGone = 1024
 
-// noteGone remembers that task id's record was found deleted, by the poll
-// loop, the notifier or the reconciler: the others need not read it again.
-func (w *Worker) noteGone(id string) {
-	w.goneMu.Lock()
-	defer w.goneMu.Unlock()
-	if len(w.gone) >= maxGone {
-		clear(w.gone)
-	}
-	w.gone[id] = w.store.serverNow()
+// goneTasks is a worker's memory of the tasks whose records it found
+// deleted, shared by its poll loop, its notifier and its reconciler (walks
+// included): the first to find a record gone tells the others, which need
+// not read it again. A nil *goneTasks remembers nothing.
+type goneTasks struct {
+	mu  sync.Mutex
+	ids map[string]struct{}
 }
 
-// isGone reports whether task id's record was found deleted (see noteGone).
-func (w *Worker) isGone(id string) bool {
-	w.goneMu.Lock()
-	defer w.goneMu.Unlock()
-	_, ok := w.gone[id]
+// note remembers that task id's record was found deleted.
+func (g *goneTasks) note(id string) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ids == nil || len(g.ids) >= maxGone {
+		g.ids = map[string]struct{}{}
+	}
+	g.ids[id] = struct{}{}
+}
+
+// has reports whether task id's record was found deleted.
+func (g *goneTasks) has(id string) bool {
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.ids[id]
 	return ok
 }
 
@@ -231,7 +246,7 @@ func (w *Worker) isGone(id string) bool {
 func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due time.Time, taken, failed bool) {
 	s := w.store
 	log := w.log.With("task_id", m.id)
-	if w.isGone(m.id) {
+	if w.gone.has(m.id) {
 		// Another marker of a task already found deleted (a purge leaves
 		// the markers of earlier phases that were never removed): it goes
 		// without reading the record again.
@@ -245,7 +260,7 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 		log.Warn("s3task: marker without a task record; removing it", "key", m.key)
 		s.dropMarker(ctx, m.key)
 		w.forget(m.id)
-		w.noteGone(m.id)
+		w.gone.note(m.id)
 		return false, due, false, false
 	case errors.As(err, &unreadable):
 		// Corrupt, or of a newer schema: nothing to do with it until

@@ -362,6 +362,39 @@ func TestPurgedTaskReadOnceByTheWorker(t *testing.T) {
 	})
 }
 
+// TestPurgedFolderReadOnceByTheReconciler: a form posted after its task
+// was purged (presigned forms stay valid for their whole expiry) leaves an
+// object in a folder without a record. The reconciler's full walks, and
+// its sweep of the tasks coming of age for abandonment, meet that folder
+// at every pass; a worker reads the missing record once, then passes over
+// the folder (soak: a worker read one such record 4 times).
+func TestPurgedFolderReadOnceByTheReconciler(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		task := e.submit(CreateParams{Name: "purged, then posted to"})
+		key := e.recordKey(task.ID)
+		var gets advKeyCounter
+		st := e.store(&StoreOptions{AbandonCreatedAfter: 30 * time.Minute}, gets.wrap(http.MethodGet, func(k string) bool { return k == key }))
+		e.run(st, advSucceed, &WorkerOptions{ID: "w", ReconcileInterval: time.Minute})
+		time.Sleep(time.Minute)
+		if r := e.record(task.ID); r.Status != StatusCompleted {
+			t.Fatalf("setup: task %s, want completed", r.Status)
+		}
+		if r, err := e.admin.Purge(e.ctx, time.Now().Add(time.Hour), PurgeOptions{}); err != nil || len(r.Purged) != 1 {
+			t.Fatalf("setup: Purge = %+v, %v; want the task purged", r, err)
+		}
+		upload := DefaultPrefix + task.ID + "/upload"
+		if _, err := e.raw.Put(e.ctx, upload, []byte("posted late")); err != nil {
+			t.Fatal(err)
+		}
+		gets.reset()
+		const span = 3 * time.Hour // 7 full walks, and the sweep past the task's creation
+		time.Sleep(span)
+		if n := gets.total(); n != 1 {
+			t.Errorf("the worker read the missing record of a purged task's folder %d times in %s; want once", n, span)
+		}
+	})
+}
+
 // TestStopCancelsHandlersDespiteSlowHook: Worker.Stop promises that when
 // its ctx ends it cancels the running handlers' contexts at once, with
 // ErrWorkerStopping, without waiting for the rest of ShutdownTimeout. An

@@ -285,11 +285,11 @@ func (r *reconciler) turn(stop context.Context) {
 	}
 	r.turns++
 	for id := range r.pending {
-		if w.isGone(id) {
+		if w.gone.has(id) {
 			delete(r.pending, id) // purged since the turn that met it
 		}
 	}
-	rep, pending, err := s.reconcile(ctx, ReconcileOptions{Since: since}, r.pending, w.noteGone)
+	rep, pending, err := s.reconcile(ctx, ReconcileOptions{Since: since}, r.pending, &w.gone)
 	if rep != nil {
 		// A turn cut short before its walk ended leaves both: the next
 		// one walks from before it, and a full one if none has ended.
@@ -300,7 +300,7 @@ func (r *reconciler) turn(stop context.Context) {
 		// AbandonCreatedAfter) long after the recent walk has passed them:
 		// sweep the band of the same span just before the cutoff.
 		if cutoff, ok := s.unsentCutoff(now); ok {
-			ab, aerr := s.abandonUnsentSince(ctx, cutoff.Add(-now.Sub(since)))
+			ab, aerr := s.abandonUnsentSince(ctx, cutoff.Add(-now.Sub(since)), &w.gone)
 			rep.Abandoned = append(rep.Abandoned, ab...)
 			err = errors.Join(err, aerr)
 		}

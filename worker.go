@@ -32,8 +32,7 @@ type Worker struct {
 	wg    sync.WaitGroup
 
 	skip   map[string]time.Time // poll loop only: markers not to visit before a time (server clock)
-	goneMu sync.Mutex
-	gone   map[string]time.Time // under goneMu: tasks found deleted, and when (server clock; see noteGone)
+	gone   goneTasks            // tasks found deleted
 	spread int                  // poll loop only: how many of the markers due first to pick among, per free slot
 	legacy bool                 // poll loop only: markers named as earlier versions did may be left
 
@@ -94,7 +93,6 @@ func NewWorker(store *Store, h Handler, opts *WorkerOptions) (*Worker, error) {
 		slots:  make(chan struct{}, o.Concurrency),
 		freed:  make(chan struct{}, 1),
 		skip:   map[string]time.Time{},
-		gone:   map[string]time.Time{},
 		legacy: true,
 		spread: pickSpread,
 		kicked: make(chan struct{}, 1),

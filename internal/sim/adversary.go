@@ -235,7 +235,7 @@ func (n *link) wrap(next http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		start := time.Now()
 		resp, sent, err := n.roundTrip(next, r)
-		if strings.HasSuffix(r.URL.Path, "/_wake") && (err != nil || resp.StatusCode >= 400 && resp.StatusCode != http.StatusNotFound) {
+		if (strings.HasSuffix(r.URL.Path, "/_wake") || strings.HasSuffix(r.URL.Path, "/_paused")) && (err != nil || resp.StatusCode >= 400 && resp.StatusCode != http.StatusNotFound) {
 			n.w.event(n.name, EventWakeFailed, start, time.Now())
 		}
 		if n.w.cfg.Requests {

@@ -181,8 +181,9 @@ func announces(body []byte, id string) bool {
 }
 
 // unannounced reports whether the writer of w, which made task id due, had
-// a reason not to announce it: a request of it for the wake object failed
-// within half a minute, or its requests hung (a pause, a freeze), or the
+// a reason not to announce it: a request of it for the wake object (or for
+// the paused object, which an announcement reads when the wake object does
+// not name the paused types) failed within half a minute, or its requests hung (a pause, a freeze), or the
 // operator call that wrote w failed or did not know whether its write
 // landed (a write applied after its client gave up on it), and so
 // announced nothing; repeating the call then finds the task queued, which

@@ -292,7 +292,7 @@ const (
 	EventSlow       EventKind = "slow"        // a process's requests took seconds longer from Start to End
 	EventFreeze     EventKind = "freeze"      // a process stood still from Start to End: requests, handlers, timers
 	EventStopBy     EventKind = "stop-by"     // Worker.Stop was called at Start with a context that ended at End
-	EventWakeFailed EventKind = "wake-failed" // a request for the wake object failed from Start to End
+	EventWakeFailed EventKind = "wake-failed" // a request for the wake object, or the paused object an announcement may read, failed from Start to End
 )
 
 // ProcEvent is something that happened to a process. Start, stop, crash

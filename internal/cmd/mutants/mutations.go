@@ -160,9 +160,9 @@ var mutations = []mutation{
 		Promise: "The notice of a task deleted before it went out is dropped, not tried again for as long as the worker runs.",
 		File:    "notify.go",
 		Old: `		if errors.Is(err, ErrNotFound) {
-			n.w.noteGone(no.t.ID)`,
+			n.w.gone.note(no.t.ID)`,
 		New: `		if false {
-			n.w.noteGone(no.t.ID)`,
+			n.w.gone.note(no.t.ID)`,
 	},
 	{
 		Name:    "stop-ignores-deadline",
@@ -191,8 +191,8 @@ var mutations = []mutation{
 		Name:    "watch-forgotten",
 		Promise: "A reconciler turn that walks only recent tasks still rechecks the older waiting tasks an earlier walk found, so any lost marker is restored within about an interval.",
 		File:    "reconciler.go",
-		Old:     `rep, pending, err := s.reconcile(ctx, ReconcileOptions{Since: since}, r.pending, w.noteGone)`,
-		New:     `rep, pending, err := s.reconcile(ctx, ReconcileOptions{Since: since}, nil, w.noteGone)`,
+		Old:     `rep, pending, err := s.reconcile(ctx, ReconcileOptions{Since: since}, r.pending, &w.gone)`,
+		New:     `rep, pending, err := s.reconcile(ctx, ReconcileOptions{Since: since}, nil, &w.gone)`,
 	},
 	{
 		Name:    "event-ignored",
