@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,25 +25,55 @@ type creation struct {
 	sleeper bool // a long run's life that waits hours for its start (see Run)
 }
 
+// errand is a step of a task life that comes minutes after the life's
+// calls (a browser posting the form again, a start moved nearer): the
+// operator does it when its time comes, between its other calls, rather
+// than wait for it and start its next lives late.
+type errand struct {
+	at time.Time
+	do func()
+}
+
+// later plans do for d from now.
+func (p *proc) later(d time.Duration, do func()) {
+	e := errand{at: time.Now().Add(d), do: do}
+	i, _ := slices.BinarySearchFunc(p.errands, e.at, func(a errand, at time.Time) int {
+		return cmp.Or(a.at.Compare(at), -1) // after those planned for the same time
+	})
+	p.errands = slices.Insert(p.errands, i, e)
+}
+
 // operate is the life of operator p: it starts its task lives when they
-// are due and meddles with random tasks until the turbulence ends, one call
-// at a time.
+// are due, does their errands, and meddles with random tasks until the
+// turbulence ends, one call at a time.
 func (w *World) operate(p *proc, creations []creation, until time.Time) {
 	nextMeddle := time.Now().Add(p.rng.Exp(50 * time.Second))
-	for len(creations) > 0 || nextMeddle.Before(until) {
-		create := len(creations) > 0 && (creations[0].at.Before(nextMeddle) || !nextMeddle.Before(until))
-		at := nextMeddle
-		if create {
-			at = creations[0].at
+	for len(creations) > 0 || len(p.errands) > 0 || nextMeddle.Before(until) {
+		const create, run, meddle = 1, 2, 3
+		var at time.Time
+		next := 0
+		if len(creations) > 0 {
+			at, next = creations[0].at, create
+		}
+		if len(p.errands) > 0 && (next == 0 || p.errands[0].at.Before(at)) {
+			at, next = p.errands[0].at, run
+		}
+		if nextMeddle.Before(until) && (next == 0 || nextMeddle.Before(at)) {
+			at, next = nextMeddle, meddle
 		}
 		if d := time.Until(at); d > 0 && !w.sleep(d) {
 			return
 		}
-		if create {
+		switch next {
+		case create:
 			c := creations[0]
 			creations = creations[1:]
 			p.create(c)
-		} else {
+		case run:
+			e := p.errands[0]
+			p.errands = p.errands[1:]
+			e.do()
+		default:
 			p.meddle()
 			nextMeddle = time.Now().Add(p.rng.Exp(50 * time.Second))
 		}
@@ -262,15 +294,15 @@ func (p *proc) create(c creation) {
 }
 
 // postAgain is a browser that posts the task's upload form again after
-// Submit, while the form is valid, perhaps after the task completed: S3
-// accepts it, and the task's input must stay the one Submit verified.
+// Submit, while the form is valid, perhaps after the task completed or
+// was purged: S3 accepts it, and the task's input must stay the one Submit
+// verified.
 func (p *proc) postAgain(id, formKey string, n int) {
-	if !p.w.sleep(p.rng.Dur(0, 15*time.Minute)) {
-		return
-	}
-	_, _ = p.call(CallPostInput, id, func(ctx context.Context) (*s3task.Task, error) {
-		_, err := p.raw.Put(ctx, formKey, []byte(fmt.Sprintf("another input for life %d", n)))
-		return nil, err
+	p.later(p.rng.Dur(0, 15*time.Minute), func() {
+		_, _ = p.call(CallPostInput, id, func(ctx context.Context) (*s3task.Task, error) {
+			_, err := p.raw.Put(ctx, formKey, []byte(fmt.Sprintf("another input for life %d", n)))
+			return nil, err
+		})
 	})
 }
 
@@ -279,9 +311,12 @@ func (p *proc) postAgain(id, formKey string, n int) {
 // task whose start moved nearer must start in time, and the notice of one
 // cancelled must go out now, not on the day it was scheduled for.
 func (p *proc) reschedule(id string) {
-	if !p.w.sleep(p.rng.Dur(time.Minute, 5*time.Minute)) {
-		return
-	}
+	p.later(p.rng.Dur(time.Minute, 5*time.Minute), func() { p.moveNearer(id) })
+}
+
+// moveNearer moves a far start of task id to seconds from now, or cancels
+// the task.
+func (p *proc) moveNearer(id string) {
 	if p.rng.Chance(0.5) {
 		p.cancelUntilDone(id)
 		return

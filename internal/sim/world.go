@@ -66,6 +66,10 @@ type proc struct {
 	raw   s3test.Objects // its client, for requests without the library
 	store *s3task.Store
 
+	// Operators only: the later steps of the lives it started (see
+	// errand), earliest first.
+	errands []errand
+
 	// Ingesters only.
 	ingester *s3task.Ingester
 
