@@ -376,6 +376,77 @@ func TestPauseRunTask(t *testing.T) {
 	})
 }
 
+// TestRunTaskDecidesOnceItHasASlot: a RunTask that waits for a slot (the
+// only one is held by a long attempt) reads and claims the task once it
+// has the slot: a Pause made while it waited refuses the task, and after a
+// wait longer than a lease the claim's lease starts when the attempt does,
+// so the handler runs and the task completes.
+func TestRunTaskDecidesOnceItHasASlot(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		started := make(chan string, 8)
+		release := make(chan struct{})
+		w, err := NewWorker(e.store(nil), HandlerFunc(func(ctx context.Context, job *Job) error {
+			started <- job.Task.Name
+			if job.Task.Name == "long" {
+				<-release
+			}
+			return nil
+		}), &WorkerOptions{ID: "w", Concurrency: 1, Logger: advQuiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		type result struct {
+			task *Task
+			err  error
+		}
+		runTask := func(id string) chan result {
+			out := make(chan result, 1)
+			go func() {
+				task, err := w.RunTask(e.ctx, id)
+				out <- result{task, err}
+			}()
+			return out
+		}
+		wait := 3 * DefaultLeaseDuration
+		for _, paused := range []bool{true, false} {
+			release = make(chan struct{})
+			long := runTask(e.submit(CreateParams{Name: "long"}).ID)
+			if got := advAwait(t, started, time.Minute, "the long attempt"); got != "long" {
+				t.Fatalf("setup: %q started first, want the long attempt", got)
+			}
+			pdf := e.submit(CreateParams{Name: "pdf", Type: "pdf"})
+			waiting := runTask(pdf.ID)
+			time.Sleep(wait)
+			if paused {
+				if err := e.admin.Pause(e.ctx, "pdf"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			close(release)
+			if r := advAwait(t, long, time.Minute, "the long attempt's RunTask"); r.err != nil {
+				t.Fatalf("setup: the long attempt: %v", r.err)
+			}
+			r := advAwait(t, waiting, time.Minute, "the waiting RunTask")
+			switch {
+			case paused && !errors.Is(r.err, ErrTypePaused):
+				t.Errorf("RunTask that waited %s for a slot while its type was paused = %v, %v; want ErrTypePaused", wait, r.task, r.err)
+			case paused:
+				if got := e.record(pdf.ID); got.Status != StatusQueued {
+					t.Errorf("the refused task is %s, want queued", got.Status)
+				}
+				if err := e.admin.Resume(e.ctx, "pdf"); err != nil {
+					t.Fatal(err)
+				}
+			case r.err != nil || r.task.Status != StatusCompleted:
+				t.Errorf("RunTask that waited %s for a slot = %v, %v; want the task completed", wait, r.task, r.err)
+			}
+			for len(started) > 0 {
+				<-started
+			}
+		}
+	})
+}
+
 // TestPauseRacesAnnouncements: a Pause or Resume and the announcements of
 // many Submits, from Stores of their own, all at once: no announcement
 // drops the paused types, none is dropped by a Pause, and every body of

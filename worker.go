@@ -466,7 +466,9 @@ func (w *Worker) takeDue() time.Time {
 // returns the record as the attempt left it: completed, failed (with or
 // without a retry to come), or queued again if the attempt was given back.
 // It takes one of the worker's Concurrency slots, waiting for one if Run
-// holds them all, and works whether or not Run is running. The attempt is
+// holds them all, and works whether or not Run is running; it reads the
+// task once it has the slot, so a Pause, a Cancel or another worker's
+// claim made while it waited is honoured, and the lease starts then. The attempt is
 // held, renewed and settled as one Run starts; only the finding differs.
 // Use it to run a task on demand, and in tests (package s3tasktest does).
 //
@@ -485,13 +487,34 @@ func (w *Worker) RunTask(ctx context.Context, id string) (*Task, error) {
 	if err := ParseID(id); err != nil {
 		return nil, err
 	}
+	// The slot first: what the task is, whether its type is paused and
+	// when the claim's lease ends are decided once it may run at once.
+	select {
+	case w.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	got, gotETag, err := w.claimNamed(ctx, id)
+	if err != nil {
+		<-w.slots
+		return nil, err
+	}
+	<-w.begin(ctx, got, gotETag)
+	gctx, cancel := w.bounded(context.WithoutCancel(ctx))
+	defer cancel()
+	t, _, err := w.store.read(gctx, id) // the worker's own read: no StoreMiddleware
+	return t.task(), err
+}
+
+// claimNamed reads task id and claims it for RunTask, holding a slot.
+func (w *Worker) claimNamed(ctx context.Context, id string) (*record, string, error) {
 	s := w.store
 	t, etag, err := s.read(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if !serves(w.h, t.Type) {
-		return nil, fmt.Errorf("%w %q: task %s", ErrUnknownTaskType, t.Type, id)
+		return nil, "", fmt.Errorf("%w %q: task %s", ErrUnknownTaskType, t.Type, id)
 	}
 	cur := t
 	next, _, err := transition(t, w.claimEvent(), s.serverNow())
@@ -503,29 +526,16 @@ func (w *Worker) RunTask(ctx context.Context, id string) (*Task, error) {
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := w.refusePaused(ctx, t); err != nil {
-		return nil, err
-	}
-	select {
-	case w.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, "", err
 	}
 	got, gotETag, err := s.commitMarked(ctx, t, etag, next)
-	if err != nil {
-		<-w.slots
-		if errors.Is(err, errLost) || errors.Is(err, errOvertaken) {
-			err = fmt.Errorf("%w: task %s changed while it was claimed", ErrConflict, id)
-		}
-		return nil, err
+	if errors.Is(err, errLost) || errors.Is(err, errOvertaken) {
+		err = fmt.Errorf("%w: task %s changed while it was claimed", ErrConflict, id)
 	}
-	<-w.begin(ctx, got, gotETag)
-	gctx, cancel := w.bounded(context.WithoutCancel(ctx))
-	defer cancel()
-	t, _, err = s.read(gctx, id) // the worker's own read: no StoreMiddleware
-	return t.task(), err
+	return got, gotETag, err
 }
 
 // requestTimeout bounds each S3 request of the poll loop (wake object
