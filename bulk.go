@@ -357,7 +357,10 @@ func (s *Store) bulkFilter(ctx context.Context, a bulkAction, opts BulkOptions, 
 // holds the record a listing read for each, for a dry run to judge. It
 // returns the results of the tasks it started, which are the first of ids,
 // in their order: a task is started only while the tasks in flight, were
-// they all acted on, would leave room for it.
+// they all acted on, would leave room for it. A panic in a task's call (a
+// middleware's) starts no more tasks and is raised again on the caller's
+// goroutine once those in flight are done, as the single call would raise
+// it.
 func (s *Store) actAll(ctx context.Context, a bulkAction, dry bool, ids []string, recs []*record, room int) []BulkResult {
 	results := make([]BulkResult, len(ids))
 	var (
@@ -365,6 +368,7 @@ func (s *Store) actAll(ctx context.Context, a bulkAction, dry bool, ids []string
 		wake     = sync.NewCond(&mu)
 		acted    int
 		inFlight int
+		panicked any // the first panic of a task's call, if any
 		wg       sync.WaitGroup
 	)
 	started := 0
@@ -373,7 +377,7 @@ func (s *Store) actAll(ctx context.Context, a bulkAction, dry bool, ids []string
 		for inFlight > 0 && (inFlight >= BulkConcurrency || acted+inFlight >= room) {
 			wake.Wait()
 		}
-		if acted >= room || ctx.Err() != nil {
+		if acted >= room || ctx.Err() != nil || panicked != nil {
 			mu.Unlock()
 			break
 		}
@@ -385,18 +389,28 @@ func (s *Store) actAll(ctx context.Context, a bulkAction, dry bool, ids []string
 		}
 		started++
 		wg.Go(func() {
-			res := s.act(ctx, a, dry, id, rec)
-			mu.Lock()
-			defer mu.Unlock()
-			results[i] = res
-			inFlight--
-			if res.Outcome == BulkDone || res.Outcome == BulkWouldDo {
-				acted++
-			}
-			wake.Broadcast()
+			var res BulkResult
+			defer func() {
+				p := recover()
+				mu.Lock()
+				defer mu.Unlock()
+				results[i] = res
+				inFlight--
+				if p != nil && panicked == nil {
+					panicked = p
+				}
+				if p == nil && (res.Outcome == BulkDone || res.Outcome == BulkWouldDo) {
+					acted++
+				}
+				wake.Broadcast()
+			}()
+			res = s.act(ctx, a, dry, id, rec)
 		})
 	}
 	wg.Wait()
+	if panicked != nil {
+		panic(panicked)
+	}
 	return results[:started]
 }
 

@@ -749,3 +749,39 @@ func TestBulkCost(t *testing.T) {
 		return store.PurgeMany(e.ctx, s3task.BulkOptions{Statuses: []s3task.Status{s3task.StatusAbandoned}})
 	}, map[string]int{"LIST": 1 + n, "GET": 20 + n, "PUT": n, "POST": n, "DELETE": 2 * n})
 }
+
+// TestBulkMiddlewarePanic: a middleware that panics on one task's call
+// panics the bulk action's caller, as the single call would, on the
+// caller's goroutine (where net/http, say, recovers it), not on a goroutine
+// of the action's, where it would end the process.
+func TestBulkMiddlewarePanic(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	var ids []string
+	for i := range 8 {
+		task, err := e.store.Create(e.ctx, s3task.CreateParams{Name: fmt.Sprint("task ", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, task.ID)
+	}
+	bad := ids[2]
+	type oops struct{ id string }
+	store := e.newStore(t, &s3task.StoreOptions{Middleware: []s3task.StoreMiddleware{func(next s3task.CallFunc) s3task.CallFunc {
+		return func(ctx context.Context, c *s3task.Call) (*s3task.Task, error) {
+			if c.TaskID == bad {
+				panic(oops{c.TaskID})
+			}
+			return next(ctx, c)
+		}
+	}}})
+	got := func() (p any) {
+		defer func() { p = recover() }()
+		r, err := store.CancelMany(e.ctx, "no longer wanted", s3task.BulkOptions{IDs: ids})
+		t.Errorf("CancelMany returned %+v, %v; want it to panic", r, err)
+		return nil
+	}()
+	if got != (oops{bad}) {
+		t.Errorf("CancelMany panicked with %v, want the middleware's panic %v", got, oops{bad})
+	}
+}

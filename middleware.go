@@ -169,7 +169,10 @@ type CallFunc func(ctx context.Context, c *Call) (*Task, error)
 // apart), metadata every task should carry, or an authorisation check
 // written once for every call: the task's record is in [Call.Task], and a
 // listing's filters in [Call.List]. It runs on the caller's goroutine,
-// with the caller's context; a panic is not recovered. A middleware that
+// with the caller's context; a panic is not recovered. (The bulk actions,
+// such as [Store.RetryMany], make their single calls on goroutines of
+// their own, BulkConcurrency at a time: a panic there stops the action and
+// is raised again on the caller's goroutine once the calls under way end.) A middleware that
 // returns without calling next refuses the call, and the Store method
 // returns its error.
 //
