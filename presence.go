@@ -362,6 +362,8 @@ func decodePresence(data []byte, id string) (*presenceDoc, error) {
 		return nil, fmt.Errorf("it names worker %q, its key %q", truncate(doc.WorkerID, 160), id)
 	case doc.Concurrency < 1:
 		return nil, fmt.Errorf("concurrency %d", doc.Concurrency)
+	case len(doc.Running) > doc.Concurrency:
+		return nil, fmt.Errorf("%d tasks running, over its concurrency %d", len(doc.Running), doc.Concurrency)
 	case doc.IntervalMS <= 0 || doc.IntervalMS > int64(24*time.Hour/time.Millisecond):
 		return nil, fmt.Errorf("presence_interval_ms %d", doc.IntervalMS)
 	case doc.ClockMarginMS < 0 || doc.ClockMarginMS > int64(24*time.Hour/time.Millisecond):

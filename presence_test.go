@@ -462,6 +462,9 @@ func TestWorkersReportsUnreadable(t *testing.T) {
 			dir + "newer.json":    body(func(m map[string]any) { m["worker_id"] = "newer"; m["schema_version"] = 2 }),
 			dir + "impostor.json": body(func(m map[string]any) { m["worker_id"] = "somebody-else" }),
 			dir + "badtask.json":  body(func(m map[string]any) { m["worker_id"] = "badtask"; m["running"] = []string{"../x"} }),
+			dir + "overfull.json": body(func(m map[string]any) {
+				m["worker_id"], m["running"] = "overfull", []string{NewID(), NewID()} // concurrency 1
+			}),
 			dir + "nointerval.json": body(func(m map[string]any) {
 				m["worker_id"] = "nointerval"
 				delete(m, "presence_interval_ms")
@@ -501,6 +504,7 @@ func TestWorkersReportsUnreadable(t *testing.T) {
 			"newer.json newer live=false unreadable",
 			"nointerval.json nointerval live=false unreadable",
 			"old.json old live=true",
+			"overfull.json overfull live=false unreadable",
 			"deep/x.json  live=false unreadable",
 			"readme.txt  live=false unreadable",
 		}
