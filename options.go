@@ -284,6 +284,10 @@ const (
 type WorkerOptions struct {
 	// ID names the worker in task records (worker_id) and logs. Default:
 	// host name, process ID and a random suffix, e.g. "web-3.4121.9f2c".
+	// Give each running worker an ID of its own: workers that share one
+	// share a presence object (the first to stop removes it while the
+	// other runs) and the reconciler lease (both reconcile), and task
+	// histories cannot tell them apart.
 	ID string
 
 	// Concurrency is how many tasks the worker runs at once. Default
