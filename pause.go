@@ -214,6 +214,10 @@ func (s *Store) checkPauseType(typ string) error {
 // they cannot read any more); Stores of earlier versions may still write
 // the wake object, and workers of this version then read the paused types
 // from the paused object instead (a GET per change of the wake object).
+// Leave the wake object (<prefix>_wake) in place: workers take a missing
+// one to mean that nothing is paused, and the announcement that creates it
+// again states the same, until the next Pause or Resume writes the paused
+// types back (call Resume or Pause again after deleting it).
 //
 // A worker pays no request more per poll for pauses: each round of its
 // poll loop reads the wake object with one conditional GET, as without
