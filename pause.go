@@ -467,11 +467,17 @@ func (w *Worker) notePaused(ctx context.Context, sent time.Time, etag string, bo
 
 // pausedNow reports whether tasks of type typ are paused, by a read of the
 // wake object sent less than PollInterval ago: the view's, or, if that is
-// older (or afresh is set), a new one (one conditional GET). It fails if
-// that read fails.
+// older (or afresh is set), a new one (one conditional GET). A read
+// answered so slowly that it was sent a PollInterval ago by the time it
+// came back cannot be trusted either, and is made once more at once rather
+// than hold the claim back for a poll. It fails if a read fails, or if
+// both come too late.
 func (w *Worker) pausedNow(ctx context.Context, typ string, afresh bool) (bool, error) {
 	seen, have, _ := w.pause.view.get()
-	if afresh || !have || time.Since(seen.read) >= w.opts.PollInterval {
+	for try := 0; afresh || !have || time.Since(seen.read) >= w.opts.PollInterval; try++ {
+		if try == 2 {
+			return false, fmt.Errorf("s3task: the paused task types could not be read within PollInterval (%s), twice", w.opts.PollInterval)
+		}
 		w.store.reached("pause/refresh")
 		ask := ""
 		if have {
@@ -480,9 +486,8 @@ func (w *Worker) pausedNow(ctx context.Context, typ string, afresh bool) (bool, 
 		if _, _, _, err := w.checkWake(ctx, ask); err != nil {
 			return false, err
 		}
-		if seen, have, _ = w.pause.view.get(); !have || time.Since(seen.read) >= w.opts.PollInterval {
-			return false, errors.New("s3task: the paused task types could not be read")
-		}
+		seen, have, _ = w.pause.view.get()
+		afresh = false
 	}
 	return slices.Contains(seen.types, typ), nil
 }

@@ -447,6 +447,47 @@ func TestRunTaskDecidesOnceItHasASlot(t *testing.T) {
 	})
 }
 
+// TestPauseCheckAnsweredLate: before a claim, a worker whose last read of
+// the wake object is a PollInterval old reads it again, and must not trust
+// a read answered so late that it was sent a PollInterval ago. It reads
+// once more at once rather than give the claim up until its next poll, so
+// one slow answer delays the start by that answer, not by a poll more.
+func TestPauseCheckAnsweredLate(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		task := e.submit(CreateParams{Name: "claimed after a slow check"})
+		record := "/" + e.recordKey(task.ID)
+		var mu sync.Mutex
+		var recordRead time.Time
+		slowed := 0
+		st := e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+			mu.Lock()
+			var delay time.Duration
+			switch {
+			case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, record) && slowed == 0:
+				// The record's read takes longer than a PollInterval, so
+				// the wake object's last read is too old to claim on.
+				recordRead, slowed, delay = time.Now(), 1, DefaultPollInterval+100*time.Millisecond
+			case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/_wake") && slowed == 1:
+				slowed, delay = 2, DefaultPollInterval+500*time.Millisecond // the check before the claim
+			}
+			mu.Unlock()
+			time.Sleep(delay)
+			return next.RoundTrip(r)
+		}))
+		w := e.run(st, advSucceed, &WorkerOptions{ID: "w"})
+		start := advAwait(t, w.started, time.Minute, "the claim")
+		mu.Lock()
+		defer mu.Unlock()
+		if slowed != 2 {
+			t.Fatalf("setup: %d of the two reads slowed", slowed)
+		}
+		// The two slow answers take 4.6 s; a poll more would be 1.5 s or more.
+		if took := start.at.Sub(recordRead); took > 5*time.Second {
+			t.Errorf("the attempt started %s after the record's read, over 5s: the slow check cost a poll", took)
+		}
+	})
+}
+
 // TestPauseRacesAnnouncements: a Pause or Resume and the announcements of
 // many Submits, from Stores of their own, all at once: no announcement
 // drops the paused types, none is dropped by a Pause, and every body of
