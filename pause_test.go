@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	gocmp "github.com/google/go-cmp/cmp"
 
 	"github.com/s3task/s3task/internal/s3test"
@@ -780,6 +781,32 @@ func TestPauseMiddleware(t *testing.T) {
 		want := []string{`pause "pdf" writes=true`, `resume "pdf" writes=true`, `paused "" writes=false`, `pause "secret" writes=true`, `pause "long" writes=true`}
 		if diff := gocmp.Diff(want, seen); diff != "" {
 			t.Errorf("calls the middleware saw (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestPauseAfterWakeDeleted pins what Store.Pause says of a deleted wake
+// object: the announcement that creates it again states that nothing is
+// paused, and a Pause of the type, though it is paused already, writes it
+// back.
+func TestPauseAfterWakeDeleted(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		if err := e.admin.Pause(e.ctx, "pdf"); err != nil {
+			t.Fatal(err)
+		}
+		key := DefaultPrefix + "_wake"
+		if _, err := e.raw.Client.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: &e.mem.Bucket, Key: &key}); err != nil {
+			t.Fatal(err)
+		}
+		e.submit(CreateParams{Name: "announced"})
+		if b := e.wakeBodyNow(); !b.paused.known || len(b.paused.types) != 0 {
+			t.Fatalf("the recreated wake object names paused types %v (known %t); the doc says it states none", b.paused.types, b.paused.known)
+		}
+		if err := e.admin.Pause(e.ctx, "pdf"); err != nil {
+			t.Fatal(err)
+		}
+		if b := e.wakeBodyNow(); !b.paused.known || !slices.Equal(b.paused.types, []string{"pdf"}) {
+			t.Errorf("after Pause again, the wake object names %v (known %t), want [pdf]", b.paused.types, b.paused.known)
 		}
 	})
 }
