@@ -65,7 +65,9 @@ type noted struct {
 // An event is only a hint: the record decides, so duplicate, late,
 // out-of-order and forged events cost a GET at most, never a wrong start.
 // Notify never blocks and makes no request itself; the poll loop does the
-// work, when it has a free slot. With events wired, the polling is a safety
+// work, when it has a free slot: between two visits if it is working
+// through a listing, so a long run of due markers that start nothing (a
+// burst other workers took first) never holds up a task an event named. With events wired, the polling is a safety
 // net and can be slow: PollInterval of minutes (see
 // [WorkerOptions.PollInterval]) still finds anything an event missed.
 func (w *Worker) Notify(e ObjectEvent) bool {
@@ -162,27 +164,21 @@ func (w *Worker) forget(id string) {
 // a slot is free (poll loop only). A visit that did not start its task
 // keeps the marker for when the visit said to look again; one that failed
 // for a passing reason, for a second later, doubling up to a PollInterval.
-// It returns when the next marker falls due (zero if none), and whether
-// visits kept failing that long, after which the worker lists at its next
-// poll as well.
-func (w *Worker) visitNoted(ctx, base context.Context) (next time.Time, failed bool) {
+// It reports whether visits kept failing that long, after which the worker
+// lists at its next poll as well.
+func (w *Worker) visitNoted(ctx, base context.Context) (failed bool) {
 	s := w.store
 	now := s.serverNow()
 	var todo []marker
 	for _, n := range w.marked {
-		if now.Before(n.at) {
-			next = sooner(next, n.at)
-		} else {
+		if !now.Before(n.at) {
 			todo = append(todo, n.m)
 		}
-	}
-	if len(todo) == 0 {
-		return next, false
 	}
 	slices.SortFunc(todo, func(a, b marker) int { return strings.Compare(a.key, b.key) })
 	for _, m := range todo {
 		delete(w.skip, m.key)
-		full, vfailed, _ := w.serve(ctx, base, []marker{m}, func(time.Time) {})
+		full, vfailed, _ := w.serve(ctx, base, []marker{m}, func(time.Time) {}, nil)
 		if full {
 			break // every slot is taken: the loop comes back when one frees
 		}
@@ -197,14 +193,41 @@ func (w *Worker) visitNoted(ctx, base context.Context) (next time.Time, failed b
 			n.fails++
 			n.at = now.Add(min(time.Second<<min(n.fails-1, 16), w.opts.PollInterval))
 			w.marked[m.key] = n
-			next = sooner(next, n.at)
 			failed = n.at.Sub(now) >= w.opts.PollInterval
 		case skipped:
 			w.marked[m.key] = noted{m: m, at: until}
-			next = sooner(next, until)
 		default:
 			delete(w.marked, m.key)
 		}
 	}
-	return next, failed
+	return failed
+}
+
+// nextNoted returns when the first marker named by an event falls due
+// (server clock; zero if none), perhaps already (poll loop only).
+func (w *Worker) nextNoted() (next time.Time) {
+	for _, n := range w.marked {
+		next = sooner(next, n.at)
+	}
+	return next
+}
+
+// notesBetween is what the poll loop does between two visits of a
+// listing's markers: it takes the events Notify queued since, and visits
+// the markers they named that have fallen due, so that a task an event
+// told of never waits for a long scan of markers that start nothing (a
+// burst others claimed first, records that cannot be read). It reports
+// whether the worker should list again once the scan is done (see
+// takeNotes), and whether visits kept failing (see visitNoted).
+func (w *Worker) notesBetween(ctx, base context.Context) (listNow, failed bool) {
+	select {
+	case <-w.noted:
+		listNow = w.takeNotes()
+	default:
+	}
+	if at := w.nextNoted(); !at.IsZero() && !w.store.serverNow().Before(at) {
+		w.store.reached("event/during-scan")
+		failed = w.visitNoted(ctx, base)
+	}
+	return listNow, failed
 }

@@ -343,3 +343,56 @@ func TestNotifyFleetCost(t *testing.T) {
 		})
 	}
 }
+
+// TestNotifyDuringLongScan: an event can reach a worker while its poll
+// loop works through a long run of due markers that start nothing (here
+// unreadable records, each answered slowly; in a fleet, a burst others
+// claimed first). The event's task must not wait for the scan to end: the
+// worker takes the event between two visits of the scan.
+func TestNotifyDuringLongScan(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		const unreadable, slow = 200, 100 * time.Millisecond
+		bad := map[string]bool{}
+		for i := range unreadable {
+			id := NewID()
+			e.putRaw(e.recordKey(id), []byte(`{"schema_version": 1, "task_id": "`+id+`", "status": "que`))
+			e.putRaw(advMarkerKey(id, time.Now().Add(-time.Hour+time.Duration(i)*time.Second)), nil)
+			bad["/"+e.recordKey(id)] = true
+		}
+		var mu sync.Mutex
+		read := 0
+		st := e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+			if r.Method == http.MethodGet && bad[strings.TrimPrefix(r.URL.Path, "/"+e.mem.Bucket)] {
+				mu.Lock()
+				read++
+				mu.Unlock()
+				time.Sleep(slow)
+			}
+			return next.RoundTrip(r)
+		}))
+		w := e.run(st, advSucceed, eventOpts("w"))
+		time.Sleep(2 * time.Second) // well into the scan: 20 records of 200
+		mu.Lock()
+		before := read
+		mu.Unlock()
+		if before == 0 || before >= unreadable {
+			t.Fatalf("setup: %d of %d unreadable records read when the event comes; want the scan under way", before, unreadable)
+		}
+		task := e.submit(CreateParams{Name: "told during a scan"})
+		told := time.Now()
+		w.w.Notify(ObjectEvent{Key: e.markerKey(task.ID)})
+		w.w.Notify(ObjectEvent{Key: e.recordKey(task.ID)})
+		s := advAwait(t, w.started, time.Hour, "the start")
+		mu.Lock()
+		after := read
+		mu.Unlock()
+		t.Logf("started %s after the event; %d unreadable records read before it, %d by the start", s.at.Sub(told), before, after)
+		if s.id != task.ID {
+			t.Fatalf("started %s, want %s", s.id, task.ID)
+		}
+		// A visit of the scan and the event's own: well under a second.
+		if d := s.at.Sub(told); d > time.Second {
+			t.Errorf("the task told by an event started %s after it, while the scan went on; want within a second", d)
+		}
+	})
+}

@@ -39,13 +39,22 @@ func (w *Worker) poll(ctx, base context.Context, known time.Time) (saturated boo
 			delete(w.skip, at)
 		}
 	}
+	relist := false // events were dropped during the scan
+	between := func() {
+		listNow, failed := w.notesBetween(ctx, base)
+		relist = relist || listNow
+		if failed {
+			soonest(s.serverNow().Add(w.opts.PollInterval))
+		}
+	}
 	serve := func(todo []marker) (full, failed bool) {
-		full, failed, n := w.serve(ctx, base, todo, soonest)
+		full, failed, n := w.serve(ctx, base, todo, soonest, between)
 		started += n
 		return full, failed
 	}
 	after, listed := "", false
 	defer func() {
+		saturated = saturated || relist
 		if listed {
 			w.hook("OnPoll", func(h *Hooks) {
 				if h.OnPoll != nil {
@@ -157,11 +166,14 @@ func (w *Worker) poll(ctx, base context.Context, known time.Time) (saturated boo
 
 // serve visits the markers of todo while a slot is free, noting in w.skip
 // when to look again at those that started nothing, and passing every time
-// a task will next need a worker to soonest. It reports whether the slots
-// ran out first, whether a visit failed for a passing reason, and how many
-// tasks it started.
-func (w *Worker) serve(ctx, base context.Context, todo []marker, soonest func(time.Time)) (full, failed bool, started int) {
+// a task will next need a worker to soonest. between, if not nil, runs
+// before each visit. It reports whether the slots ran out first, whether a
+// visit failed for a passing reason, and how many tasks it started.
+func (w *Worker) serve(ctx, base context.Context, todo []marker, soonest func(time.Time), between func()) (full, failed bool, started int) {
 	for _, m := range todo {
+		if between != nil {
+			between()
+		}
 		if ctx.Err() != nil {
 			return false, failed, started
 		}

@@ -325,7 +325,6 @@ func (w *Worker) loop(ctx, base context.Context) {
 		}
 	}
 	var (
-		visitAt time.Time // server clock: when a marker named by an event falls due
 		checkAt time.Time // local clock: when the wake object is next checked
 		woke    bool      // by an event, or for a marker one named: no check of the wake object for it
 	)
@@ -346,11 +345,8 @@ func (w *Worker) loop(ctx, base context.Context) {
 			continue
 		}
 		w.notePoll()
-		visitAt = time.Time{}
 		if len(w.marked) > 0 {
-			var failed bool
-			visitAt, failed = w.visitNoted(ctx, base)
-			if failed {
+			if failed := w.visitNoted(ctx, base); failed {
 				due = sooner(due, s.serverNow().Add(w.opts.PollInterval))
 			}
 			if len(w.slots) == cap(w.slots) {
@@ -403,6 +399,7 @@ func (w *Worker) loop(ctx, base context.Context) {
 			checkAt = time.Now().Add(wait)
 		}
 		woke = false
+		visitAt := w.nextNoted() // the poll may have taken events
 		if at := sooner(due, visitAt); !at.IsZero() {
 			// The server's clock as read here is whole milliseconds: wait
 			// at least one, or a due time within it would spin the loop.

@@ -39,6 +39,7 @@ var Branches = map[string]string{
 	"event/record":              "a marker named by an event, found ahead of its record, visited again at once on the record's event",
 	"event/retry":               "an event's visit that failed for a passing reason, tried again within seconds",
 	"event/removed":             "a marker named by an event forgotten on an event of its deletion",
+	"event/during-scan":         "a marker named by an event visited between two visits of a poll's scan",
 	"poll/claim-refused":        "a claim refused though nobody had written the record (409), tried again at the next poll",
 	"key/adopt":                 "a keyed Create writing the task its key names, whose writer had not",
 	"key/takeover":              "a keyed Create taking over a key whose task was purged or never written",

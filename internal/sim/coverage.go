@@ -11,6 +11,7 @@ var Required = []string{
 	"event/record",
 	"event/retry",
 	"event/removed",
+	"event/during-scan",
 	"commit/landed-after-doubt",
 	"commit/overtaken",
 	"commit/not-landed",
