@@ -47,6 +47,7 @@ func (p *proc) later(d time.Duration, do func()) {
 // are due, does their errands, and meddles with random tasks until the
 // turbulence ends, one call at a time.
 func (w *World) operate(p *proc, creations []creation, until time.Time) {
+	p.calm = until
 	nextMeddle := time.Now().Add(p.rng.Exp(50 * time.Second))
 	for len(creations) > 0 || len(p.errands) > 0 || nextMeddle.Before(until) {
 		const create, run, meddle = 1, 2, 3
@@ -309,15 +310,24 @@ func (p *proc) postAgain(id, formKey string, n int) {
 // reschedule is the rest of a life scheduled days ahead: after a few
 // minutes its start is moved to seconds from now, or it is cancelled. A
 // task whose start moved nearer must start in time, and the notice of one
-// cancelled must go out now, not on the day it was scheduled for.
+// cancelled must go out now, not on the day it was scheduled for. Half the
+// time the move waits for the calm after the turbulence, when the fleet is
+// idle and nothing else is announced: only the Schedule's own
+// announcement then brings a polling worker to the nearer start in time.
 func (p *proc) reschedule(id string) {
-	p.later(p.rng.Dur(time.Minute, 5*time.Minute), func() { p.moveNearer(id) })
+	d := p.rng.Dur(time.Minute, 5*time.Minute)
+	if p.rng.Chance(0.5) {
+		d = time.Until(p.calm) + d
+		p.later(d, func() { p.moveNearer(id, false) })
+		return
+	}
+	p.later(d, func() { p.moveNearer(id, true) })
 }
 
-// moveNearer moves a far start of task id to seconds from now, or cancels
-// the task.
-func (p *proc) moveNearer(id string) {
-	if p.rng.Chance(0.5) {
+// moveNearer moves a far start of task id to seconds from now, or, if it
+// may, cancels the task.
+func (p *proc) moveNearer(id string, mayCancel bool) {
+	if mayCancel && p.rng.Chance(0.5) {
 		p.cancelUntilDone(id)
 		return
 	}

@@ -67,8 +67,9 @@ type proc struct {
 	store *s3task.Store
 
 	// Operators only: the later steps of the lives it started (see
-	// errand), earliest first.
+	// errand), earliest first, and when the turbulence ends.
 	errands []errand
+	calm    time.Time
 
 	// Ingesters only.
 	ingester *s3task.Ingester
