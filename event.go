@@ -65,11 +65,12 @@ type noted struct {
 // An event is only a hint: the record decides, so duplicate, late,
 // out-of-order and forged events cost a GET at most, never a wrong start.
 // Notify never blocks and makes no request itself; the poll loop does the
-// work, when it has a free slot: between two visits if it is working
-// through a listing, so a long run of due markers that start nothing (a
-// burst other workers took first) never holds up a task an event named. With events wired, the polling is a safety
-// net and can be slow: PollInterval of minutes (see
-// [WorkerOptions.PollInterval]) still finds anything an event missed.
+// work, when it has a free slot. If the loop is working through a listing
+// then, it takes the event before its next visit: a task an event named
+// waits for the visit under way, not for a long run of due markers that
+// start nothing (a burst other workers took first). With events wired,
+// the polling is a safety net and can be slow: PollInterval of minutes
+// (see [WorkerOptions.PollInterval]) still finds anything an event missed.
 func (w *Worker) Notify(e ObjectEvent) bool {
 	s := w.store
 	if e.Bucket != "" && e.Bucket != s.bucket {
