@@ -214,7 +214,9 @@ const maxGone = 1024
 // goneTasks is a worker's memory of the tasks whose records it found
 // deleted, shared by its poll loop, its notifier and its reconciler (walks
 // included): the first to find a record gone tells the others, which need
-// not read it again. A nil *goneTasks remembers nothing.
+// not read it again. Reads already under way are not held back, so each of
+// the three may read a deleted record once (all three after a pause of the
+// process woke them together). A nil *goneTasks remembers nothing.
 type goneTasks struct {
 	mu  sync.Mutex
 	ids map[string]struct{}

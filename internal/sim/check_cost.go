@@ -5,9 +5,10 @@ import (
 	"strings"
 )
 
-// checkGoneReads: a worker stops reading a record that was deleted: it
-// may meet a deleted task once through a stale marker and once more
-// through a notice it held, and no more.
+// checkGoneReads: a worker stops reading a record that was deleted. The
+// first of its loops to find the record gone tells the others, so each
+// loop (poll, notifier, reconciler) reads it at most once, and only when
+// their reads were under way together do all three.
 func checkGoneReads(x *index) []Violation {
 	var vs []Violation
 	for _, k := range sortedKeys(x.h.GoneReads) {

@@ -91,7 +91,10 @@ type Params struct {
 	// StopGrace is how soon after the context given to Worker.Stop ends
 	// the handlers' contexts must be cancelled.
 	StopGrace time.Duration
-	// GoneReads is how often a worker may read a record once it was deleted.
+	// GoneReads is how often a worker may read a record once it was
+	// deleted: once by each of its three loops (poll, notifier,
+	// reconciler), whose reads may all be under way before the first
+	// comes back and tells the others.
 	GoneReads int
 	// CutOff is how long an outage must last to count as the worker being
 	// cut off from S3, which may legitimately cost it its lease and the
@@ -134,7 +137,7 @@ func DefaultParams() Params {
 		ClockSlack:        2 * time.Second,
 		CutOff:            40 * time.Second,
 		NoticeBound:       20 * time.Minute,
-		GoneReads:         2,
+		GoneReads:         3,
 		StopGrace:         time.Second,
 		DateSpread:        250 * time.Millisecond,
 		MaxAnswerDelay:    1500 * time.Millisecond,
