@@ -84,11 +84,16 @@ func checkMarkers(x *index) []Violation {
 
 // checkNotices: when every store has the hook, every result of a task
 // (each write that finished it, or changed how it finished: a final
-// failure cancelled) is delivered to OnTerminal within Params.NoticeBound,
-// as the record of that result (its status and attempt), unless the task
-// was retried or finished otherwise first (then the next result has a
-// notice of its own) or a Purge dropped the notice on purpose; and no hook
-// call that succeeded was given a result the task never had. A notice left
+// failure cancelled) is delivered to OnTerminal, as the record of that
+// result (its status and attempt), unless the task was retried or
+// finished otherwise first (then the next result has a notice of its own)
+// or a Purge dropped the notice on purpose; and no hook call that
+// succeeded was given a result the task never had. The hook may fail any
+// number of times in a row (a flaky receiver), and the library promises
+// no time for the delivery, only that a failed call is made again, 5 s
+// doubling up to 10 minutes later (StoreOptions.OnTerminal): so the first
+// call must follow the result, and each call the end of the failed calls
+// before it, within Params.NoticeBound, until one succeeds. A notice left
 // to the fleet waits its turn in the queue: the bound counts only the time
 // in which some worker was available (up, with a free slot, its network
 // fine), and so polling.
@@ -141,30 +146,47 @@ func checkNotices(x *index) []Violation {
 			if r.dropped {
 				continue
 			}
-			f, due := r.w, after(avail, r.w.Time, x.p.NoticeBound)
-			calls, ok := 0, false
-			var first time.Time
+			f := r.w
+			var calls []Notice
 			for _, n := range delivered[id] {
-				if n.StartSeq < f.Seq || n.Status != f.Record.Status || n.Attempt != f.Record.Attempt {
-					continue
-				}
-				calls++
-				if n.OK && (!ok || n.Start.Before(first)) {
-					ok, first = true, n.Start
+				if n.StartSeq >= f.Seq && n.Status == f.Record.Status && n.Attempt == f.Record.Attempt {
+					calls = append(calls, n)
 				}
 			}
+			slices.SortStableFunc(calls, func(a, b Notice) int { return a.Start.Compare(b.Start) })
+			// from: the result, then the end of the failed calls so far.
+			from, failed, ok := f.Time, 0, false
+			var late *Notice
+			for i := range calls {
+				n := &calls[i]
+				if n.Start.After(after(avail, from, x.p.NoticeBound)) {
+					late = n
+					break
+				}
+				if n.OK {
+					ok = true
+					break
+				}
+				failed++
+				from = later(from, n.End)
+			}
+			due := after(avail, from, x.p.NoticeBound)
 			switch {
-			case ok && !first.After(due):
-			case !ok && x.h.Capped && due.After(x.h.End):
-				// the run ended before the bound: nothing to say
 			case ok:
+			case late != nil && failed == 0:
 				vs = append(vs, Violation{Kind: KindNotice, Task: id, Time: due, Msg: fmt.Sprintf(
-					"task %s finished (%s) at %s and its OnTerminal notice was delivered only at %s, over %s of available workers later (%d calls)",
-					id, describe(f.Record), x.at(f.Time), x.at(first), x.p.NoticeBound, calls)})
+					"task %s finished (%s) at %s and its OnTerminal notice was first tried only at %s (ok=%v), over %s of available workers later",
+					id, describe(f.Record), x.at(f.Time), x.at(late.Start), late.OK, x.p.NoticeBound)})
+			case late != nil:
+				vs = append(vs, Violation{Kind: KindNotice, Task: id, Time: due, Msg: fmt.Sprintf(
+					"task %s finished (%s) at %s; its OnTerminal call that ended at %s failed and the next came only at %s (ok=%v), over %s of available workers later (%d failed calls before)",
+					id, describe(f.Record), x.at(f.Time), x.at(from), x.at(late.Start), late.OK, x.p.NoticeBound, failed)})
+			case x.h.Capped && due.After(x.h.End):
+				// the run ended before the bound: nothing to say
 			default:
 				vs = append(vs, Violation{Kind: KindNotice, Task: id, Time: due, Msg: fmt.Sprintf(
-					"task %s finished (%s) at %s but its OnTerminal notice was never delivered (%d failed calls since)",
-					id, describe(f.Record), x.at(f.Time), calls)})
+					"task %s finished (%s) at %s but its OnTerminal notice was never delivered (%d failed calls since, none within %s of available workers after the last)",
+					id, describe(f.Record), x.at(f.Time), failed, x.p.NoticeBound)})
 			}
 		}
 	}

@@ -243,6 +243,11 @@ func TestCheckFindsEachKind(t *testing.T) {
 		{KindNotice, "the finished task's notice never went out", func(s *story, run *HandlerRun) {
 			s.h.Notices[0].OK = false
 		}},
+		{KindNotice, "a failed notice is tried again only 25 minutes later", func(s *story, run *HandlerRun) {
+			s.h.Notices[0].OK = false
+			s.h.Notices = append(s.h.Notices, Notice{Proc: "w1", TaskID: id, Status: s3task.StatusCompleted, Attempt: 1,
+				Start: s.at(25*time.Minute + 31*time.Second), End: s.at(25*time.Minute + 31*time.Second), StartSeq: s.next(), OK: true})
+		}},
 		{KindClaimDelay, "a queued task waits minutes while its worker has a free slot", func(s *story, run *HandlerRun) {
 			s.h.Writes = s.h.Writes[:wClaim] // queued at 1s, marked, claimed only at 5m
 			s.h.Runs, s.h.Notices = nil, nil
@@ -373,6 +378,22 @@ func TestCheckFindsEachKind(t *testing.T) {
 				t.Errorf("%s: no %s violation; got %v", tc.why, tc.kind, vs)
 			}
 		})
+	}
+}
+
+// TestCheckNoticeOfFlakyHook: a hook that fails at every call for 45
+// minutes, called again at most 10 minutes after each failure as the
+// library promises, breaks no bound: the delivery has none.
+func TestCheckNoticeOfFlakyHook(t *testing.T) {
+	t.Parallel()
+	s, _ := clean()
+	s.h.Notices[0].OK = false
+	for _, m := range []time.Duration{5 * time.Minute, 15 * time.Minute, 25 * time.Minute, 35 * time.Minute, 45 * time.Minute} {
+		s.h.Notices = append(s.h.Notices, Notice{Proc: "w1", TaskID: storyTask, Status: s3task.StatusCompleted, Attempt: 1,
+			Start: s.at(m), End: s.at(m), StartSeq: s.next(), OK: m == 45*time.Minute})
+	}
+	if vs := Check(s.h); len(vs) != 0 {
+		t.Errorf("a notice retried every 10 minutes until it went out has violations:\n%v", vs)
 	}
 }
 

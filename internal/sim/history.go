@@ -85,8 +85,10 @@ type Params struct {
 	// record's time stamps are compared with the time a write was applied.
 	ClockSlack time.Duration
 	// NoticeBound is how long after a task finished its OnTerminal notice
-	// may take: the hook may fail for minutes and take minutes, and the
-	// notifier backs off up to 10 minutes between calls.
+	// may wait for its first call, and after a failed call for the next:
+	// the notifier backs off up to 10 minutes between calls, and a hook
+	// may take minutes, holding up the notices queued behind it. The
+	// delivery itself has no bound: the hook may fail any number of times.
 	NoticeBound time.Duration
 	// StopGrace is how soon after the context given to Worker.Stop ends
 	// the handlers' contexts must be cancelled.
