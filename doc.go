@@ -528,14 +528,14 @@
 //     WorkerOptions.ReconcileInterval each worker asks for the reconciler
 //     lease (one GET), and only its holder reconciles, over the tasks created
 //     in the last two intervals and the older ones it found waiting for a
-//     worker (read again only if their marker changed), and over the whole
-//     ReconcileWindow at its first turn and every 24th; a turn an error cut
-//     short is tried again within minutes. A holder that stops hands the
-//     lease back, and one that dies is replaced an interval and a quarter
-//     after its last turn: a lost marker is restored within one interval
-//     while the holder lives, and within two and a quarter when it dies
-//     (an interval and a quarter more for each next holder that dies
-//     before its turn ends).
+//     worker (read again if their marker changed or is not yet due), and
+//     over the whole ReconcileWindow at its first turn and every 24th; a
+//     turn an error cut short is tried again within minutes. A holder that
+//     stops hands the lease back, and one that dies is replaced an interval
+//     and a quarter after its last turn: a lost marker is restored within
+//     one interval while the holder lives, and within two and a quarter
+//     when it dies (an interval and a quarter more for each next holder
+//     that dies before its turn ends).
 //   - [Store.Workers] lists the workers: each running [Worker] keeps a
 //     small presence object (its ID, host, concurrency, the types it
 //     claims, the tasks it holds, when it started and last polled),

@@ -220,7 +220,12 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 		if at, _ := IDTime(id); met[id] || !at.Before(opts.Since) {
 			continue // met by the walk, or in its range and gone
 		}
-		if was != "" && slices.ContainsFunc(byID[id], func(m marker) bool { return m.key == was }) {
+		// The marker the record called for vouches that the record is as
+		// it was only while it is due: a change whose old marker stayed
+		// (its outcome unknown, its DELETE failed) leaves a due one to the
+		// next poll, which reads the record and removes it, but one due
+		// later to no one until its time.
+		if was != "" && slices.ContainsFunc(byID[id], func(m marker) bool { return m.key == was && !m.due.After(now) }) {
 			pending[id] = was // as it was
 			continue
 		}
@@ -240,6 +245,11 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 		}
 		r.Tasks++
 		want := s.markerOf(t)
+		for _, m := range byID[id] {
+			if m.key != want && staleMarker(m, t, now) {
+				drop(m.key)
+			}
+		}
 		if want == "" {
 			continue // finished: out of the watch
 		}

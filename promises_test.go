@@ -769,6 +769,42 @@ func TestReconcilerRestoresOldTaskMarker(t *testing.T) {
 	})
 }
 
+// TestReconcilerRemovesLeftMarkerOfOldTask: a task scheduled days ahead,
+// older than the walks of recent tasks reach, is moved to now, but its far
+// marker stays (the Schedule's outcome was unknown, or its DELETE failed);
+// a worker then runs it to its end. No poll visits the far marker before
+// its day, and the reconciler's watch of the task still names it: the
+// watch must not take the marker's presence for a record that did not
+// change. The reconciler's next turn reads the record and removes the
+// marker (soak seed 4712: it stayed to the end of the world).
+func TestReconcilerRemovesLeftMarkerOfOldTask(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		const interval = time.Minute
+		task := e.submit(CreateParams{Name: "later", RunAt: time.Now().Add(5 * 24 * time.Hour)})
+		far := e.markerKey(task.ID)
+		if far == "" {
+			t.Fatal("setup: the scheduled task has no marker")
+		}
+		w := e.run(e.store(nil), advSucceed, &WorkerOptions{ID: "w", ReconcileInterval: interval})
+		// Past the first (full) turn and the two intervals recent walks
+		// cover: from here only the watch meets the task.
+		time.Sleep(3*interval + interval/2)
+		if _, err := e.admin.Schedule(e.ctx, task.ID, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		e.putRaw(far, nil) // left behind by the move
+		if !advWaitFor(time.Minute, 100*time.Millisecond, func() bool { return e.record(task.ID).Status == StatusCompleted }) {
+			t.Fatalf("setup: the task is %s, want completed", e.record(task.ID).Status)
+		}
+		done := time.Now()
+		advAwait(t, w.started, time.Second, "the attempt")
+		time.Sleep(interval + interval/4)
+		if e.has(far) {
+			t.Errorf("the far marker of task %s, completed %s ago, is still there", task.ID, time.Since(done).Round(time.Second))
+		}
+	})
+}
+
 // TestRetryOfHeldNoticeOnSameMarker: a worker holds the OnTerminal notice
 // of a task that failed for good (its hook is slow), and so passes over the
 // task's marker, which it has already read. An operator's Retry then gives

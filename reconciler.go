@@ -36,9 +36,12 @@ import (
 // ended, if that is earlier), and every fullReconcileEvery turns (and at a
 // holder's first turn, until one ends) the whole ReconcileWindow. The
 // older tasks that its walks found waiting for a worker it keeps rechecking
-// from turn to turn against the marker listing, reading again only those
-// whose marker is no longer the one their record called for: a marker lost
-// long after its task was created is restored at the next turn too. A turn
+// from turn to turn against the marker listing, reading again those whose
+// marker is no longer the one their record called for, and those whose
+// marker is not yet due (a change whose old marker stayed behind, its
+// outcome unknown or its DELETE failed, hides behind such a marker, which
+// no poll visits before its time): a marker lost long after its task was
+// created is restored at the next turn too, and a stale one removed. A turn
 // that an error cut short (the lease's write, a listing, a record or a
 // marker) is tried again a minute later, doubling up to an interval.
 //
