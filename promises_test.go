@@ -805,6 +805,41 @@ func TestReconcilerRemovesLeftMarkerOfOldTask(t *testing.T) {
 	})
 }
 
+// TestReconcilerRestoresMarkerBehindLeftOne: as above, an old task's
+// start is moved from days ahead to soon and its far marker stays behind;
+// then the new marker is lost. The far marker is the one the watch last
+// saw, but not yet due it no longer vouches for the record: the next turn
+// reads it and restores the new marker, and the task runs.
+func TestReconcilerRestoresMarkerBehindLeftOne(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		const interval = time.Minute
+		task := e.submit(CreateParams{Name: "later", RunAt: time.Now().Add(5 * 24 * time.Hour)})
+		far := e.markerKey(task.ID)
+		if far == "" {
+			t.Fatal("setup: the scheduled task has no marker")
+		}
+		e.run(e.store(nil), advSucceed, &WorkerOptions{ID: "w", ReconcileInterval: interval})
+		time.Sleep(3*interval + interval/2)
+		runAt := time.Now().Add(interval / 2)
+		if _, err := e.admin.Schedule(e.ctx, task.ID, runAt); err != nil {
+			t.Fatal(err)
+		}
+		near := e.admin.MarkerKey(&e.record(task.ID).Task)
+		if near == far || !e.has(near) {
+			t.Fatalf("setup: the moved task's marker is %q (far %q, there: %t)", near, far, e.has(near))
+		}
+		e.putRaw(far, nil) // left behind by the move
+		if _, err := e.raw.Client.DeleteObject(e.ctx, &s3.DeleteObjectInput{Bucket: &e.mem.Bucket, Key: &near}); err != nil {
+			t.Fatal(err)
+		}
+		bound := interval + interval/4
+		if !advWaitFor(bound+interval/2, 100*time.Millisecond, func() bool { return e.record(task.ID).Status == StatusCompleted }) {
+			t.Errorf("the task, due at %s with its marker lost behind a stale one, is %s %s later (near marker there: %t)",
+				runAt.Format(time.TimeOnly), e.record(task.ID).Status, time.Since(runAt).Round(time.Second), e.has(near))
+		}
+	})
+}
+
 // TestRetryOfHeldNoticeOnSameMarker: a worker holds the OnTerminal notice
 // of a task that failed for good (its hook is slow), and so passes over the
 // task's marker, which it has already read. An operator's Retry then gives
