@@ -769,6 +769,23 @@ func TestReconcilerRestoresOldTaskMarker(t *testing.T) {
 	})
 }
 
+// oldFarTask submits a task that starts 5 days ahead and runs a worker
+// whose reconciler turns every interval, and returns once the task is
+// past the first (full) turn and the two intervals the walks of recent
+// tasks cover: from then only the reconciler's watch meets it. It returns
+// the task, its marker and the worker.
+func oldFarTask(t *testing.T, e *advEnv, interval time.Duration) (*Task, string, *advWorker) {
+	t.Helper()
+	task := e.submit(CreateParams{Name: "later", RunAt: time.Now().Add(5 * 24 * time.Hour)})
+	far := e.markerKey(task.ID)
+	if far == "" {
+		t.Fatal("setup: the scheduled task has no marker")
+	}
+	w := e.run(e.store(nil), advSucceed, &WorkerOptions{ID: "w", ReconcileInterval: interval})
+	time.Sleep(3*interval + interval/2)
+	return task, far, w
+}
+
 // TestReconcilerRemovesLeftMarkerOfOldTask: a task scheduled days ahead,
 // older than the walks of recent tasks reach, is moved to now, but its far
 // marker stays (the Schedule's outcome was unknown, or its DELETE failed);
@@ -780,15 +797,7 @@ func TestReconcilerRestoresOldTaskMarker(t *testing.T) {
 func TestReconcilerRemovesLeftMarkerOfOldTask(t *testing.T) {
 	inBubble(t, func(t *testing.T, e *advEnv) {
 		const interval = time.Minute
-		task := e.submit(CreateParams{Name: "later", RunAt: time.Now().Add(5 * 24 * time.Hour)})
-		far := e.markerKey(task.ID)
-		if far == "" {
-			t.Fatal("setup: the scheduled task has no marker")
-		}
-		w := e.run(e.store(nil), advSucceed, &WorkerOptions{ID: "w", ReconcileInterval: interval})
-		// Past the first (full) turn and the two intervals recent walks
-		// cover: from here only the watch meets the task.
-		time.Sleep(3*interval + interval/2)
+		task, far, w := oldFarTask(t, e, interval)
 		if _, err := e.admin.Schedule(e.ctx, task.ID, time.Now()); err != nil {
 			t.Fatal(err)
 		}
@@ -813,13 +822,7 @@ func TestReconcilerRemovesLeftMarkerOfOldTask(t *testing.T) {
 func TestReconcilerRestoresMarkerBehindLeftOne(t *testing.T) {
 	inBubble(t, func(t *testing.T, e *advEnv) {
 		const interval = time.Minute
-		task := e.submit(CreateParams{Name: "later", RunAt: time.Now().Add(5 * 24 * time.Hour)})
-		far := e.markerKey(task.ID)
-		if far == "" {
-			t.Fatal("setup: the scheduled task has no marker")
-		}
-		e.run(e.store(nil), advSucceed, &WorkerOptions{ID: "w", ReconcileInterval: interval})
-		time.Sleep(3*interval + interval/2)
+		task, far, _ := oldFarTask(t, e, interval)
 		runAt := time.Now().Add(interval / 2)
 		if _, err := e.admin.Schedule(e.ctx, task.ID, runAt); err != nil {
 			t.Fatal(err)
