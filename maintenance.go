@@ -132,13 +132,15 @@ func (s *Store) Reconcile(ctx context.Context, opts ReconcileOptions) (*Reconcil
 // reconcile is Reconcile that also rechecks the tasks of watch (an ID and
 // the marker key its record called for when last read, "" if it could not
 // be read) that the walk does not meet, created before opts.Since: a task
-// whose marker was listed as it was is left alone, any other is read again
-// and its marker restored if it needs one. It returns, beside the report,
+// whose marker was listed as it was, and is due, is left alone; any other
+// is read again, its stale markers removed and its marker restored if it
+// needs one. It returns, beside the report,
 // the tasks to watch at the next run: those met or rechecked that need a
 // marker, and those whose record could not be read for a reason that may
 // pass. The fleet's reconciler walks only recent tasks at most turns, and
 // this is how the older tasks that wait for a worker keep their markers
-// from one turn to the next: one GET per such task that changed. gone, if
+// from one turn to the next: one GET per such task that changed or waits
+// for a time ahead. gone, if
 // not nil, is a worker's memory of the tasks found deleted: their folders
 // are not read again, and every record a read finds deleted joins it.
 func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[string]string, gone *goneTasks) (*ReconcileReport, map[string]string, error) {
@@ -172,6 +174,22 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 			note(s.putMarker(ctx, want))
 		}
 	}
+	// settle drops the stale markers of task t, just read, and restores
+	// the one it calls for (want) if it was not listed.
+	settle := func(t *record, want string) {
+		has := false
+		for _, m := range byID[t.ID] {
+			switch {
+			case m.key == want:
+				has = true
+			case staleMarker(m, t, now):
+				drop(m.key)
+			}
+		}
+		if want != "" && !has {
+			restore(t.ID, want)
+		}
+	}
 	cutoff, abandons := s.unsentCutoff(now)
 	pending, met := map[string]string{}, map[string]bool{}
 	_, err = s.walk(ctx, time.Time{}, opts.Since, 0, gone, func(t *record) bool {
@@ -189,21 +207,11 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 				return true // its marker, if a notice needs one, is in place
 			}
 		}
-		want, has := s.markerOf(t), false
-		for _, m := range byID[t.ID] {
-			switch {
-			case m.key == want:
-				has = true
-			case staleMarker(m, t, now):
-				drop(m.key)
-			}
-		}
+		want := s.markerOf(t)
+		settle(t, want)
 		delete(byID, t.ID)
 		if want != "" {
 			pending[t.ID] = want
-		}
-		if want != "" && !has {
-			restore(t.ID, want)
 		}
 		return true
 	}, func(re *RecordError) {
@@ -245,17 +253,9 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 		}
 		r.Tasks++
 		want := s.markerOf(t)
-		for _, m := range byID[id] {
-			if m.key != want && staleMarker(m, t, now) {
-				drop(m.key)
-			}
-		}
-		if want == "" {
-			continue // finished: out of the watch
-		}
-		pending[id] = want
-		if !slices.ContainsFunc(byID[id], func(m marker) bool { return m.key == want }) {
-			restore(id, want)
+		settle(t, want)
+		if want != "" {
+			pending[id] = want // else finished: out of the watch
 		}
 	}
 	// Markers whose task the walk did not meet: in range, the task has no
