@@ -14,6 +14,11 @@ import (
 // servers batch a few.
 const DefaultMaxBody = 1 << 20
 
+// DefaultMaxRecords is the most records one webhook delivery may hold
+// unless [HandlerOptions.MaxRecords] says otherwise: S3 sends one record
+// per notification, and the servers that batch send a few.
+const DefaultMaxRecords = 10
+
 // HandlerOptions configure [NewHandler].
 type HandlerOptions struct {
 	// Token is the shared secret every delivery must carry, as the header
@@ -27,25 +32,34 @@ type HandlerOptions struct {
 
 	// Unauthenticated accepts deliveries without a token: only for a
 	// handler that nothing but the S3 server can reach. Events are hints,
-	// so a forged one costs a GET, but a flood of them costs a GET each.
-	// With a Token set as well, the token is still required.
+	// so a forged one costs a request at most (see the package doc,
+	// Floods), but a flood of them costs one each. With a Token set as
+	// well, the token is still required.
 	Unauthenticated bool
 
 	// MaxBody is the largest body read; a larger one is refused with 413.
 	// Default DefaultMaxBody.
 	MaxBody int64
+
+	// MaxRecords is the most records one delivery may hold; one with more
+	// is refused whole with 413, and none of its events is passed on. It
+	// bounds what one delivery can cost (see the package doc, Floods).
+	// Default DefaultMaxRecords.
+	MaxRecords int
 }
 
 // NewHandler returns an http.Handler that accepts S3 event notifications
 // posted by a webhook and passes them to n (see [Deliver]). It answers 204
 // to a delivery it read, whether or not its events concerned n (S3's test
 // event included); 405 to a method other than POST; 401 to a missing or
-// wrong token; 413 to a body over MaxBody; 400 to a body that is not an
-// event notification. It writes nothing anywhere: n decides what to do with
-// the events, and a worker only reads.
+// wrong token; 413 to a body over MaxBody or a delivery of more than
+// MaxRecords records; 400 to a body that is not an event notification. It
+// checks the method and the token before it reads a byte of the body, so
+// a caller without the token cannot make it read one. It writes nothing
+// anywhere: n decides what to do with the events, and a worker only reads.
 //
 // It returns an error for options without a Token and without
-// Unauthenticated, or with a negative MaxBody.
+// Unauthenticated, or with a negative MaxBody or MaxRecords.
 func NewHandler(n Notifier, opts *HandlerOptions) (http.Handler, error) {
 	var o HandlerOptions
 	if opts != nil {
@@ -58,8 +72,14 @@ func NewHandler(n Notifier, opts *HandlerOptions) (http.Handler, error) {
 		return nil, errors.New("s3event: HandlerOptions.Token is empty: set it, or set Unauthenticated")
 	case o.MaxBody < 0:
 		return nil, fmt.Errorf("s3event: HandlerOptions.MaxBody is negative (%d)", o.MaxBody)
-	case o.MaxBody == 0:
+	case o.MaxRecords < 0:
+		return nil, fmt.Errorf("s3event: HandlerOptions.MaxRecords is negative (%d)", o.MaxRecords)
+	}
+	if o.MaxBody == 0 {
 		o.MaxBody = DefaultMaxBody
+	}
+	if o.MaxRecords == 0 {
+		o.MaxRecords = DefaultMaxRecords
 	}
 	return &handler{n: n, opts: o}, nil
 }
@@ -92,6 +112,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	records, err := Parse(body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if len(records) > h.opts.MaxRecords {
+		http.Error(w, fmt.Sprintf("s3event: %d records in one delivery, over %d", len(records), h.opts.MaxRecords), http.StatusRequestEntityTooLarge)
 		return
 	}
 	Deliver(h.n, records)

@@ -30,6 +30,27 @@
 // decoded one names nothing the worker knows; the library's own keys (IDs,
 // timestamps, the prefix) decode to themselves either way unless the
 // Store's prefix holds "+" or "%".
+//
+// # Floods
+//
+// A delivery the [Handler] accepts passes on at most
+// [HandlerOptions.MaxRecords] events (default 10); one with more is
+// refused whole. Each event costs its Notifier at most this much: a worker,
+// one GET of the record the event names (none for a key that is not a
+// marker or a record of its Store); an [s3task.Ingester], nothing for a
+// key outside its folder, one HEAD for a key in it that names no object,
+// which makes no task (two when the key reads two ways, see Keys), and
+// for an object that is there what [s3task.Store.Ingest] costs, which
+// makes at most one task per version.
+// So N accepted deliveries of events for objects that do not exist cost at
+// most 10·N requests, or 20·N, and make nothing. What waits is bounded too:
+// a worker and an Ingester each keep at most 4,096 events they have not
+// acted on, and drop the rest for one listing (the worker's LIST of the
+// markers, the Ingester's sweep of its folder). Nothing bounds how many
+// deliveries come but the sender: the token keeps out everyone else, and
+// a delivery without it is refused before its body is read. Behind a
+// webhook others can reach without the token (Unauthenticated), limit the
+// rate in front of the handler.
 package s3event
 
 import (

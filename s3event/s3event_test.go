@@ -3,11 +3,13 @@ package s3event_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 
@@ -452,6 +454,7 @@ func TestNewHandlerErrors(t *testing.T) {
 		{"no token", newFake(), &s3event.HandlerOptions{}},
 		{"negative MaxBody", newFake(), &s3event.HandlerOptions{Token: "T", MaxBody: -1}},
 		{"negative MaxBody unauthenticated", newFake(), &s3event.HandlerOptions{Unauthenticated: true, MaxBody: -1}},
+		{"negative MaxRecords", newFake(), &s3event.HandlerOptions{Token: "T", MaxRecords: -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -470,6 +473,7 @@ func TestNewHandlerOK(t *testing.T) {
 	for _, opts := range []*s3event.HandlerOptions{
 		{Token: "T"},
 		{Token: "T", MaxBody: 1},
+		{Token: "T", MaxRecords: 1},
 		{Unauthenticated: true},
 		{Token: "T", Unauthenticated: true},
 	} {
@@ -764,5 +768,114 @@ func TestDeliverVersion(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, f.all); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// endless is a request body of size bytes of a notification's padding
+// that counts what is read of it.
+type endless struct {
+	size int64
+	read atomic.Int64
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	left := e.size - e.read.Load()
+	if left <= 0 {
+		return 0, io.EOF
+	}
+	n := min(int64(len(p)), left)
+	for i := range p[:n] {
+		p[i] = ' '
+	}
+	e.read.Add(n)
+	return int(n), nil
+}
+
+// TestHandlerRefusesUnreadBody: a delivery without the token, or with a
+// wrong one, or by another method, is refused before a byte of its body is
+// read, however large the body; with the token the same body is read, up
+// to MaxBody and one byte more.
+func TestHandlerRefusesUnreadBody(t *testing.T) {
+	const size = 1 << 30 // a GiB: never generated unless read
+	for _, tt := range []struct {
+		name, method, target, auth string
+		status                     int
+		read                       int64
+	}{
+		{"no token", http.MethodPost, "/", "", http.StatusUnauthorized, 0},
+		{"wrong bearer token", http.MethodPost, "/", "Bearer s3cret-tokeN", http.StatusUnauthorized, 0},
+		{"wrong query token", http.MethodPost, "/?token=nope", "", http.StatusUnauthorized, 0},
+		{"PUT with the token", http.MethodPut, "/", "Bearer s3cret-token", http.StatusMethodNotAllowed, 0},
+		{"the token", http.MethodPost, "/", "Bearer s3cret-token", http.StatusRequestEntityTooLarge, s3event.DefaultMaxBody + 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h, n := newHandler(t, &s3event.HandlerOptions{Token: "s3cret-token"})
+			body := &endless{size: size}
+			req := httptest.NewRequest(tt.method, tt.target, body)
+			if tt.auth != "" {
+				req.Header.Set("Authorization", tt.auth)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if w.Code != tt.status {
+				t.Errorf("status %d, want %d", w.Code, tt.status)
+			}
+			// The recorder's MaxBytesReader may read ahead by a buffer's
+			// worth, never a whole body: the read is bounded by the limit.
+			if got := body.read.Load(); tt.read == 0 && got != 0 || tt.read > 0 && (got < tt.read || got > tt.read+64<<10) {
+				t.Errorf("%d bytes of the body read, want %d", got, tt.read)
+			}
+			if got := n.events(); len(got) != 0 {
+				t.Errorf("events %+v, want none", got)
+			}
+		})
+	}
+}
+
+// TestHandlerMaxRecords: a delivery of more records than MaxRecords (10
+// by default) is refused whole with 413, and none of its events reaches
+// the notifier: a flood of 3,000 records for objects that do not exist
+// costs nothing. One of MaxRecords records is delivered.
+func TestHandlerMaxRecords(t *testing.T) {
+	many := func(n int) string {
+		rs := make([]string, n)
+		for i := range rs {
+			rs[i] = record("ObjectCreated:Put", "tasks", fmt.Sprintf("incoming/missing-%d.csv", i))
+		}
+		return records(rs...)
+	}
+	for _, tt := range []struct {
+		name       string
+		maxRecords int
+		records    int
+		status     int
+	}{
+		{"the default, one record", 0, 1, http.StatusNoContent},
+		{"the default's number", 0, s3event.DefaultMaxRecords, http.StatusNoContent},
+		{"one over the default", 0, s3event.DefaultMaxRecords + 1, http.StatusRequestEntityTooLarge},
+		{"a flood in one delivery", 0, 3000, http.StatusRequestEntityTooLarge},
+		{"a test event, no records", 1, 0, http.StatusNoContent},
+		{"MaxRecords 1, one record", 1, 1, http.StatusNoContent},
+		{"MaxRecords 1, two records", 1, 2, http.StatusRequestEntityTooLarge},
+		{"MaxRecords 5000, the flood", 5000, 3000, http.StatusNoContent},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h, n := newHandler(t, &s3event.HandlerOptions{Token: "T", MaxRecords: tt.maxRecords})
+			body := many(tt.records)
+			if tt.records == 0 {
+				body = testEventBody
+			}
+			resp := serve(h, http.MethodPost, "/", "Bearer T", body)
+			if resp.StatusCode != tt.status {
+				t.Errorf("status %d, want %d", resp.StatusCode, tt.status)
+			}
+			want := 0
+			if tt.status == http.StatusNoContent {
+				want = tt.records
+			}
+			if got := len(n.events()); got != want {
+				t.Errorf("%d events reached the notifier, want %d", got, want)
+			}
+		})
 	}
 }
