@@ -38,10 +38,18 @@ type app struct {
 	stopWorker context.CancelFunc
 	workerDone chan struct{}
 
-	// Ingest (nil without -ingest or a worker).
+	// Ingest (nil without -ingest).
 	ingester   *s3task.Ingester
 	stopIngest context.CancelFunc
 	ingestDone chan struct{}
+
+	// The webhook of S3 event notifications (nil without -events-token),
+	// on its own listener with -events-listen (see events.go).
+	events        *eventRelay
+	eventsHandler http.Handler
+	eventsSrv     *http.Server
+	eventsURL     string
+	eventsErr     chan error
 
 	// Metrics: always counted; served on the API listener and on
 	// -metrics-listen, if any.
@@ -145,24 +153,36 @@ func (a *app) init(ctx context.Context, creds []credential) error {
 	if err != nil {
 		return err
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = a.store.CheckBackend(cctx)
-	cancel()
+	// The webhook answers from now on, while csvbatch waits for S3.
+	if err := a.startEvents(); err != nil {
+		return err
+	}
+	err = awaitS3(ctx, a.log, a.objs.about, cfg.s3Wait, func(ctx context.Context) error {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, err := a.store.CheckBackend(cctx)
+		return err
+	})
 	if errors.Is(err, s3task.ErrConditionalWritesUnsupported) {
 		return fmt.Errorf("%s does not enforce conditional writes (If-None-Match / If-Match), so two workers could both claim one task; csvbatch will not run on it. "+
 			"Use AWS S3, Cloudflare R2, Ceph RGW, Tigris, a recent MinIO or versitygw 1.8.0 or later. Details: %w", a.objs.about, err)
 	}
 	if err != nil {
-		return fmt.Errorf("checking %s: %w", a.objs.about, err)
+		return err
 	}
 	if cfg.runsWorker() {
-		if err := a.startWorker(ctx); err != nil {
-			return err
-		}
-		if err := a.startIngest(ctx); err != nil {
+		if err := a.newWorker(); err != nil {
 			return err
 		}
 	}
+	if err := a.newIngester(); err != nil {
+		return err
+	}
+	// Before they run: no event between their first look at the bucket
+	// and this can be lost.
+	a.connectEvents()
+	a.runWorker(ctx)
+	a.runIngester(ctx)
 	if cfg.runsAPI() {
 		if err := a.startHTTP(creds); err != nil {
 			return err
@@ -233,7 +253,8 @@ func (a *app) serve(ln net.Listener, h http.Handler) (*http.Server, chan error) 
 	return srv, served
 }
 
-func (a *app) startWorker(ctx context.Context) error {
+// newWorker makes the worker; runWorker runs it.
+func (a *app) newWorker() error {
 	mux, err := newMux()
 	if err != nil {
 		return err
@@ -256,19 +277,37 @@ func (a *app) startWorker(ctx context.Context) error {
 		// their own.
 		a.otel.s3task.InstrumentWorker(opts)
 	}
-	w, err := s3task.NewWorker(a.store, mux, opts)
-	if err != nil {
-		return err
+	a.worker, err = s3task.NewWorker(a.store, mux, opts)
+	return err
+}
+
+// runWorker runs the worker, if any, until ctx is done or close is called.
+func (a *app) runWorker(ctx context.Context) {
+	if a.worker == nil {
+		return
 	}
 	wctx, cancel := context.WithCancel(ctx)
-	a.worker, a.stopWorker, a.workerDone = w, cancel, make(chan struct{})
+	a.stopWorker, a.workerDone = cancel, make(chan struct{})
 	go func() {
 		defer close(a.workerDone)
-		if err := w.Run(wctx); err != nil {
+		if err := a.worker.Run(wctx); err != nil {
 			a.log.Error("worker stopped", "err", err)
 		}
 	}()
-	return nil
+}
+
+// runIngester runs the Ingester, if any, until ctx is done or close is
+// called.
+func (a *app) runIngester(ctx context.Context) {
+	if a.ingester == nil {
+		return
+	}
+	ictx, cancel := context.WithCancel(ctx)
+	a.stopIngest, a.ingestDone = cancel, make(chan struct{})
+	go func() {
+		defer close(a.ingestDone)
+		_ = a.ingester.Run(ictx)
+	}()
 }
 
 func (a *app) startHTTP(creds []credential) error {
@@ -292,9 +331,8 @@ func (a *app) startHTTP(creds []credential) error {
 	api.register(mux)
 	registerPage(mux)
 	mux.Handle("GET /metrics", a.metricsHandler(auth))
-	if err := a.registerEvents(mux); err != nil {
-		ln.Close()
-		return err
+	if a.eventsHandler != nil && a.eventsSrv == nil {
+		mux.Handle("POST /s3-events", a.eventsHandler)
 	}
 	csrf := http.NewCrossOriginProtection()
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -328,6 +366,12 @@ func (a *app) banner(w io.Writer) {
 	if a.worker != nil {
 		fmt.Fprintf(w, "csvbatch: worker  %s running (concurrency %d; types %v)\n", a.worker.ID(), a.cfg.concurrency, typeNames())
 	}
+	if a.ingester != nil {
+		fmt.Fprintf(w, "csvbatch: ingest  files under %s become %s tasks (sweep every %s)\n", a.cfg.ingestPrefix, a.cfg.ingestType, a.cfg.ingestSweep)
+	}
+	if a.worker != nil || a.ingester != nil {
+		fmt.Fprintf(w, "csvbatch: events  %s\n", a.eventPaths())
+	}
 	if a.srv != nil && a.open {
 		fmt.Fprintf(w, "\n"+
 			"  *** WARNING: no token is set, so the API is open to anyone on this machine.\n"+
@@ -336,18 +380,19 @@ func (a *app) banner(w io.Writer) {
 	}
 }
 
-// wait blocks until ctx is done or the HTTP server fails.
+// wait blocks until ctx is done or an HTTP server fails.
 func (a *app) wait(ctx context.Context) error {
-	if a.serveErr == nil {
-		<-ctx.Done()
-		return nil
-	}
+	// A nil channel never delivers: a server this process does not run
+	// never fails.
 	select {
 	case <-ctx.Done():
 		return nil
 	case err := <-a.serveErr:
 		a.serveErr <- err // keep it for close
 		return fmt.Errorf("HTTP server: %w", err)
+	case err := <-a.eventsErr:
+		a.eventsErr <- err
+		return fmt.Errorf("webhook server (-events-listen): %w", err)
 	}
 }
 
@@ -383,6 +428,9 @@ func (a *app) close() error {
 		}
 		if a.metricsSrv != nil {
 			wg.Go(func() { stop(a.metricsSrv, a.metricsErr) })
+		}
+		if a.eventsSrv != nil {
+			wg.Go(func() { stop(a.eventsSrv, a.eventsErr) })
 		}
 		if a.stopStats != nil {
 			a.stopStats()

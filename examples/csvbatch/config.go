@@ -57,6 +57,7 @@ type config struct {
 	downloadTTL     time.Duration
 	s3Timeout       time.Duration // deadline of the S3 calls of one API request
 	spoolDir        string        // StoreOptions.SpoolDir: temporary files of outputs being written
+	s3Wait          time.Duration // how long start waits for S3 to answer; 0: until stopped
 	selftestRows    int
 	verbose         bool
 
@@ -80,6 +81,7 @@ type config struct {
 	ingestType   string        // the type of those tasks
 	ingestSweep  time.Duration // how often the folder is listed for files no event announced
 	eventsToken  string        // the webhook's token; empty: no webhook
+	eventsListen string        // the webhook's own listener, opened before S3 is reached; empty: the API's
 
 	// s3Wrap, if set, wraps the S3 client's HTTP transport. Tests use it to
 	// imitate a store that ignores conditional writes.
@@ -117,16 +119,18 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), usageOut 
 	fs.DurationVar(&c.uploadTTL, "upload-ttl", 15*time.Minute, "lifetime of presigned upload URLs")
 	fs.DurationVar(&c.downloadTTL, "download-ttl", 5*time.Minute, "lifetime of presigned download URLs")
 	fs.DurationVar(&c.s3Timeout, "s3-timeout", 5*time.Second, "deadline of the S3 calls one API request makes; past it, or when S3 cannot be reached, the API answers 503 s3_unavailable")
+	fs.DurationVar(&c.s3Wait, "s3-wait", 0, "how long to wait at start for S3 to answer and the bucket to exist, trying again with backoff (1s doubling to 10s) and logging each try; 0 waits until the process is stopped")
 	fs.StringVar(&c.spoolDir, "spool-dir", "", "`folder` of the temporary files of outputs being written, named s3task-* and unlinked at once on Unix (default: the system's temporary folder); it must exist")
 	fs.IntVar(&c.selftestRows, "selftest-rows", 0, "generate a CSV of `n` rows, run it as a csv_enrich task through the worker, print the figures (peak RSS included) and exit")
 	fs.BoolVar(&c.verbose, "v", false, "verbose logs (every API request)")
 	fs.BoolVar(&c.metricsPublic, "metrics-public", false, "serve /metrics to anyone who reaches the listener, without the API's token (or, with no token, loopback Host) check")
 	fs.StringVar(&c.metricsListen, "metrics-listen", "", "also serve /metrics, and nothing else, on this `address`: the way to scrape a -mode worker process")
 	fs.BoolVar(&c.otel, "otel", false, "trace each task with OpenTelemetry, from the API request that creates it to the worker's attempts (one trace per task), and export s3taskotel's metrics: as JSON lines on stdout, or over OTLP/HTTP when the environment variable "+otlpEndpointEnv+" is set (the exporters also read the other OTEL_EXPORTER_OTLP_* variables; OTEL_SERVICE_NAME overrides the service name csvbatch)")
-	fs.StringVar(&c.ingestPrefix, "ingest", "", "`folder` of the bucket, such as incoming/, whose files become tasks, one per version (in processes that run the worker); empty: none")
+	fs.StringVar(&c.ingestPrefix, "ingest", "", "`folder` of the bucket, such as incoming/, whose files become tasks, one per version; empty: none. Any mode: give it to the processes that take the events")
 	fs.StringVar(&c.ingestType, "ingest-type", typeStats, "task `type` of the files of -ingest")
 	fs.DurationVar(&c.ingestSweep, "ingest-sweep", time.Minute, "how often the -ingest folder is listed for files no event announced")
-	fs.StringVar(&c.eventsToken, "events-token", "", "serve POST /s3-events, the webhook for the S3 server's event notifications, to deliveries that carry this `secret` (as ?token= or a bearer header); they wake the worker and feed -ingest. Prefer CSVBATCH_EVENTS_TOKEN")
+	fs.StringVar(&c.eventsToken, "events-token", "", "serve POST /s3-events, the webhook for the S3 server's event notifications, to deliveries that carry this `secret` (as ?token= or a bearer header); they wake this process's worker for the tasks they name and feed its -ingest. -mode worker needs -events-listen with it, -mode api needs -ingest. Prefer CSVBATCH_EVENTS_TOKEN")
+	fs.StringVar(&c.eventsListen, "events-listen", "", "serve POST /s3-events, and nothing else, on this `address` of its own instead of the API's, opened before csvbatch waits for S3, so that an S3 server that tests its webhook when it starts (versitygw) can start after csvbatch; needs -events-token")
 	fs.DurationVar(&c.statsInterval, "stats-interval", 5*time.Minute, "how often to refresh the bucket gauges of /metrics with Store.Stats; 0 turns them off")
 	fs.IntVar(&c.statsMaxTasks, "stats-max-tasks", 100, "records one Store.Stats refresh reads, newest first (one GET each)")
 	fs.Usage = func() {
@@ -183,6 +187,12 @@ func (c *config) validate() error {
 			return fmt.Errorf("-ingest-sweep %s: must be positive", c.ingestSweep)
 		}
 	}
+	if err := c.validateEvents(); err != nil {
+		return err
+	}
+	if c.s3Wait < 0 {
+		return fmt.Errorf("-s3-wait %s: want 0 (until stopped) or a positive duration", c.s3Wait)
+	}
 	if c.concurrency < 1 {
 		return fmt.Errorf("-concurrency %d: want at least 1", c.concurrency)
 	}
@@ -218,6 +228,28 @@ func (c *config) validate() error {
 	}
 	if _, err := parseTokens(c.tokens); err != nil {
 		return err
+	}
+	return nil
+}
+
+// validateEvents refuses an event set-up in which the webhook would take
+// deliveries and pass them to nothing: every event path this process
+// offers is live.
+func (c *config) validateEvents() error {
+	switch {
+	case c.eventsListen != "" && c.eventsToken == "":
+		return errors.New("-events-listen needs -events-token (or CSVBATCH_EVENTS_TOKEN): the webhook takes only deliveries that carry it")
+	case c.eventsToken == "":
+		return nil
+	case c.selftestRows > 0:
+		return errors.New("-events-token has nothing to serve in a -selftest-rows run")
+	case c.mode == modeWorker && c.eventsListen == "":
+		return errors.New("-events-token with -mode worker needs -events-listen: a worker process has no API listener to serve POST /s3-events on. " +
+			"Give it one (e.g. -events-listen 127.0.0.1:8081) and point the S3 server's webhook there")
+	case c.mode == modeAPI && c.ingestPrefix == "":
+		return errors.New("-events-token with -mode api needs -ingest: events are all this process could use them for. It runs no worker, " +
+			"and the tasks it submits reach the workers through the bucket's wake object, no event needed. " +
+			"Add -ingest to make files into tasks here, or give the token to a -mode worker process with -events-listen, whose worker then starts a task the moment its event comes")
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,10 +25,11 @@ const testToken = "alice-secret-0123456789"
 
 // options for startService.
 type svcOptions struct {
-	mode     string // default both
-	tokens   string // default "alice:" + testToken; "-" for none
-	maxInput int64  // default the library's
-	dataDir  string // default: objects in memory
+	mode     string   // default both
+	tokens   string   // default "alice:" + testToken; "-" for none
+	maxInput int64    // default the library's
+	dataDir  string   // default: objects in memory
+	args     []string // more flags, after the others
 }
 
 // service is a csvbatch app running in the test, with a client for it.
@@ -61,7 +63,7 @@ func testConfig(t testing.TB, o svcOptions) *config {
 	default:
 		args = append(args, "-token", o.tokens)
 	}
-	cfg, err := parseConfig(args, noEnv, io.Discard)
+	cfg, err := parseConfig(append(args, o.args...), noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,4 +352,15 @@ func (s *service) failRecord(id, category, message string, retryAt time.Time) {
 			rec["attempt_id"], rec["retry_at"], rec["due_at"] = 1, rfc3339(retryAt), rfc3339(retryAt)
 		}
 	})
+}
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

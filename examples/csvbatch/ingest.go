@@ -1,19 +1,21 @@
 package main
 
 import (
-	"context"
-	"net/http"
 	"path"
+	"unicode/utf8"
 
 	"github.com/s3task/s3task"
-	"github.com/s3task/s3task/s3event"
 )
 
-// startIngest runs an Ingester of the -ingest folder: each file put there
-// (by a partner, an export, `aws s3 cp`) becomes a task of -ingest-type, one
-// per version, named after the file. It learns of files from the webhook
-// (-events-token) and from a listing every -ingest-sweep.
-func (a *app) startIngest(ctx context.Context) error {
+// newIngester makes the Ingester of the -ingest folder, if any: each file
+// put there (by a partner, an export, `aws s3 cp`) becomes a task of
+// -ingest-type, one per version, named after the file. It learns of files
+// from the webhook (-events-token) and from a listing every -ingest-sweep.
+// It runs in any mode: ingest needs only the Store, so the process that
+// takes the events can run it whether or not it runs a worker. Several
+// processes may run one on the same folder: a version still makes one
+// task, and each sweep costs a LIST. start runs it.
+func (a *app) newIngester() error {
 	if a.cfg.ingestPrefix == "" {
 		return nil
 	}
@@ -22,40 +24,27 @@ func (a *app) startIngest(ctx context.Context) error {
 		SweepInterval: a.cfg.ingestSweep,
 		Logger:        a.log,
 		Params: func(o s3task.Object) s3task.CreateParams {
-			return s3task.CreateParams{Name: path.Base(o.Key), Type: a.cfg.ingestType, CreatedBy: "ingest"}
+			return s3task.CreateParams{Name: fileName(o.Key), Type: a.cfg.ingestType, CreatedBy: "ingest"}
 		},
 	})
 	if err != nil {
 		return err
 	}
-	ictx, cancel := context.WithCancel(ctx)
-	a.ingester, a.stopIngest, a.ingestDone = in, cancel, make(chan struct{})
-	go func() {
-		defer close(a.ingestDone)
-		_ = in.Run(ictx)
-	}()
+	a.ingester = in
 	return nil
 }
 
-// registerEvents serves POST /s3-events, the webhook of the S3 server's
-// event notifications, with -events-token: each delivery wakes this
-// process's worker for the task it names and feeds its Ingester. It
-// answers with s3event's status codes; the API's own tokens do not apply.
-func (a *app) registerEvents(mux *http.ServeMux) error {
-	if a.cfg.eventsToken == "" {
-		return nil
+// fileName names the task of the object key: its last path element, cut
+// to the longest task name at a character boundary, since an S3 key may
+// be four times as long. The record's metadata keeps the whole key.
+func fileName(key string) string {
+	name := path.Base(key)
+	if len(name) <= maxNameBytes {
+		return name
 	}
-	var to []s3event.Notifier
-	if a.worker != nil {
-		to = append(to, a.worker)
+	n := maxNameBytes
+	for n > 0 && !utf8.RuneStart(name[n]) {
+		n--
 	}
-	if a.ingester != nil {
-		to = append(to, a.ingester)
-	}
-	h, err := s3event.NewHandler(s3event.All(to...), &s3event.HandlerOptions{Token: a.cfg.eventsToken})
-	if err != nil {
-		return err
-	}
-	mux.Handle("POST /s3-events", h)
-	return nil
+	return name[:n]
 }

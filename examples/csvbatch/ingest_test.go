@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/s3task/s3task"
 	"github.com/s3task/s3task/examples/internal/taskview"
@@ -64,7 +65,11 @@ func TestIngestFolder(t *testing.T) {
 	if _, err := svc.objects().Put(t.Context(), "incoming/june.csv", data); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // five sweeps
+	// A sweep that finds a file put after the same bytes listed them too.
+	if _, err := svc.objects().Put(t.Context(), "incoming/later.csv", data); err != nil {
+		t.Fatal(err)
+	}
+	svc.awaitIngested("incoming/later.csv", 1)
 	if got := svc.ingested("incoming/june.csv"); len(got) != 1 {
 		t.Errorf("the same bytes put again: %d tasks, want 1", len(got))
 	}
@@ -74,17 +79,48 @@ func TestIngestFolder(t *testing.T) {
 	if got := svc.awaitIngested("incoming/june.csv", 2); len(got) != 2 {
 		t.Errorf("new bytes: %d tasks, want 2", len(got))
 	}
+
+	// A file name longer than a task name (a key may have 1,024 bytes)
+	// names its task cut at a character boundary.
+	long := "incoming/" + strings.Repeat("é", 200) + ".csv"
+	if _, err := svc.objects().Put(t.Context(), long, data); err != nil {
+		t.Fatal(err)
+	}
+	if got := svc.awaitIngested(long, 1)[0]; got.Name != strings.Repeat("é", 128) {
+		t.Errorf("the task of a file named by 405 bytes is named %q (%d bytes), want its first 128 characters", got.Name, len(got.Name))
+	}
+}
+
+func TestFileName(t *testing.T) {
+	for key, want := range map[string]string{
+		"incoming/june.csv":                                 "june.csv",
+		"june.csv":                                          "june.csv",
+		"incoming/" + strings.Repeat("a", 256):              strings.Repeat("a", 256),
+		"incoming/" + strings.Repeat("a", 257):              strings.Repeat("a", 256),
+		"incoming/a" + strings.Repeat("é", 200):             "a" + strings.Repeat("é", 127), // 255 bytes: the next é would cross 256
+		"incoming/" + strings.Repeat("😀", 100):              strings.Repeat("😀", 64),
+		"incoming/deep/er/" + strings.Repeat("x", 300) + "": strings.Repeat("x", 256),
+	} {
+		if got := fileName(key); got != want || !utf8.ValidString(got) {
+			t.Errorf("fileName(%q) = %q (%d bytes), want %q", key, got, len(got), want)
+		}
+	}
 }
 
 // TestEventsWebhook: with -events-token, POST /s3-events takes the S3
 // server's notifications: a file's notification makes its task at once
 // (the sweep is an hour away), a delivery without the token is refused,
-// and a body that is not a notification is a 400.
+// and a body that is not a notification is a 400. The service uses an S3
+// of its own (not parallel: the credentials are in the environment).
 func TestEventsWebhook(t *testing.T) {
-	cfg := testConfig(t, svcOptions{})
-	cfg.ingestPrefix, cfg.ingestSweep, cfg.eventsToken = "incoming/", time.Hour, "hook-secret"
-	svc := startConfig(t, cfg)
-	time.Sleep(200 * time.Millisecond) // the first sweep, of an empty folder, is over
+	srv := s3Server(t)
+	// A file there before the service starts: once its task exists, the
+	// first sweep has listed the folder, and the next is an hour away.
+	if _, err := objectsOf(srv).Put(t.Context(), "incoming/0-before.csv", []byte("id\n0\n")); err != nil {
+		t.Fatal(err)
+	}
+	svc := startOnS3(t, srv, svcOptions{args: []string{"-ingest", "incoming/", "-ingest-sweep", "1h", "-events-token", "hook-secret"}})
+	svc.awaitIngested("incoming/0-before.csv", 1)
 	data := []byte("id\n1\n")
 	etag, err := svc.objects().Put(t.Context(), "incoming/by event.csv", data)
 	if err != nil {

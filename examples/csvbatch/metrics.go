@@ -59,6 +59,9 @@ type metrics struct {
 	reconcileRepairs *prometheus.CounterVec
 	reconcileBroken  prometheus.Gauge
 
+	// From the webhook (events.go).
+	events *prometheus.CounterVec
+
 	// From Store.Stats.
 	tasks          *prometheus.GaugeVec
 	unfinished     prometheus.Gauge
@@ -106,6 +109,8 @@ func newMetrics() *metrics {
 	m.reconcileRepairs = counter("worker_reconcile_repairs_total", "Markers the worker's reconcile repaired: kind restored (a task that needed a worker had none) or removed (stale).", "kind")
 	m.reconcileBroken = gauge("worker_reconcile_unreadable_records", "Unreadable records the latest reconcile run met.")
 
+	m.events = counter("webhook_events_total", "Events of POST /s3-events that concerned this process's worker (to=worker: a task's marker or record) or its Ingester (to=ingest: an object under -ingest).", "to")
+
 	m.tasks = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "tasks",
 		Help: "Tasks by status among the newest -stats-max-tasks, from the latest Store.Stats."}, []string{"status"})
 	m.failedTasks = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "failed_tasks",
@@ -137,6 +142,9 @@ func newMetrics() *metrics {
 	}
 	for _, kind := range []string{"restored", "removed"} {
 		m.reconcileRepairs.WithLabelValues(kind)
+	}
+	for _, to := range []string{"worker", "ingest"} {
+		m.events.WithLabelValues(to)
 	}
 	return m
 }

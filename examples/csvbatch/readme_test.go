@@ -5,7 +5,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -96,17 +95,6 @@ func replaceOnce(t *testing.T, s, old, new string) string {
 		t.Fatalf("the script has %q %d times, want once:\n%s", old, n, s)
 	}
 	return strings.Replace(s, old, new, 1)
-}
-
-// freeAddr returns a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // runScript runs script under bash -eu -o pipefail in a folder of its own,

@@ -92,6 +92,13 @@ func TestRunRefuses(t *testing.T) {
 		{"selftest without worker", []string{"-mode", "api", "-selftest-rows", "10"}, "needs a worker"},
 		{"stray argument", []string{"serve"}, "unexpected arguments"},
 		{"presign lifetime", []string{"-upload-ttl", "0s"}, "-upload-ttl 0s"},
+		// Every event path offered is live: a webhook that would pass its
+		// deliveries to nothing is refused.
+		{"events to a worker without a listener", []string{"-mode", "worker", "-events-token", "hook-secret"}, "-events-token with -mode worker needs -events-listen"},
+		{"events to an api process without ingest", []string{"-mode", "api", "-events-token", "hook-secret"}, "-events-token with -mode api needs -ingest"},
+		{"events listener without a token", []string{"-events-listen", "127.0.0.1:0"}, "-events-listen needs -events-token"},
+		{"events in a selftest", []string{"-events-token", "hook-secret", "-selftest-rows", "10"}, "nothing to serve"},
+		{"negative S3 wait", []string{"-s3-wait", "-1s"}, "-s3-wait -1s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/s3task/s3task"
 	"github.com/s3task/s3task/examples/internal/s3client"
 	"github.com/s3task/s3task/mems3"
 )
@@ -115,4 +117,55 @@ func openExternal(ctx context.Context, cfg *config) (*objectStore, error) {
 		about = fmt.Sprintf("S3 bucket %q at %s (path-style %v)", cfg.bucket, endpoint, client.Options().UsePathStyle)
 	}
 	return &objectStore{client: client, bucket: cfg.bucket, about: about}, nil
+}
+
+// s3Retry is the wait after the n-th failed try (n from 1) to reach S3 at
+// start: 1s, 2s, 4s, 8s, then 10s between tries.
+func s3Retry(n int) time.Duration {
+	return min(time.Second<<min(n-1, 4), 10*time.Second)
+}
+
+// awaitS3 calls check, which proves that S3 answers and the bucket
+// exists, until it succeeds, logging each failed try; so csvbatch may
+// start before its S3 (versitygw, say, which itself wants csvbatch's
+// webhook up first), or while the bucket is being made. It gives up when
+// ctx ends, or bound (if positive) after it started, returning the last
+// try's error; at once on ErrConditionalWritesUnsupported, which waiting
+// does not mend. about names the S3 in the log.
+func awaitS3(ctx context.Context, log *slog.Logger, about string, bound time.Duration, check func(context.Context) error) error {
+	if bound > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, bound)
+		defer cancel()
+	}
+	for try := 1; ; try++ {
+		err := check(ctx)
+		switch {
+		case err == nil:
+			if try > 1 {
+				log.Info("csvbatch: S3 answers", "s3", about, "tries", try)
+			}
+			return nil
+		case errors.Is(err, s3task.ErrConditionalWritesUnsupported):
+			return err
+		}
+		stop := func() error {
+			if bound > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("%s did not answer within -s3-wait %s (%d tries): %w", about, bound, try, err)
+			}
+			return fmt.Errorf("stopped while waiting for %s (%d tries): %w", about, try, err)
+		}
+		if ctx.Err() != nil {
+			return stop()
+		}
+		wait := s3Retry(try)
+		log.Warn("csvbatch: S3 does not answer, or the bucket is missing; trying again", "s3", about, "try", try, "retry_in", wait, "err", err)
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return stop()
+		case <-timer.C:
+		}
+	}
 }
