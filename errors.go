@@ -28,6 +28,17 @@ var (
 	// ErrNotFound means the task has no status.json.
 	ErrNotFound = errors.New("s3task: task not found")
 
+	// ErrPurged means [Store.Ingest] found that the object version's task
+	// existed and was deleted by [Store.Purge]: the version was ingested
+	// once, and is not ingested again. See [PurgedError] for the task.
+	ErrPurged = errors.New("s3task: task purged")
+
+	// ErrSourceGone means [Store.Ingest] found no object version to ingest:
+	// the object was deleted, or replaced by another version, before it was
+	// read. No task was made of it (a task an earlier Ingest made stays as
+	// it is); the new version, if any, is ingested in its own right.
+	ErrSourceGone = errors.New("s3task: ingest source gone")
+
 	// ErrInvalidTransition means the task's current status does not allow
 	// the requested change. See [TransitionError].
 	ErrInvalidTransition = errors.New("s3task: invalid transition")

@@ -34,17 +34,24 @@ import (
 //     by a later Create that finds the record missing, under the same ID,
 //     with If-None-Match: * so that only one of them makes it.
 //   - A key naming a task that has no record keyStaleAfter after it was
-//     written will never get one: its writer gave up, or its task was
-//     purged. The next Create takes the key over with a compare-and-set
-//     (If-Match on the key's object) and makes a new task.
+//     written will never get one: its writer gave up. The next Create
+//     takes the key over with a compare-and-set (If-Match on the key's
+//     object) and makes a new task.
 //   - Purge keeps a finished keyed task until keyHold after its key was
 //     written, far beyond keyAdoptWithin, so no write of a Create still in flight
 //     can bring a purged task back, and it never deletes the key's object:
 //     a delete racing with a new Create of the same key (another Purge's,
 //     or a late copy of its own request) could delete the new task's key,
-//     and a third Create would then make a second live task for it. So a
-//     key that was used leaves an object of at most 26 bytes behind, which
-//     the next Create with that key takes over.
+//     and a third Create would then make a second live task for it.
+//     Instead, once the record is marked purging and before it is deleted,
+//     Purge rewrites the key's object, with If-Match, as a tombstone
+//     ("purged " and the ID, 33 bytes) that says the task existed and is
+//     gone. A Create takes a tombstone (or a key whose task is being
+//     purged) over at once and makes a new task; an Ingest never does (see
+//     keyPolicy): a version that was ingested and purged is not ingested
+//     again. A key whose task has no record and no tombstone cannot tell a
+//     purge by an earlier version of the library from a writer that gave
+//     up, and is taken over as above.
 //
 // These hold as long as S3 applies a request within keyAdoptWithin of its
 // being sent, or not at all.
@@ -77,12 +84,29 @@ func checkKey(key string) error {
 	return nil
 }
 
-// keyRef is what a key's object says: the task it names, and when it was
-// written (the server's clock).
+// keyRef is what a key's object says: the task it names, whether that
+// task was purged (the object is a tombstone), and when it was written
+// (the server's clock).
 type keyRef struct {
 	id      string
+	purged  bool
 	etag    string
 	written time.Time
+}
+
+// tombstonePrefix starts the body of a key's object whose task was purged.
+const tombstonePrefix = "purged "
+
+// keyPolicy is what a keyed create does with a key whose task was purged,
+// or whose task it may replace. The zero policy is Create's: it takes a
+// purged task's key over, and returns any other task it finds.
+type keyPolicy struct {
+	// keepPurged: a purged task's key is never taken over; the create
+	// fails with a *PurgedError.
+	keepPurged bool
+	// renew, if not nil, reports whether a task the key names may be
+	// replaced under the key by a new task: the old one stays on record.
+	renew func(*record) bool
 }
 
 // claimKey makes the key's object obj name the task id: it creates it, or
@@ -125,17 +149,69 @@ func (s *Store) readKey(ctx context.Context, obj string) (keyRef, error) {
 	if err != nil {
 		return keyRef{}, fmt.Errorf("s3task: read idempotency key %s: %w", obj, err)
 	}
-	id := string(data)
+	id, purged := strings.CutPrefix(string(data), tombstonePrefix)
 	if _, err := parseID(id); err != nil {
-		return keyRef{}, &RecordError{Key: obj, Err: fmt.Errorf("%w: idempotency key object holds %q, not a task ID", ErrCorruptRecord, truncate(id, 40))}
+		return keyRef{}, &RecordError{Key: obj, Err: fmt.Errorf("%w: idempotency key object holds %q, not a task ID", ErrCorruptRecord, truncate(string(data), 40))}
 	}
-	return keyRef{id: id, etag: aws.ToString(out.ETag), written: aws.ToTime(out.LastModified)}, nil
+	return keyRef{id: id, purged: purged, etag: aws.ToString(out.ETag), written: aws.ToTime(out.LastModified)}, nil
+}
+
+// PurgedError says that a keyed call found its key naming a task that
+// [Store.Purge] deleted, and made no new task: [Store.Ingest] never
+// ingests a version twice. It wraps [ErrPurged].
+type PurgedError struct {
+	Key string // the idempotency key (CreateParams.Key)
+	ID  string // the purged task
+}
+
+// Error describes the problem for people.
+func (e *PurgedError) Error() string {
+	return fmt.Sprintf("s3task: key %q named task %s, which was purged", truncate(e.Key, 64), e.ID)
+}
+
+// Unwrap returns ErrPurged.
+func (e *PurgedError) Unwrap() error { return ErrPurged }
+
+// entomb rewrites the key's object of t, a task being purged, as a
+// tombstone, if it still names t: k is the object as read, with its ETag.
+// A Create that took the key over meanwhile (it may, once the record is
+// marked purging) keeps it. Requests: one PUT; on a refusal, a GET.
+func (s *Store) entomb(ctx context.Context, t *record, k keyRef) error {
+	if k.id != t.ID || k.purged {
+		return nil
+	}
+	obj := s.keyObject(t.IdempotencyKey)
+	body := tombstonePrefix + t.ID
+	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: &s.bucket, Key: &obj, Body: strings.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
+		IfMatch: aws.String(k.etag),
+	})
+	switch {
+	case err == nil:
+		s.reached("purge/tombstone")
+		return nil
+	case !s3x.Lost(err):
+		return fmt.Errorf("s3task: write tombstone %s: %w", obj, err)
+	}
+	// Changed since it was read: taken over, or entombed by a resend of
+	// this very write (or by another Purge), which the object tells.
+	now, err := s.readKey(ctx, obj)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil // deleted by hand: nothing names the task any more
+	case err != nil:
+		return err
+	case now.id == t.ID && !now.purged:
+		return fmt.Errorf("%w: idempotency key %s changed while task %s was being purged", ErrConflict, obj, t.ID)
+	}
+	return nil
 }
 
 // createKeyed creates t under the idempotency key t.IdempotencyKey, or
 // returns the task the key already names; found says which: true when
-// another call's write made the task returned.
-func (s *Store) createKeyed(ctx context.Context, t *record) (_ *record, found bool, _ error) {
+// another call's write made the task returned. pol says what to do with a
+// key whose task was purged or may be replaced.
+func (s *Store) createKeyed(ctx context.Context, t *record, pol keyPolicy) (_ *record, found bool, _ error) {
 	obj := s.keyObject(t.IdempotencyKey)
 	etag := "" // the key's object to take over; "": create it
 	for try := 0; ; try++ {
@@ -147,37 +223,48 @@ func (s *Store) createKeyed(ctx context.Context, t *record) (_ *record, found bo
 		}
 		k, err := s.claimKey(ctx, obj, etag, t.ID)
 		if errors.Is(err, ErrNotFound) {
-			etag = "" // deleted since (by hand, or by an earlier version's Purge)
+			etag = "" // deleted since (by hand)
 			continue
 		}
 		if err != nil {
 			return nil, false, err
 		}
-		if k.id == t.ID {
+		if k.id == t.ID && !k.purged {
 			return s.writeKeyed(ctx, t, k)
 		}
-		got, _, err := s.read(ctx, k.id)
-		age := s.serverNow().Sub(k.written)
-		switch {
-		case err == nil && !got.Purging:
-			return got, true, nil
-		case err == nil:
-			// Being purged: the key is free as soon as the record is marked.
-		case !errors.Is(err, ErrNotFound):
-			return nil, false, err
-		case age < keyAdoptWithin:
-			// The key's writer has not written the task yet, or never will:
-			// write it ourselves, under the ID the key names. Whichever of us
-			// is second finds it there.
-			s.reached("key/adopt")
-			adopt := t.clone()
-			at, _ := IDTime(k.id)
-			adopt.ID, adopt.CreatedAt, adopt.InputPath = k.id, at, s.inputKey(k.id, adopt.Type)
-			return s.writeKeyed(ctx, adopt, k)
-		case age < keyStaleAfter:
-			s.reached("key/conflict")
-			return nil, false, fmt.Errorf("%w: idempotency key %s names task %s, which its writer has not written since %s; try again after %s",
-				ErrConflict, obj, k.id, k.written.Format(time.RFC3339), k.written.Add(keyStaleAfter).Format(time.RFC3339))
+		purged := k.purged
+		if !purged {
+			got, _, err := s.read(ctx, k.id)
+			age := s.serverNow().Sub(k.written)
+			switch {
+			case err == nil && got.Purging:
+				purged = true // the key is free as soon as the record is marked
+			case err == nil && pol.renew != nil && pol.renew(got):
+				s.reached("key/renew")
+				etag = k.etag
+				continue
+			case err == nil:
+				return got, true, nil
+			case !errors.Is(err, ErrNotFound):
+				return nil, false, err
+			case age < keyAdoptWithin:
+				// The key's writer has not written the task yet, or never will:
+				// write it ourselves, under the ID the key names. Whichever of us
+				// is second finds it there.
+				s.reached("key/adopt")
+				adopt := t.clone()
+				at, _ := IDTime(k.id)
+				adopt.ID, adopt.CreatedAt, adopt.InputPath = k.id, at, s.inputKey(k.id, adopt.Type)
+				return s.writeKeyed(ctx, adopt, k)
+			case age < keyStaleAfter:
+				s.reached("key/conflict")
+				return nil, false, fmt.Errorf("%w: idempotency key %s names task %s, which its writer has not written since %s; try again after %s",
+					ErrConflict, obj, k.id, k.written.Format(time.RFC3339), k.written.Add(keyStaleAfter).Format(time.RFC3339))
+			}
+		}
+		if purged && pol.keepPurged {
+			s.reached("key/purged")
+			return nil, false, &PurgedError{Key: t.IdempotencyKey, ID: k.id}
 		}
 		// A key left behind by a task that was purged, being purged, or
 		// never written: take it over.
@@ -188,17 +275,17 @@ func (s *Store) createKeyed(ctx context.Context, t *record) (_ *record, found bo
 
 // keyHolds reports whether Purge must keep t, a finished task created with
 // a key, for now: its key's object names it and was written less than
-// keyHold ago, so a Create of the key may still write its record.
-// Requests: one GET.
-func (s *Store) keyHolds(ctx context.Context, t *record) (bool, error) {
+// keyHold ago, so a Create of the key may still write its record. It
+// returns the key's object as read, for entomb. Requests: one GET.
+func (s *Store) keyHolds(ctx context.Context, t *record) (bool, keyRef, error) {
 	k, err := s.readKey(ctx, s.keyObject(t.IdempotencyKey))
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return false, nil
+		return false, keyRef{}, nil
 	case err != nil:
-		return false, err
+		return false, keyRef{}, err
 	}
-	return k.id == t.ID && s.serverNow().Sub(k.written) < keyHold, nil
+	return k.id == t.ID && !k.purged && s.serverNow().Sub(k.written) < keyHold, k, nil
 }
 
 // writeKeyed writes t, the task key k names, as a new record. The write

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -28,13 +29,16 @@ type IngestOptions struct {
 
 	// Params returns the parameters of the task made of an object (its
 	// Name, Type, Payload or Args, Metadata...; Key is set by Ingest).
-	// Default: Name is the object's base name.
+	// Default: Name is the object's base name, cut to its first 256 bytes
+	// at a character boundary (an S3 key may be 1,024 bytes long).
 	Params func(Object) CreateParams
 
-	// SweepInterval is how often Run lists the folder for objects whose
-	// events never came. The first sweep, when Run starts, looks at every
-	// object; each later one at those written since the sweep before last
-	// began. Negative: no sweeps. Default 10 minutes.
+	// SweepInterval is how often Run lists the folder for object versions
+	// whose events never came, or whose ingest failed. The first sweep,
+	// when Run starts, ingests every object listed; each later one those
+	// it has not settled yet (see [Ingester]). Negative: no sweeps (events
+	// alone; a version whose event is lost, or whose ingest fails five
+	// times, waits for a restart). Default 10 minutes.
 	SweepInterval time.Duration
 
 	// Logger receives what the Ingester did not manage. Default: the
@@ -52,6 +56,28 @@ const DefaultSweepInterval = 10 * time.Minute
 // of the folder now and then, for events that never came. Run does the
 // work. Duplicate, late and out-of-order events, and sweeps that meet
 // objects already ingested, make no second task.
+//
+// The promise: every version of an object under the folder that is still
+// there when a sweep lists it becomes one task that runs, across restarts
+// of the Ingester, purges of the tasks, and S3 outages of any length. A
+// version is settled when Ingest made or found its task, refused it (too
+// large: an abandoned task on record), found it purged, or found it gone;
+// an ingest that fails for any other reason (S3 not answering, after five
+// tries for an event) leaves the version waiting ([Ingester.Waiting]), and
+// every later sweep tries it again for as long as it is listed. So a
+// version is ingested at most a SweepInterval (plus the time a sweep
+// takes) after it appears in the listing, or after S3 answers again. A
+// version deleted or replaced before any event or sweep got to it makes
+// no task: S3 no longer holds it.
+//
+// Cost and memory: a sweep is a LIST per 1,000 objects under the folder,
+// plus an Ingest of each version not yet settled. The Ingester remembers
+// the settled versions still listed, about 100 bytes each, so a folder of
+// a million objects costs about 100 MB; move or delete sources once their
+// tasks are made (a task keeps its own copy) to keep both small. A
+// restarted Ingester remembers nothing, and its first sweep Ingests every
+// object listed: one already ingested costs a HEAD, a refused PUT and two
+// GETs (a purged one a GET less).
 type Ingester struct {
 	store  *Store
 	opts   IngestOptions
@@ -63,6 +89,8 @@ type Ingester struct {
 	pending map[string]bool // IngestKey of each object in queue
 	lost    bool            // events were dropped: sweep soon
 	kick    chan struct{}
+	settled map[string]bool   // IngestKey of each settled version still listed
+	waiting map[string]Object // versions whose ingest failed, by IngestKey
 }
 
 // queued is an object to ingest; raw, if not "", another reading of its
@@ -98,12 +126,25 @@ func NewIngester(store *Store, opts *IngestOptions) (*Ingester, error) {
 		o.SweepInterval = DefaultSweepInterval
 	}
 	if o.Params == nil {
-		o.Params = func(obj Object) CreateParams { return CreateParams{Name: path.Base(obj.Key)} }
+		o.Params = func(obj Object) CreateParams { return CreateParams{Name: cutName(path.Base(obj.Key), 256)} }
 	}
 	if o.Logger == nil {
 		o.Logger = store.log
 	}
-	return &Ingester{store: store, opts: o, bucket: bucket, log: o.Logger, pending: map[string]bool{}, kick: make(chan struct{}, 1)}, nil
+	return &Ingester{store: store, opts: o, bucket: bucket, log: o.Logger, pending: map[string]bool{}, kick: make(chan struct{}, 1),
+		settled: map[string]bool{}, waiting: map[string]Object{}}, nil
+}
+
+// cutName returns the first bytes of s, at most n, ending at a character
+// boundary.
+func cutName(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // Notify takes what an S3 event notification says: an object written
@@ -146,21 +187,20 @@ func (in *Ingester) enqueue(q queued) {
 // Run ingests what Notify queues, and sweeps the folder when it starts and
 // every SweepInterval, until ctx ends; then it returns ctx's error. An
 // object whose ingest fails for a passing reason (S3 not answering) is
-// tried again with backoff, up to five times; the next sweep finds it if
-// that is not enough.
+// tried again with backoff, up to five times; then it waits for the next
+// sweep, and every sweep after, until it is settled (see [Ingester]).
 func (in *Ingester) Run(ctx context.Context) error {
-	var since time.Time // the previous sweep's start: the next one looks from there
-	next := time.Now()  // the next sweep
+	next := time.Now() // the next sweep
 	for {
 		if in.opts.SweepInterval > 0 && !time.Now().Before(next) || in.takeLost() {
-			start := in.store.serverNow()
-			if _, err := in.Sweep(ctx, since.Add(-in.opts.SweepInterval)); err != nil {
+			if _, err := in.Sweep(ctx, time.Time{}); err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				in.log.Warn("s3task: ingest sweep", "prefix", in.opts.Prefix, "err", err)
-			} else {
-				since = start
+			}
+			if w := in.Waiting(); len(w) > 0 {
+				in.log.Warn("s3task: ingest: object versions wait for the next sweep", "prefix", in.opts.Prefix, "count", len(w), "first", w[0].Key)
 			}
 			next = time.Now().Add(in.opts.SweepInterval)
 		}
@@ -181,6 +221,50 @@ func (in *Ingester) Run(ctx context.Context) error {
 		case <-timer.C:
 		}
 		timer.Stop()
+	}
+}
+
+// Waiting returns the object versions whose ingest failed for a passing
+// reason and that the next sweep tries again, in no particular order. A
+// version leaves the list when an ingest settles it, or when a sweep no
+// longer lists it. Watch its length: it grows while S3 fails, and stays
+// above zero while a version cannot be ingested.
+func (in *Ingester) Waiting() []Object {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := make([]Object, 0, len(in.waiting))
+	for _, o := range in.waiting {
+		out = append(out, o)
+	}
+	return out
+}
+
+// settles reports whether an ingest that returned err is over for its
+// version: the task was made or found, or the version refused, purged,
+// gone, or not to be ingested at all (ErrInvalidArgument, such as a name
+// the Params function made too long, which no retry mends).
+func settles(err error) bool {
+	var te *TransitionError
+	return err == nil || errors.Is(err, ErrSourceGone) || errors.Is(err, ErrPurged) ||
+		errors.Is(err, ErrInvalidArgument) || errors.As(err, &te)
+}
+
+// expected reports whether err is an ingest's outcome that needs no word in
+// the log: a success, a version gone or purged.
+func expected(err error) bool {
+	return err == nil || errors.Is(err, ErrSourceGone) || errors.Is(err, ErrPurged)
+}
+
+// note records the outcome err of an ingest of o.
+func (in *Ingester) note(o Object, err error) {
+	k := IngestKey(o, in.bucket)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if settles(err) {
+		in.settled[k] = true
+		delete(in.waiting, k)
+	} else {
+		in.waiting[k] = o
 	}
 }
 
@@ -214,13 +298,19 @@ func (in *Ingester) done(q queued) {
 // ingestRetrying ingests q, retrying passing failures with backoff.
 func (in *Ingester) ingestRetrying(ctx context.Context, q queued) {
 	for try := 0; ; try++ {
-		err := in.ingest(ctx, q)
-		var te *TransitionError
+		o, err := in.ingest(ctx, q)
 		switch {
-		case err == nil || ctx.Err() != nil:
+		case ctx.Err() != nil:
 			return
-		case errors.Is(err, ErrInvalidArgument), errors.As(err, &te), try == 4:
-			in.log.Warn("s3task: ingest", "key", q.o.Key, "err", err)
+		case settles(err):
+			if !expected(err) {
+				in.log.Warn("s3task: ingest", "key", o.Key, "err", err)
+			}
+			in.note(o, err)
+			return
+		case try == 4:
+			in.log.Warn("s3task: ingest: left for the next sweep", "key", o.Key, "err", err)
+			in.note(o, err)
 			return
 		}
 		if !sleepCtx(ctx, in.store.backoff("ingest/"+q.o.Key, try, time.Second, 30*time.Second)) {
@@ -229,18 +319,23 @@ func (in *Ingester) ingestRetrying(ctx context.Context, q queued) {
 	}
 }
 
-// ingest resolves an ambiguous key (see Notify) and ingests the object.
-func (in *Ingester) ingest(ctx context.Context, q queued) error {
+// ingest resolves an ambiguous key (see Notify) and ingests the object; it
+// returns the object as resolved.
+func (in *Ingester) ingest(ctx context.Context, q queued) (Object, error) {
 	o := q.o
 	if q.raw != "" {
 		key, err := in.resolve(ctx, q.raw, o.Key)
-		if err != nil || key == "" {
-			return err // neither is there (deleted since): nothing to ingest
+		if err != nil {
+			return o, err
+		}
+		if key == "" {
+			// Neither is there (deleted since): nothing to ingest.
+			return o, fmt.Errorf("%w: neither %q nor %q is there", ErrSourceGone, o.Key, q.raw)
 		}
 		o.Key = key
 	}
 	_, err := in.store.Ingest(ctx, o, in.opts.Params(o))
-	return err
+	return o, err
 }
 
 // resolve returns which of two readings of an event's key names an object
@@ -262,14 +357,18 @@ func (in *Ingester) resolve(ctx context.Context, raw, decoded string) (string, e
 	return "", nil
 }
 
-// Sweep lists the folder and ingests every object written at or after
-// since (all of them for a zero since), one at a time, as Notify's events
-// would. It returns how many it ingested or found ingested, and the first
-// error that stopped it. Requests: a LIST per 1,000 objects, and each
-// object's Ingest: for one already ingested, a refused PUT and 2 GETs, which
-// is why Run's sweeps after the first look only at recent objects.
+// Sweep lists the folder and ingests every object version written at or
+// after since (all of them for a zero since) that the Ingester has not
+// settled yet, one at a time, as Notify's events would; Run calls it with
+// a zero since. A sweep of a zero since that lists the whole folder
+// forgets the settled and waiting versions it did not list. It returns how
+// many versions it settled or found settled, and the first error that
+// stopped it; a version whose ingest fails is logged, waits (see
+// [Ingester.Waiting]), and does not stop the sweep. Requests: a LIST per
+// 1,000 objects, and each version's Ingest (see [Ingester] for the cost).
 func (in *Ingester) Sweep(ctx context.Context, since time.Time) (int, error) {
 	n := 0
+	listed := map[string]bool{}
 	p := s3.NewListObjectsV2Paginator(in.store.client, &s3.ListObjectsV2Input{Bucket: &in.bucket, Prefix: &in.opts.Prefix})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -290,15 +389,40 @@ func (in *Ingester) Sweep(ctx context.Context, since time.Time) (int, error) {
 			if strings.HasSuffix(o.Key, "/") && o.Size == 0 {
 				continue // a folder placeholder
 			}
-			if err := in.ingest(ctx, queued{o: o}); err != nil {
+			k := IngestKey(o, in.bucket)
+			listed[k] = true
+			in.mu.Lock()
+			done := in.settled[k]
+			in.mu.Unlock()
+			if !done {
+				_, err := in.ingest(ctx, queued{o: o})
 				if ctx.Err() != nil {
-					return n, err
+					return n, ctx.Err()
 				}
-				in.log.Warn("s3task: ingest sweep", "key", o.Key, "err", err)
-				continue
+				if !expected(err) {
+					in.log.Warn("s3task: ingest sweep", "key", o.Key, "err", err)
+				}
+				in.note(o, err)
+				if !settles(err) {
+					continue
+				}
 			}
 			n++
 		}
+	}
+	if since.IsZero() {
+		in.mu.Lock()
+		for k := range in.settled {
+			if !listed[k] {
+				delete(in.settled, k)
+			}
+		}
+		for k := range in.waiting {
+			if !listed[k] {
+				delete(in.waiting, k)
+			}
+		}
+		in.mu.Unlock()
 	}
 	return n, nil
 }

@@ -626,9 +626,10 @@ type PurgeReport struct {
 // Requests: one LIST per 1,000 task folders walked and one GET per task;
 // per task deleted, a PUT (the purging mark), a LIST of its folder, one
 // DeleteObjects per 1,000 objects, a DELETE of the marker and one of the
-// record; for a task created with a key, a GET of the key's object, which
-// is left: the next Create with the key takes it over and makes a new task
-// (see [CreateParams.Key]).
+// record; for a task created with a key, a GET of the key's object and a
+// PUT that leaves it as a tombstone: the next Create with the key takes it
+// over and makes a new task, while [Store.Ingest] never ingests the
+// version again (see [CreateParams.Key]).
 //
 // Errors: [ErrInvalidArgument] for a zero cutoff or a negative limit; S3
 // errors and ctx's, with the report of what was done so far.
@@ -643,7 +644,8 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOption
 	var err error
 	_, werr := s.walk(ctx, olderThan.Add(-time.Millisecond), time.Time{}, 0, nil, func(t *record) bool {
 		r.Tasks++
-		if err = s.purgeable(ctx, t, opts.DropPendingNotices); err != nil {
+		var k keyRef
+		if k, err = s.purgeable(ctx, t, opts.DropPendingNotices); err != nil {
 			if errors.Is(err, ErrInvalidTransition) {
 				r.Kept++ // not finished, its notice not out yet, or its key held
 				err = nil
@@ -656,7 +658,7 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOption
 			return opts.Limit == 0 || len(r.Purged) < opts.Limit
 		}
 		var n int
-		_, n, err = s.purgeTask(ctx, t, "", opts.DropPendingNotices)
+		_, n, err = s.purgeTask(ctx, t, "", opts.DropPendingNotices, k)
 		r.Objects += n
 		switch {
 		case errors.Is(err, ErrInvalidTransition):
@@ -677,32 +679,34 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOption
 // not (it is not finished; its OnTerminal notice is still to go out, unless
 // force; it was created with a key written less than keyHold ago, so a
 // Create of the key may still be under way: see CreateParams.Key), or the
-// error of the read of its key's object. Requests: for a task created with
-// a key, one GET.
-func (s *Store) purgeable(ctx context.Context, t *record, force bool) error {
+// error of the read of its key's object. For a task created with a key it
+// returns the key's object as read, for purgeTask to entomb. Requests: for
+// a task created with a key, one GET.
+func (s *Store) purgeable(ctx context.Context, t *record, force bool) (keyRef, error) {
 	if _, _, err := transition(t, event{kind: evPurge, force: force}, s.serverNow()); err != nil {
-		return err
+		return keyRef{}, err
 	}
 	if t.IdempotencyKey == "" {
-		return nil
+		return keyRef{}, nil
 	}
-	held, err := s.keyHolds(ctx, t)
+	held, k, err := s.keyHolds(ctx, t)
 	if err != nil {
-		return err
+		return keyRef{}, err
 	}
 	if held {
 		s.reached("purge/key-held")
-		return &TransitionError{ID: t.ID, From: t.Status, Event: evPurge.String(),
+		return keyRef{}, &TransitionError{ID: t.ID, From: t.Status, Event: evPurge.String(),
 			Reason: fmt.Sprintf("its key was written less than %s ago, and a Create of the key may still be under way", fmtAge(keyHold))}
 	}
-	return nil
+	return k, nil
 }
 
-// purgeTask locks a finished task's record for deletion and deletes its
-// folder, marker and record, in that order. t is the record as read, with
-// its ETag, or "" to read it again first. It returns the record as locked
-// and the number of objects deleted.
-func (s *Store) purgeTask(ctx context.Context, t *record, etag string, force bool) (*record, int, error) {
+// purgeTask locks a finished task's record for deletion, makes its key's
+// object (k, as purgeable read it) a tombstone if it was created with a
+// key, and deletes its folder, marker and record, in that order. t is the
+// record as read, with its ETag, or "" to read it again first. It returns
+// the record as locked and the number of objects deleted.
+func (s *Store) purgeTask(ctx context.Context, t *record, etag string, force bool, k keyRef) (*record, int, error) {
 	id := t.ID
 	lock := event{kind: evPurge, force: force}
 	var err error
@@ -713,6 +717,11 @@ func (s *Store) purgeTask(ctx context.Context, t *record, etag string, force boo
 	}
 	if err != nil {
 		return nil, 0, err
+	}
+	if t.IdempotencyKey != "" {
+		if err := s.entomb(ctx, t, k); err != nil {
+			return t, 0, err
+		}
 	}
 	dir, record := s.taskDir(id), s.recordKey(id)
 	deleted := 0
@@ -765,11 +774,12 @@ func (s *Store) purgeOne(ctx context.Context, c *Call) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.purgeable(ctx, t, c.force); err != nil {
+	k, err := s.purgeable(ctx, t, c.force)
+	if err != nil {
 		return nil, err
 	}
 	if !c.dry {
-		if t, _, err = s.purgeTask(ctx, t, etag, c.force); err != nil {
+		if t, _, err = s.purgeTask(ctx, t, etag, c.force, k); err != nil {
 			return nil, err
 		}
 	}

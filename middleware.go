@@ -140,6 +140,7 @@ type Call struct {
 	readErr error
 
 	form   bool         // OpPresignUpload: a POST form rather than a PUT
+	keys   keyPolicy    // OpCreate with a key: Ingest's rules for its key
 	stats  StatsOptions // OpStats's options
 	input  io.Reader    // OpUploadInput's body
 	result any          // what a call that returns more than a Task returns

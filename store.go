@@ -236,13 +236,15 @@ type CreateParams struct {
 	// makes the task under the ID the key names; after two minutes, under
 	// a new ID; in between it returns [ErrConflict]. Purge keeps a keyed
 	// task until 10 minutes after its key was written, and leaves the key's
-	// object (26 bytes) behind, for the next Create to take over. These bounds
-	// assume S3 applies a request within a minute of its being sent, or not
-	// at all.
+	// object (33 bytes) behind as a tombstone naming the purged task, which
+	// the next Create takes over ([Store.Ingest] does not: see there).
+	// These bounds assume S3 applies a request within a minute of its
+	// being sent, or not at all.
 	//
 	// Cost: a keyed Create adds one PUT (the key's object) to the task's
 	// own; a repeated one costs one PUT, refused, and two GETs, and writes
-	// nothing; one after a purge adds a PUT that takes the key over.
+	// nothing; one after a purge costs a refused PUT, a GET of the
+	// tombstone and a PUT that takes the key over, beside the task's own.
 	Key string
 	// CreatedBy names who asked for the task, at most 256 bytes. Optional.
 	CreatedBy string
@@ -402,7 +404,7 @@ func (s *Store) create(ctx context.Context, c *Call) (*Task, error) {
 		t.Payload = buf.Bytes()
 	}
 	if t.IdempotencyKey != "" {
-		got, found, err := s.createKeyed(ctx, t)
+		got, found, err := s.createKeyed(ctx, t, c.keys)
 		if err != nil {
 			return nil, fmt.Errorf("s3task: create task with key %q: %w", truncate(p.Key, 64), err)
 		}
