@@ -78,14 +78,18 @@ const (
 //     looks): no task is made, and the error wraps [ErrSourceGone]; a task
 //     an earlier Ingest made of it is left as it is. So an event for an
 //     object that never existed costs one HEAD and leaves nothing behind.
+//     If it goes between Ingest's look and its copy, the task just made is
+//     abandoned with the reason in CancelReason, on record, and the error
+//     wraps ErrSourceGone too.
 //   - Over StoreOptions.MaxInputSize: the task is made and abandoned with
 //     the reason in CancelReason, and returned with no error, so that the
 //     refusal is on record and a repeated event finds it there.
-//   - Its task was abandoned before it was submitted (the source went
-//     between Ingest's look and its copy, or it was refused as too large
-//     under a lower limit, or an operator cancelled it): once the version
-//     is found there again, within the limit, a new task is made of it
-//     under the same key; the abandoned one stays on record.
+//   - Its task was abandoned before it was submitted (its source went
+//     before the copy, or it was refused as too large under a lower limit,
+//     or it waited for its input past StoreOptions.AbandonCreatedAfter, or
+//     an operator cancelled it): when an Ingest finds the version there,
+//     within the limit, it makes a new task of it under the same key; the
+//     abandoned one stays on record.
 //   - Its task was deleted by [Store.Purge]: it is not ingested again, and
 //     the error is a *[PurgedError] naming the purged task (wrapping
 //     [ErrPurged]). Purge leaves a tombstone in the key's object for this;
@@ -139,7 +143,7 @@ func (s *Store) Ingest(ctx context.Context, o Object, p CreateParams) (*Task, er
 	meta[MetaSourceVersion], meta[MetaSourceETag] = o.VersionID, etag
 	p.Metadata = meta
 
-	gone := func() (*Task, error) {
+	absent := func() (*Task, error) {
 		s.reached("ingest/source-gone")
 		return nil, fmt.Errorf("%w: s3://%s/%s, version %s", ErrSourceGone, bucket, o.Key, strings.TrimPrefix(o.version(), "e:"))
 	}
@@ -153,11 +157,11 @@ func (s *Store) Ingest(ctx context.Context, o Object, p CreateParams) (*Task, er
 	h, err := s.client.HeadObject(ctx, head)
 	switch {
 	case s3x.NotFound(err) || s3x.Lost(err): // gone, or no longer that version (412)
-		return gone()
+		return absent()
 	case err != nil:
 		return nil, fmt.Errorf("s3task: ingest: look at s3://%s/%s: %w", bucket, o.Key, err)
 	case etag != "" && h.ETag != nil && strings.Trim(*h.ETag, `"`) != etag:
-		return gone() // a server that ignores If-Match on HEAD answered of another version
+		return absent() // a server that ignores If-Match on HEAD answered of another version
 	}
 	fits := aws.ToInt64(h.ContentLength) <= s.opts.MaxInputSize
 	c := &Call{Op: OpCreate, Params: &p, keys: keyPolicy{
@@ -175,14 +179,22 @@ func (s *Store) Ingest(ctx context.Context, o Object, p CreateParams) (*Task, er
 	}
 	in := &s3.GetObjectInput{Bucket: &bucket, Key: &o.Key, VersionId: head.VersionId, IfMatch: head.IfMatch}
 	out, err := s.client.GetObject(ctx, in)
+	// Gone, or no longer that version (412, or another version from a
+	// server that ignores If-Match).
+	gone := s3x.NotFound(err) || s3x.Lost(err)
+	if err == nil && etag != "" && out.ETag != nil && strings.Trim(*out.ETag, `"`) != etag {
+		out.Body.Close()
+		gone = true
+	}
 	switch {
-	case s3x.NotFound(err) || s3x.Lost(err):
-		return s.refuse(ctx, t, "the source object changed or was deleted before it was copied")
+	case gone:
+		if _, err := s.refuse(ctx, t, "the source object changed or was deleted before it was copied"); err != nil {
+			return nil, err
+		}
+		s.reached("ingest/source-gone")
+		return nil, fmt.Errorf("%w: s3://%s/%s changed or was deleted before it was copied; task %s is abandoned", ErrSourceGone, bucket, o.Key, t.ID)
 	case err != nil:
 		return nil, fmt.Errorf("s3task: ingest: read s3://%s/%s: %w", bucket, o.Key, err)
-	case etag != "" && out.ETag != nil && strings.Trim(*out.ETag, `"`) != etag:
-		out.Body.Close()
-		return s.refuse(ctx, t, "the source object changed or was deleted before it was copied")
 	}
 	err = s.UploadInput(ctx, t.ID, out.Body)
 	out.Body.Close()

@@ -151,9 +151,10 @@ func TestIngesterOutageLongerThanSweeps(t *testing.T) {
 // TestIngestSameBytesBack: a version whose task was abandoned before it
 // was submitted (its source went between Ingest's look and its copy, or an
 // earlier version of the library refused it so) is ingested anew when the
-// same bytes are put back: a new task runs, and the abandoned one stays on
-// record. A version refused as too large is not: the same bytes are as
-// large as before.
+// same bytes are put back, even when no event tells of it (the Ingester's
+// sweep does not count a version gone as settled): a new task runs, and
+// the abandoned one stays on record. A version refused as too large is
+// not: the same bytes are as large as before.
 func TestIngestSameBytesBack(t *testing.T) {
 	inBubble(t, func(t *testing.T, e *advEnv) {
 		// The source is deleted the moment Ingest has looked at it.
@@ -166,19 +167,26 @@ func TestIngestSameBytesBack(t *testing.T) {
 			return next.RoundTrip(r)
 		}))
 		o := e.putSource("incoming/flaky.csv", "same bytes\n")
-		refused, err := st.Ingest(e.ctx, o, CreateParams{})
-		if err != nil || refused.Status != StatusAbandoned {
-			t.Fatalf("a source deleted before its copy: %v, %v; want an abandoned task", refused, err)
+		if got, err := st.Ingest(e.ctx, o, CreateParams{}); got != nil || !errors.Is(err, ErrSourceGone) {
+			t.Fatalf("a source deleted before its copy: %v, %v; want no task and ErrSourceGone", got, err)
 		}
+		all := e.versionTasks(o)
+		if len(all) != 1 || all[0].Status != StatusAbandoned || !strings.Contains(all[0].CancelReason, "deleted before it was copied") {
+			t.Fatalf("a source deleted before its copy left %d tasks; want one abandoned, with the reason", len(all))
+		}
+		refused := all[0]
 		if _, err := st.Ingest(e.ctx, o, CreateParams{}); !errors.Is(err, ErrSourceGone) {
 			t.Errorf("Ingest while the source is gone: %v, want ErrSourceGone", err)
 		}
-		if again := e.putSource("incoming/flaky.csv", "same bytes\n"); again.ETag != o.ETag {
-			t.Fatalf("the same bytes have ETag %s, not %s", again.ETag, o.ETag)
-		}
+		// An Ingester hears of the version while it is gone; the bytes'
+		// return has no event, and its next sweep finds them.
 		in, _ := e.runIngester(st, IngestOptions{SweepInterval: 10 * time.Minute})
 		in.Notify(ObjectEvent{Key: o.Key, ETag: o.ETag, Size: o.Size})
 		time.Sleep(time.Minute)
+		if again := e.putSource("incoming/flaky.csv", "same bytes\n"); again.ETag != o.ETag {
+			t.Fatalf("the same bytes have ETag %s, not %s", again.ETag, o.ETag)
+		}
+		time.Sleep(10 * time.Minute)
 		tasks := e.versionTasks(o)
 		var queued []*Task
 		for _, task := range tasks {

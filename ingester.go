@@ -61,14 +61,15 @@ const DefaultSweepInterval = 10 * time.Minute
 // there when a sweep lists it becomes one task that runs, across restarts
 // of the Ingester, purges of the tasks, and S3 outages of any length. A
 // version is settled when Ingest made or found its task, refused it (too
-// large: an abandoned task on record), found it purged, or found it gone;
-// an ingest that fails for any other reason (S3 not answering, after five
-// tries for an event) leaves the version waiting ([Ingester.Waiting]), and
-// every later sweep tries it again for as long as it is listed. So a
-// version is ingested at most a SweepInterval (plus the time a sweep
-// takes) after it appears in the listing, or after S3 answers again. A
-// version deleted or replaced before any event or sweep got to it makes
-// no task: S3 no longer holds it.
+// large: an abandoned task on record), or found it purged. An ingest that
+// fails for a passing reason (S3 not answering, after five tries for an
+// event) leaves the version waiting ([Ingester.Waiting]), and every later
+// sweep tries it again for as long as it is listed. So a version is
+// ingested at most a SweepInterval (plus the time a sweep takes) after it
+// appears in the listing, or after S3 answers again. A version that is
+// gone when Ingest looks ([ErrSourceGone]) is neither: no task runs for
+// it, and if the same bytes are put back, the next event or sweep ingests
+// them.
 //
 // Cost and memory: a sweep is a LIST per 1,000 objects under the folder,
 // plus an Ingest of each version not yet settled. The Ingester remembers
@@ -240,14 +241,17 @@ func (in *Ingester) Waiting() []Object {
 }
 
 // settles reports whether an ingest that returned err is over for its
-// version: the task was made or found, or the version refused, purged,
-// gone, or not to be ingested at all (ErrInvalidArgument, such as a name
-// the Params function made too long, which no retry mends).
+// version: the task was made or found, or the version refused, purged, or
+// not to be ingested at all (ErrInvalidArgument, such as a name the Params
+// function made too long, which no retry mends).
 func settles(err error) bool {
 	var te *TransitionError
-	return err == nil || errors.Is(err, ErrSourceGone) || errors.Is(err, ErrPurged) ||
-		errors.Is(err, ErrInvalidArgument) || errors.As(err, &te)
+	return err == nil || errors.Is(err, ErrPurged) || errors.Is(err, ErrInvalidArgument) || errors.As(err, &te)
 }
+
+// waits reports whether an ingest that returned err failed for a reason
+// that passes (S3 not answering): its version waits for the next sweep.
+func waits(err error) bool { return !settles(err) && !errors.Is(err, ErrSourceGone) }
 
 // expected reports whether err is an ingest's outcome that needs no word in
 // the log: a success, a version gone or purged.
@@ -255,15 +259,17 @@ func expected(err error) bool {
 	return err == nil || errors.Is(err, ErrSourceGone) || errors.Is(err, ErrPurged)
 }
 
-// note records the outcome err of an ingest of o.
+// note records the outcome err of an ingest of o: settled, waiting for
+// the next sweep, or neither (gone).
 func (in *Ingester) note(o Object, err error) {
 	k := IngestKey(o, in.bucket)
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if settles(err) {
+	delete(in.waiting, k)
+	switch {
+	case settles(err):
 		in.settled[k] = true
-		delete(in.waiting, k)
-	} else {
+	case waits(err):
 		in.waiting[k] = o
 	}
 }
@@ -302,7 +308,7 @@ func (in *Ingester) ingestRetrying(ctx context.Context, q queued) {
 		switch {
 		case ctx.Err() != nil:
 			return
-		case settles(err):
+		case !waits(err):
 			if !expected(err) {
 				in.log.Warn("s3task: ingest", "key", o.Key, "err", err)
 			}
@@ -403,7 +409,7 @@ func (in *Ingester) Sweep(ctx context.Context, since time.Time) (int, error) {
 					in.log.Warn("s3task: ingest sweep", "key", o.Key, "err", err)
 				}
 				in.note(o, err)
-				if !settles(err) {
+				if waits(err) {
 					continue
 				}
 			}
