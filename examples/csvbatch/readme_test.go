@@ -5,10 +5,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,6 +70,61 @@ func TestReadmeCurlFlow(t *testing.T) {
 	}
 }
 
+// TestReadmeVersitygw runs the README's versitygw recipe as it is
+// written: csvbatch first, then versitygw with the same credentials and a
+// webhook to csvbatch's -events-listen, the bucket made with curl, a file
+// put in incoming/ and its task awaited. The only changes: csvbatch is the
+// binary this test built, versitygw the one .ci/run installs, and each of
+// the recipe's three addresses a free port (CSVBATCH_LISTEN moves the API
+// from its default, 127.0.0.1:8080, with the recipe's API=). It fails if the recipe does
+// not start (in either order), if the file's task does not complete, and
+// if its event did not reach the ingest (the next sweep is 10 minutes
+// away, past the script's two minutes).
+func TestReadmeVersitygw(t *testing.T) {
+	gw, err := s3test.GatewayBinary()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("versitygw is not installed (.ci/run installs it): %v", err)
+		}
+		t.Skip(err)
+	}
+	for _, tool := range []string{"bash", "curl", "jq", "openssl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is not installed (.ci/run installs it): %v", tool, err)
+			}
+			t.Skipf("%s is not installed: %v", tool, err)
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "csvbatch")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	script := readmeScript(t, "README.md", "The whole recipe, which\n`TestReadmeVersitygw` runs")
+	script = replaceOnce(t, script, "go run ./examples/csvbatch ", `"$CSVBATCH_BIN" `)
+	var api string
+	for _, addr := range []string{"127.0.0.1:7070", "127.0.0.1:8081", "127.0.0.1:8080"} {
+		if !strings.Contains(script, addr) {
+			t.Fatalf("the recipe no longer has %s:\n%s", addr, script)
+		}
+		api = freeAddr(t)
+		script = strings.ReplaceAll(script, addr, api)
+	}
+	out := runScript(t, script, []string{
+		"CSVBATCH_BIN=" + bin,
+		"CSVBATCH_LISTEN=" + api,
+		"PATH=" + filepath.Dir(gw) + string(os.PathListSeparator) + os.Getenv("PATH"),
+	})
+	if !strings.Contains(out, "june.csv completed, 2 rows\n") {
+		t.Errorf("the recipe's output lacks the file's completed task:\n%s", out)
+	}
+	_, count, found := strings.Cut(out, `s3task_webhook_events_total{to="ingest"} `)
+	count, _, _ = strings.Cut(count, "\n")
+	if n, err := strconv.Atoi(count); !found || err != nil || n < 1 {
+		t.Errorf("events of the file that reached the ingest: %q; want at least 1:\n%s", count, out)
+	}
+}
+
 // readmeScript returns the first sh block of file after the text after.
 func readmeScript(t *testing.T, file, after string) string {
 	t.Helper()
@@ -99,8 +156,9 @@ func replaceOnce(t *testing.T, s, old, new string) string {
 
 // runScript runs script under bash -eu -o pipefail in a folder of its own,
 // with env added, for at most two minutes, and returns its standard output.
-// Whatever it leaves running (the program it starts in the background) is
-// killed with its process group.
+// Whatever it leaves running (the programs it starts in the background) is
+// killed with its process group. If it fails, the test fails with its
+// output and the *.log files it left.
 func runScript(t *testing.T, script string, env []string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -118,8 +176,13 @@ func runScript(t *testing.T, script string, env []string) string {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 	if err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, "service.log"))
-		t.Fatalf("the script failed: %v\nstdout:\n%s\nstderr:\n%s\nthe program's log:\n%s", err, &stdout, &stderr, log)
+		var logs strings.Builder
+		files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			fmt.Fprintf(&logs, "%s:\n%s\n", filepath.Base(f), b)
+		}
+		t.Fatalf("the script failed: %v\nstdout:\n%s\nstderr:\n%s\nthe logs it left:\n%s", err, &stdout, &stderr, &logs)
 	}
 	return stdout.String()
 }
