@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -42,12 +43,14 @@ func TestBrowser(t *testing.T) {
 	s := startService(t, svcOptions{})
 	pending := s.create("waiting for its file", typeStats, nil) // shows Upload file and Cancel, no Retry
 	stuck := s.create("worker went silent", typeStats, nil)
-	// Make it a task whose worker claimed it and has been silent for 3 of
-	// its 5 minutes of lease: more than half, so a heartbeat is late.
+	// Make it a task whose worker claimed it, heartbeats every minute and
+	// has been silent for 3: two heartbeats are late. Its lease runs for
+	// an hour, longer than the test, so no worker takes it over meanwhile.
 	silentSince := time.Now().UTC().Add(-3 * time.Minute).Truncate(time.Millisecond)
 	rec := *stuck.Task.Task
 	rec.Status, rec.Attempt, rec.WorkerID = s3task.StatusRunning, 1, "worker-gone"
-	rec.UpdatedAt, rec.LeaseExpiresAt = silentSince, silentSince.Add(5*time.Minute)
+	rec.UpdatedAt, rec.LeaseExpiresAt = silentSince, silentSince.Add(time.Hour)
+	rec.History = []s3task.Attempt{{Number: 1, WorkerID: "worker-gone", StartedAt: silentSince, Outcome: s3task.OutcomeRunning, HeartbeatInterval: time.Minute}}
 	body, err := json.Marshal(&rec)
 	if err != nil {
 		t.Fatal(err)
@@ -61,13 +64,13 @@ func TestBrowser(t *testing.T) {
 	if err := os.WriteFile(input, []byte(peopleCSV), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx := startBrowser(t, 45*time.Second)
+	ctx := startBrowser(t)
 
 	completedLink := `#rows tr[data-status="completed"] a.download`
 	// The API answers 401 without a token, so the page asks for one, in
 	// words for people; a wrong token gets words of its own.
 	loginMessage := func() (string, error) {
-		return chromedp.Run(ctx, chromedp.Poll[string](`(() => {
+		return chromedp.Run(ctx, poll[string](`(() => {
 			const m = document.querySelector('#login-error');
 			return !document.querySelector('#login').hidden && m.textContent !== '' && m.textContent;
 		})()`))
@@ -84,7 +87,7 @@ func TestBrowser(t *testing.T) {
 	err = chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.CSS("#token"), "not-the-token-0123456789"),
 		chromedp.Click(chromedp.CSS(`#login-form button[type="submit"]`)),
-		chromedp.Poll[chromedp.Void](`document.querySelector('#login-error').textContent.includes('not accepted')`),
+		poll[chromedp.Void](`document.querySelector('#login-error').textContent.includes('not accepted')`),
 	)
 	if wrong, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#login-error"))); err != nil || wrong != "That token was not accepted. Check it and try again." {
 		t.Errorf("sign-in message for a wrong token: %q, %v", wrong, err)
@@ -120,6 +123,14 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The silence the page shows is as old as its latest reload, between
+	// the seeding and now: 3 minutes, or more on a slow machine.
+	silent := "?"
+	for m := 3; m <= int(time.Since(silentSince)/time.Minute); m++ {
+		if len(rows) > 1 && strings.HasPrefix(rows[1].Overdue, fmt.Sprintf("no report for %d m;", m)) {
+			silent = strconv.Itoa(m)
+		}
+	}
 	recovers, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(
 		`new Date(%q).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })`,
 		rec.LeaseExpiresAt.Add(s3task.DefaultClockMargin).Format(time.RFC3339Nano))))
@@ -129,7 +140,7 @@ func TestBrowser(t *testing.T) {
 	want := []row{
 		{Status: "completed", Progress: "4 / 4 rows, 2 ok, 2 bad", Download: true},
 		{Status: "running", Progress: "0 / ? rows, 0 ok, 0 bad", Buttons: "Cancel",
-			Overdue: "no report for 3 m; recovered at " + recovers + " if it stays silent"},
+			Overdue: "no report for " + silent + " m; recovered at " + recovers + " if it stays silent"},
 		{Status: "created", Buttons: "Upload file,Cancel"},
 	}
 	if diff := cmp.Diff(want, rows); diff != "" {
@@ -201,9 +212,33 @@ func skipWithoutChromium(t *testing.T) {
 }
 
 // startBrowser starts headless Chromium with a 1280x860 window for t and
-// returns a context for chromedp that ends after timeout. The browser
-// exits when the test ends, before the services it started earlier stop.
-func startBrowser(t *testing.T, timeout time.Duration) context.Context {
+// returns a context for chromedp; a browser that does not start ends the
+// test. See launchBrowser.
+func startBrowser(t *testing.T) context.Context {
+	t.Helper()
+	ctx, err := launchBrowser(t, chromiumPath)
+	if err != nil {
+		t.Fatalf("starting %s: %v", chromiumPath, err)
+	}
+	return ctx
+}
+
+// launchBrowser starts the browser at execPath for t and returns a context
+// for chromedp, or nil and the error if it did not start. The browser exits
+// when the test ends, before the services it started earlier stop.
+//
+// The browser starts here, and a caller gets no context of a browser that
+// did not: chromedp starts a browser at the first Run on a context, and
+// another Run on a context whose start failed starts a second browser,
+// whose exit closes the allocator's channel a second time and panics the
+// whole test binary (close of closed channel, in ExecAllocator.Allocate).
+//
+// The context has no clock of its own: whatever a test waits for in the
+// page it waits for as long as the test may run (go test's -timeout), so a
+// slow machine makes it slower, never a failure. It ends a little before
+// that deadline, so that a page that never gets there fails the test with
+// what it was waiting for instead of a panic of the test binary.
+func launchBrowser(t *testing.T, execPath string) (context.Context, error) {
 	t.Helper()
 	var logMu sync.Mutex
 	logging := true
@@ -220,7 +255,7 @@ func startBrowser(t *testing.T, timeout time.Duration) context.Context {
 		logMu.Unlock()
 	})
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath),
+		chromedp.ExecPath(execPath),
 		chromedp.Headless,
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
@@ -235,9 +270,48 @@ func startBrowser(t *testing.T, timeout time.Duration) context.Context {
 	t.Cleanup(cancelAlloc) // waits for the browser to exit
 	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx, chromedp.WithErrorf(logf))
 	t.Cleanup(cancelBrowser)
-	ctx, cancel := context.WithTimeout(browserCtx, timeout)
-	t.Cleanup(cancel)
-	return ctx
+	// The first Run binds the browser's life to its context: this one,
+	// which only the test's end cancels.
+	if err := chromedp.Do(browserCtx); err != nil {
+		return nil, err
+	}
+	ctx := browserCtx
+	if deadline, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(browserCtx, deadline.Add(-browserDeadlineMargin))
+		t.Cleanup(cancel)
+	}
+	return ctx, nil
+}
+
+// TestLaunchBrowserFails: a browser that does not start is an error, and
+// no context of it, so no later Run can start a second browser on it;
+// the test binary does not panic, and nothing is left running (TestMain
+// checks for goroutines).
+func TestLaunchBrowserFails(t *testing.T) {
+	t.Parallel()
+	notABrowser, err := exec.LookPath("false")
+	if err != nil {
+		t.Skip(err)
+	}
+	ctx, err := launchBrowser(t, notABrowser)
+	if err == nil || ctx != nil {
+		t.Fatalf("launchBrowser(%s) = %v, %v; want no context and an error", notABrowser, ctx, err)
+	}
+	if !strings.Contains(err.Error(), "failed to start") {
+		t.Errorf("error %q does not say the browser failed to start", err)
+	}
+}
+
+// browserDeadlineMargin is how long before go test's deadline a browser
+// test's context ends, so that the test fails with its own message.
+const browserDeadlineMargin = 30 * time.Second
+
+// poll waits until the page's expression is truthy and returns its value,
+// as chromedp.Poll does but without Poll's 30-second limit: it waits as
+// long as the context lasts (see startBrowser).
+func poll[T any](expression string) chromedp.Action[T] {
+	return chromedp.Poll[T](expression, chromedp.WithPollingTimeout(0))
 }
 
 // TestBrowserOperatorViews drives the operator's views in headless
@@ -258,7 +332,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 	skipWithoutChromium(t)
 	s := startService(t, svcOptions{})
 	v := seedOperatorViews(t, s)
-	ctx := startBrowser(t, 2*time.Minute)
+	ctx := startBrowser(t)
 	shots := os.Getenv("CSVBATCH_SCREENSHOTS")
 	// capture saves what take shoots (the whole page, or the screen).
 	capture := func(name string, take chromedp.Action[[]byte]) {
@@ -294,8 +368,8 @@ func TestBrowserOperatorViews(t *testing.T) {
 		t.Helper()
 		run("opening "+fragment,
 			chromedp.Evaluate[chromedp.Void](fmt.Sprintf("window.loadsBefore = Number(document.body.dataset.loads); location.hash = %q", fragment)),
-			chromedp.Poll[chromedp.Void](fmt.Sprintf("Number(document.body.dataset.loads) > window.loadsBefore && document.body.dataset.loaded === %q", view)),
-			chromedp.Poll[chromedp.Void](js))
+			poll[chromedp.Void](fmt.Sprintf("Number(document.body.dataset.loads) > window.loadsBefore && document.body.dataset.loaded === %q", view)),
+			poll[chromedp.Void](js))
 	}
 	evaluate := func(js string, out any) {
 		t.Helper()
@@ -313,7 +387,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#token")),
 		chromedp.SendKeys(chromedp.CSS("#token"), testToken),
 		chromedp.Click(chromedp.CSS(`#login-form button[type="submit"]`)),
-		chromedp.Poll[chromedp.Void](`document.querySelectorAll('#chart-completed rect.bar').length > 0`))
+		poll[chromedp.Void](`document.querySelectorAll('#chart-completed rect.bar').length > 0`))
 
 	// The overview.
 	checkOverview := func(wantDead string, wantFailures map[string]string) {
@@ -386,7 +460,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 	run("pausing a type",
 		chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#type-rows tr[data-type=%q] button[data-action="pause-type"]`, typeStats))),
-		chromedp.Poll[chromedp.Void](fmt.Sprintf(`!!document.querySelector('#type-rows tr[data-type=%q] button[data-action="resume-type"]')`, typeStats)))
+		poll[chromedp.Void](fmt.Sprintf(`!!document.querySelector('#type-rows tr[data-type=%q] button[data-action="resume-type"]')`, typeStats)))
 	if b, btn := pauseState(); b != "paused" || btn != "Resume" {
 		t.Errorf("%s after the pause: %q, %q", typeStats, b, btn)
 	}
@@ -396,7 +470,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 	screenshot("operator-overview.png")
 	run("resuming the type",
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#type-rows tr[data-type=%q] button[data-action="resume-type"]`, typeStats))),
-		chromedp.Poll[chromedp.Void](fmt.Sprintf(`!!document.querySelector('#type-rows tr[data-type=%q] button[data-action="pause-type"]')`, typeStats)))
+		poll[chromedp.Void](fmt.Sprintf(`!!document.querySelector('#type-rows tr[data-type=%q] button[data-action="pause-type"]')`, typeStats)))
 	if lib, err := s.app.store.Paused(t.Context()); err != nil || len(lib) != 0 {
 		t.Errorf("Store.Paused after the page's resume = %v, %v", lib, err)
 	}
@@ -405,7 +479,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 	// help, the reason where it cannot.
 	run("opening the dead tasks", chromedp.Click(chromedp.CSS(`#state-counts a[data-state="dead"]`)))
 	deadRows := `document.querySelectorAll('#rows tr.task').length === 8`
-	run("listing the dead tasks", chromedp.Poll[chromedp.Void](deadRows))
+	run("listing the dead tasks", poll[chromedp.Void](deadRows))
 	type row struct {
 		ID, Status, Buttons, Final, Category, Note string
 	}
@@ -444,7 +518,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 	// The type filter keeps the dead csv_enrich tasks.
 	run("filtering by type",
 		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('#type-filter'); s.value = 'csv_enrich'; s.dispatchEvent(new Event('change')); })()`),
-		chromedp.Poll[chromedp.Void](`location.hash === '#/tasks?status=dead&type=csv_enrich' && document.querySelectorAll('#rows tr.task').length === 4`))
+		poll[chromedp.Void](`location.hash === '#/tasks?status=dead&type=csv_enrich' && document.querySelectorAll('#rows tr.task').length === 4`))
 	enrich := rows()
 	for _, id := range append([]string{v.badInput}, v.deadEnrich[:]...) {
 		if _, ok := enrich[id]; !ok {
@@ -455,7 +529,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 	// The detail of the bad_input task, from its row.
 	run("opening a task from its row",
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#rows tr[data-id=%q] .name-cell a`, v.badInput))),
-		chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#detail').dataset.id === %q`, v.badInput)))
+		poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#detail').dataset.id === %q`, v.badInput)))
 	fields := func() map[string]string {
 		t.Helper()
 		var got map[string]string
@@ -498,7 +572,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 	show("#/tasks?status=dead", "tasks", deadRows)
 	run("retrying a dead task",
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#rows tr[data-id=%q] button[data-action="retry"]`, v.ioDead))),
-		chromedp.Poll[chromedp.Void](fmt.Sprintf(`!document.querySelector('#rows tr[data-id=%q]')`, v.ioDead)))
+		poll[chromedp.Void](fmt.Sprintf(`!document.querySelector('#rows tr[data-id=%q]')`, v.ioDead)))
 	s.waitFor(v.ioDead, "completed after the page's retry", completed)
 
 	// Bulk: tick two dead tasks and retry them. The dialog shows the dry
@@ -525,7 +599,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 		return got
 	}
 	phase := func(p string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#bulk-dialog').open && document.querySelector('#bulk-dialog').dataset.phase === %q`, p))
+		return poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#bulk-dialog').open && document.querySelector('#bulk-dialog').dataset.phase === %q`, p))
 	}
 	show("#/tasks?status=dead", "tasks", `document.querySelectorAll('#rows tr.task').length === 7`)
 	var retryAllHidden bool
@@ -536,7 +610,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 	pair := v.deadEnrich[:2]
 	run("ticking two dead tasks",
 		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`for (const id of [%q, %q]) document.querySelector('#rows tr[data-id="' + id + '"] .row-select').click()`, pair[0], pair[1])),
-		chromedp.Poll[chromedp.Void](`document.querySelector('#bulk-count').textContent === '2 selected' && !document.querySelector('#bulk-retry').disabled && document.querySelector('#select-page').indeterminate`))
+		poll[chromedp.Void](`document.querySelector('#bulk-count').textContent === '2 selected' && !document.querySelector('#bulk-retry').disabled && document.querySelector('#select-page').indeterminate`))
 	run("Retry selected", chromedp.Click(chromedp.CSS("#bulk-retry")), phase("confirm"))
 	got := dialogState()
 	if got.Title != "Retry 2 selected tasks?" || got.Summary != "2 tasks would be retried." || got.Confirm != "Retry 2 tasks" || !got.ConfirmsOK ||
@@ -555,7 +629,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 		t.Errorf("the outcome of Retry selected: %+v", got)
 	}
 	run("closing the outcome", chromedp.Click(chromedp.CSS("#bulk-close")),
-		chromedp.Poll[chromedp.Void](fmt.Sprintf(`!document.querySelector('#bulk-dialog').open && !document.querySelector('#rows tr[data-id=%q]') && !document.querySelector('#rows tr[data-id=%q]') && document.querySelector('#bulk-count').textContent === 'none selected'`, pair[0], pair[1])))
+		poll[chromedp.Void](fmt.Sprintf(`!document.querySelector('#bulk-dialog').open && !document.querySelector('#rows tr[data-id=%q]') && !document.querySelector('#rows tr[data-id=%q]') && document.querySelector('#bulk-count').textContent === 'none selected'`, pair[0], pair[1])))
 	for _, id := range pair {
 		s.waitFor(id, "completed after the bulk retry", completed)
 	}
@@ -564,7 +638,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 	// retry is offered for it; the other is retried and completes.
 	show("#/tasks?status=dead&type=csv_enrich", "tasks", `document.querySelectorAll('#rows tr.task').length === 2`)
 	run("Retry all dead csv_enrich tasks",
-		chromedp.Poll[chromedp.Void](`!document.querySelector('#bulk-retry-all').hidden && document.querySelector('#bulk-retry-all').textContent === 'Retry all dead csv_enrich tasks'`),
+		poll[chromedp.Void](`!document.querySelector('#bulk-retry-all').hidden && document.querySelector('#bulk-retry-all').textContent === 'Retry all dead csv_enrich tasks'`),
 		chromedp.Click(chromedp.CSS("#bulk-retry-all")), phase("confirm"))
 	last := v.deadEnrich[2]
 	got = dialogState()
@@ -577,7 +651,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 		t.Errorf("the outcome of Retry all: %+v", got)
 	}
 	run("closing the outcome", chromedp.Click(chromedp.CSS("#bulk-close")),
-		chromedp.Poll[chromedp.Void](fmt.Sprintf(`!document.querySelector('#bulk-dialog').open && !document.querySelector('#rows tr[data-id=%q]') && !!document.querySelector('#rows tr[data-id=%q]')`, last, v.badInput)))
+		poll[chromedp.Void](fmt.Sprintf(`!document.querySelector('#bulk-dialog').open && !document.querySelector('#rows tr[data-id=%q]') && !!document.querySelector('#rows tr[data-id=%q]')`, last, v.badInput)))
 	s.waitFor(last, "completed after Retry all", completed)
 	show("#/tasks?status=dead", "tasks", `document.querySelectorAll('#rows tr.task').length === 4`)
 
@@ -585,19 +659,19 @@ func TestBrowserOperatorViews(t *testing.T) {
 	// completes.
 	run("opening the scheduled tasks",
 		chromedp.Click(chromedp.CSS(`#state-tabs a[data-state="scheduled"]`)),
-		chromedp.Poll[chromedp.Void](fmt.Sprintf(`!!document.querySelector('#rows tr[data-id=%q] button[data-action="run-now"]')`, v.scheduled)))
+		poll[chromedp.Void](fmt.Sprintf(`!!document.querySelector('#rows tr[data-id=%q] button[data-action="run-now"]')`, v.scheduled)))
 	if r := rows()[v.scheduled]; r.Buttons != "Run now,Cancel" {
 		t.Errorf("scheduled task's buttons %q", r.Buttons)
 	}
 	run("running a scheduled task now",
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#rows tr[data-id=%q] button[data-action="run-now"]`, v.scheduled))),
-		chromedp.Poll[chromedp.Void](fmt.Sprintf(`!document.querySelector('#rows tr[data-id=%q]')`, v.scheduled)))
+		poll[chromedp.Void](fmt.Sprintf(`!document.querySelector('#rows tr[data-id=%q]')`, v.scheduled)))
 	s.waitFor(v.scheduled, "completed after Run now", completed)
 
 	// The retrying task says when, and offers to retry now.
 	run("opening the retrying tasks",
 		chromedp.Click(chromedp.CSS(`#state-tabs a[data-state="retrying"]`)),
-		chromedp.Poll[chromedp.Void](fmt.Sprintf(`!!document.querySelector('#rows tr[data-id=%q]')`, v.retrying)))
+		poll[chromedp.Void](fmt.Sprintf(`!!document.querySelector('#rows tr[data-id=%q]')`, v.retrying)))
 	if r := rows()[v.retrying]; r.Buttons != "Retry now,Cancel" || !strings.HasPrefix(r.Final, "retry at ") || r.Category != catIO {
 		t.Errorf("retrying task: %+v", r)
 	}
@@ -611,10 +685,10 @@ func TestBrowserOperatorViews(t *testing.T) {
 			chromedp.Click(chromedp.CSS(`#jump-form button[type="submit"]`)))
 	}
 	jump("7ZZZZZZZZZZZZZZZZZZZZZZZZZ")
-	run("an unknown ID", chromedp.Poll[chromedp.Void](`document.querySelector('#detail-error').textContent === 'There is no task 7ZZZZZZZZZZZZZZZZZZZZZZZZZ.'`))
+	run("an unknown ID", poll[chromedp.Void](`document.querySelector('#detail-error').textContent === 'There is no task 7ZZZZZZZZZZZZZZZZZZZZZZZZZ.'`))
 	show("#/tasks", "tasks", `!!document.querySelector('#rows tr')`)
 	jump(v.completed)
-	run("the completed task", chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#detail').dataset.id === %q`, v.completed)))
+	run("the completed task", poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#detail').dataset.id === %q`, v.completed)))
 	f = fields()
 	if f["Rows"] != "4 / 4 rows, 2 ok, 2 bad" || !strings.Contains(f["Output"], v.completed) || f["Final"] != "" {
 		t.Errorf("detail of the completed task: %v", f)
@@ -628,7 +702,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 	// The workers: this service's, live, and a dead one's leftover with
 	// the task it held, which links to that task.
 	workerRows := `document.querySelectorAll('#worker-rows tr').length === 2`
-	run("opening the workers", chromedp.Click(chromedp.CSS(`#nav a[data-view="workers"]`)), chromedp.Poll[chromedp.Void](workerRows))
+	run("opening the workers", chromedp.Click(chromedp.CSS(`#nav a[data-view="workers"]`)), poll[chromedp.Void](workerRows))
 	var workers []struct{ ID, Live, Busy, Types, Running string }
 	evaluate(`[...document.querySelectorAll('#worker-rows tr')].map(tr => ({
 		ID: tr.dataset.id, Live: tr.querySelector('.status').textContent, Busy: tr.querySelector('.busy').textContent,
@@ -645,7 +719,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 	screenshot("operator-workers.png")
 	run("opening the task a dead worker held",
 		chromedp.Click(chromedp.CSS(`#worker-rows tr[data-id="worker-gone"] .running-cell a`)),
-		chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#detail').dataset.id === %q`, v.stuck)))
+		poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#detail').dataset.id === %q`, v.stuck)))
 	f = fields()
 	if f["Worker"] != "worker-gone" || !strings.Contains(f["Last report"], "overdue, the worker may have died") || !strings.Contains(f["Taken over at"], "if its worker stays silent") {
 		t.Errorf("detail of the task of a dead worker: %v", f)
@@ -702,7 +776,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 	inView("the bulk bar", "#bulk-bar label, #bulk-bar button:not([hidden]), #rows tr.task .row-select", 8)
 	run("ticking every dead task on the page",
 		chromedp.Click(chromedp.CSS("#select-page")),
-		chromedp.Poll[chromedp.Void](`document.querySelector('#bulk-count').textContent === '4 selected'`),
+		poll[chromedp.Void](`document.querySelector('#bulk-count').textContent === '4 selected'`),
 		chromedp.Click(chromedp.CSS("#bulk-purge")), phase("confirm"))
 	if got := dialogState(); got.Summary != "4 tasks would be deleted for good." || got.Confirm != "Delete 4 tasks for good" {
 		t.Errorf("the confirmation of a purge: %+v", got)
@@ -714,7 +788,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 	if !onScreen {
 		t.Error("a purge's confirmation at 390 px: the dialog is taller than the screen")
 	}
-	run("going back", chromedp.Click(chromedp.CSS("#bulk-close")), chromedp.Poll[chromedp.Void](`!document.querySelector('#bulk-dialog').open`))
+	run("going back", chromedp.Click(chromedp.CSS("#bulk-close")), poll[chromedp.Void](`!document.querySelector('#bulk-dialog').open`))
 	show("#/tasks?status=dead", "tasks", `document.querySelectorAll('#rows tr.task').length === 4`)
 
 	show("#/tasks/"+v.badInput, "task", fmt.Sprintf(`document.querySelector('#detail').dataset.id === %q`, v.badInput))
@@ -801,13 +875,15 @@ func seedOperatorViews(t *testing.T, s *service) operatorViews {
 
 	s.create("waiting for its file", typeStats, nil)
 
-	// Claimed by a worker that has been silent for 3 of its 5 minutes of
-	// lease, and whose presence object was last written then.
+	// Claimed by a worker that heartbeats every minute and has been silent
+	// for 3, and whose presence object was last written then. Its lease
+	// runs for an hour, longer than the test, so no worker takes it over.
 	v.stuck = s.create("worker went silent", typeStats, nil).Task.ID
 	silentSince := time.Now().Add(-3 * time.Minute)
 	s.editRecord(v.stuck, func(rec map[string]any) {
 		rec["status"], rec["attempt_id"], rec["worker_id"] = "running", 1, "worker-gone"
-		rec["started_at"], rec["updated_at"], rec["lease_expires_at"] = rfc3339(silentSince), rfc3339(silentSince), rfc3339(silentSince.Add(5*time.Minute))
+		rec["started_at"], rec["updated_at"], rec["lease_expires_at"] = rfc3339(silentSince), rfc3339(silentSince), rfc3339(silentSince.Add(time.Hour))
+		rec["attempt_history"] = []any{map[string]any{"attempt": 1, "worker_id": "worker-gone", "started_at": rfc3339(silentSince), "outcome": "running", "heartbeat_interval_ms": 60000}}
 	})
 	presence := fmt.Sprintf(`{"kind":"s3task-worker","schema_version":1,"worker_id":"worker-gone","host":"batch-2","concurrency":4,`+
 		`"types":null,"library_version":"v0.9.0","started_at":%q,"last_poll_at":%q,"running":[%q],`+
