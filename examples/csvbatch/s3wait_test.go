@@ -41,8 +41,8 @@ func TestS3Retry(t *testing.T) {
 func TestAwaitS3(t *testing.T) {
 	refused := errors.New("dial tcp 127.0.0.1:7070: connect: connection refused")
 	// run runs awaitS3 with a check that fails fails times (-1: always)
-	// and returns its error, when each try began, and the log.
-	run := func(ctx context.Context, bound time.Duration, fails int, failWith error) (error, []time.Duration, string) {
+	// and returns when each try began, the log, and its error.
+	run := func(ctx context.Context, bound time.Duration, fails int, failWith error) ([]time.Duration, string, error) {
 		var logs bytes.Buffer
 		log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey {
@@ -59,7 +59,7 @@ func TestAwaitS3(t *testing.T) {
 			}
 			return nil
 		})
-		return err, tries, logs.String()
+		return tries, logs.String(), err
 	}
 	secs := func(s ...int) []time.Duration {
 		var d []time.Duration
@@ -71,7 +71,7 @@ func TestAwaitS3(t *testing.T) {
 
 	t.Run("answers at the fifth try", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			err, tries, logs := run(t.Context(), 0, 4, refused)
+			tries, logs, err := run(t.Context(), 0, 4, refused)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +91,7 @@ func TestAwaitS3(t *testing.T) {
 	})
 	t.Run("answers at once", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			err, tries, logs := run(t.Context(), 0, 0, refused)
+			tries, logs, err := run(t.Context(), 0, 0, refused)
 			if err != nil || len(tries) != 1 || logs != "" {
 				t.Errorf("err %v, %d tries, log %q; want nil, 1 try and nothing logged", err, len(tries), logs)
 			}
@@ -100,7 +100,7 @@ func TestAwaitS3(t *testing.T) {
 	t.Run("gives up at the bound", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			began := time.Now()
-			err, tries, _ := run(t.Context(), 30*time.Second, -1, refused)
+			tries, _, err := run(t.Context(), 30*time.Second, -1, refused)
 			if !errors.Is(err, refused) || !strings.Contains(err.Error(), "did not answer within -s3-wait 30s (6 tries)") {
 				t.Errorf("err = %v; want the last try's error, saying the bound and the tries", err)
 			}
@@ -116,7 +116,7 @@ func TestAwaitS3(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			time.AfterFunc(5*time.Second, cancel)
-			err, tries, _ := run(ctx, 0, -1, refused)
+			tries, _, err := run(ctx, 0, -1, refused)
 			if !errors.Is(err, refused) || !strings.Contains(err.Error(), "stopped while waiting for S3 bucket \"tasks\" at http://127.0.0.1:7070 (3 tries)") {
 				t.Errorf("err = %v; want the last try's error, saying it was stopped", err)
 			}
@@ -128,7 +128,7 @@ func TestAwaitS3(t *testing.T) {
 	t.Run("conditional writes not enforced", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			unsafe := fmt.Errorf("checking: %w", s3task.ErrConditionalWritesUnsupported)
-			err, tries, logs := run(t.Context(), 0, -1, unsafe)
+			tries, logs, err := run(t.Context(), 0, -1, unsafe)
 			if !errors.Is(err, s3task.ErrConditionalWritesUnsupported) || len(tries) != 1 || logs != "" {
 				t.Errorf("err %v, %d tries, log %q; want ErrConditionalWritesUnsupported after 1 try, nothing logged", err, len(tries), logs)
 			}
