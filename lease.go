@@ -168,9 +168,16 @@ func (l *lease) markerDueWithin(interval time.Duration) bool {
 
 // renewIn returns how long to wait before the next renewal: interval, or
 // less when less than two intervals are left before the deadline (a claim
-// settled late), so that a failed renewal can still be tried again.
+// settled late), so that a failed renewal can still be tried again; but
+// never less than a quarter of the time left. A lease whose holder may
+// trust it for less than an interval after each renewal (a ClockMargin
+// close to LeaseDuration, less the second by which Date headers leave
+// the server's clock unsure) is thus renewed four times in the time it
+// is trusted, not again and again without a pause, which would write the
+// record thousands of times a second and leave no other writer a chance.
 func (l *lease) renewIn(interval time.Duration) time.Duration {
-	return max(min(interval, time.Until(l.deadline)-interval), 0)
+	left := time.Until(l.deadline)
+	return max(min(interval, left-interval), min(interval, left/4), 0)
 }
 
 // finish writes the attempt's outcome: completed, failed, or back to the
