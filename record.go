@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -72,6 +73,13 @@ var errOvertaken = errors.New("s3task: write overtaken")
 // is over either way.
 var errGone = errors.New("s3task: record deleted")
 
+// errUntold is wrapped, beside ErrOutcomeUnknown, when a write's outcome
+// is unknown because the record, read back, cannot tell: more writes
+// followed than it remembers, or a writer that keeps no count wrote. The
+// record as read is returned with it, for the caller to decide again
+// against (see apply).
+var errUntold = errors.New("s3task: the record cannot tell whether the write landed")
+
 // settleWithin bounds how long a write whose answer was unclear keeps
 // re-reading the record to learn whether it landed.
 const settleWithin = 30 * time.Second
@@ -85,9 +93,10 @@ const settleWithin = 30 * time.Second
 // (see landed): our write is the record (success); it landed and was
 // overwritten since (errOvertaken); it did not land (errLost after a
 // precondition failure, the write's own error otherwise, the record being
-// as it was); or the record cannot tell, or cannot be read in time
-// (ErrOutcomeUnknown). With errLost and errOvertaken it returns the fresh
-// record and ETag, so the caller can decide again without another GET.
+// as it was); or the record cannot tell (ErrOutcomeUnknown with errUntold),
+// is gone (with errGone), or cannot be read in time (ErrOutcomeUnknown).
+// With errLost, errOvertaken and errUntold it returns the fresh record and
+// ETag, so the caller can decide again without another GET.
 func (s *Store) commit(ctx context.Context, cur *record, etag string, next *record) (*record, string, error) {
 	n := next.clone()
 	key := s.recordKey(n.ID)
@@ -143,24 +152,40 @@ func (s *Store) commit(ctx context.Context, cur *record, etag string, next *reco
 		return nil, "", fmt.Errorf("s3task: write %s: %w", key, err)
 	}
 	s.reached("commit/unknown")
-	return nil, "", fmt.Errorf("%w: write %s: %w, and %d writes followed it", ErrOutcomeUnknown, key, err, now.Writes-n.Writes)
+	return now, nowETag, fmt.Errorf("%w: write %s: %w, and %d writes followed it: %w", ErrOutcomeUnknown, key, err, now.Writes-n.Writes, errUntold)
 }
 
-// reread reads a record after a doubtful write. A read that fails for a
-// passing reason is tried again with backoff for up to settleWithin (or
-// until ctx ends): a claim whose answer was lost must not be given up
-// because one read failed.
-func (s *Store) reread(ctx context.Context, id string) (*record, string, error) {
+// reread reads a record after a doubtful write (see persist): a claim
+// whose answer was lost must not be given up because one read failed.
+func (s *Store) reread(ctx context.Context, id string) (t *record, etag string, err error) {
+	final := func(err error) bool {
+		var re *RecordError
+		return errors.Is(err, ErrNotFound) || errors.As(err, &re)
+	}
+	err = s.persist(ctx, "reread/"+id, final, func(ctx context.Context) (err error) {
+		t, etag, err = s.read(ctx, id)
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return t, etag, nil
+}
+
+// persist runs read, which settles a doubtful write, until it succeeds or
+// fails in a way final calls for good. A read that fails for a passing
+// reason is tried again with backoff for up to settleWithin, or until ctx
+// ends; then the last error is returned.
+func (s *Store) persist(ctx context.Context, label string, final func(error) bool, read func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, settleWithin)
 	defer cancel()
 	for try := 0; ; try++ {
-		t, etag, err := s.read(ctx, id)
-		var re *RecordError
-		if err == nil || errors.Is(err, ErrNotFound) || errors.As(err, &re) {
-			return t, etag, err
+		err := read(ctx)
+		if err == nil || final(err) {
+			return err
 		}
-		if !sleepCtx(ctx, s.backoff("reread/"+id, try, 250*time.Millisecond, 4*time.Second)) {
-			return nil, "", err
+		if !sleepCtx(ctx, s.backoff(label, try, 250*time.Millisecond, 4*time.Second)) {
+			return err
 		}
 	}
 }
@@ -191,14 +216,34 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // callers drift apart) and decides again against the fresh record, up to
 // ConflictRetries times, then returns ErrConflict. It returns the record as
 // stored afterwards and whether this call changed it.
+//
+// An operator's change (submit, retry, cancel, schedule) whose write's
+// answer was lost is settled the same way when the record, read back,
+// cannot tell whether the write landed (errUntold): it decides again
+// against that record, with the event marked unsure, so that a state the
+// write leads to counts as the change made (see reached) and any other is
+// decided afresh; the try counts as a lost one. Having been unsure, it
+// reports a change found made as its own: the write may have been it. The
+// markers the write in doubt may have left (that of the record it was
+// made over, and its own) are deleted once the record has moved on,
+// unless it calls for them. Only a record that cannot be read back in
+// time (or is gone) leaves the outcome unknown.
 func (s *Store) apply(ctx context.Context, t *record, etag string, e event) (*record, bool, error) {
+	var left []string // markers a write in doubt may have left behind (see commitMarked)
 	for try := 0; ; try++ {
 		next, write, err := transition(t, e, s.serverNow())
+		if err != nil || !write {
+			for _, key := range left {
+				if key != "" && key != s.markerOf(t) {
+					_ = s.dropMarker(ctx, key)
+				}
+			}
+		}
 		if err != nil {
 			return nil, false, err
 		}
 		if !write {
-			return t, false, nil
+			return t, e.unsure, nil
 		}
 		if try > s.opts.ConflictRetries {
 			return nil, false, fmt.Errorf("%w: task %s changed %d times in a row", ErrConflict, t.ID, try)
@@ -206,17 +251,40 @@ func (s *Store) apply(ctx context.Context, t *record, etag string, e event) (*re
 		if try > 0 && !sleepCtx(ctx, s.backoff("apply/"+t.ID, try-1, 20*time.Millisecond, time.Second)) {
 			return nil, false, ctx.Err()
 		}
-		got, gotETag, err := s.commitMarked(ctx, t, etag, next)
+		got, gotETag, err := s.commitMarked(ctx, t, etag, next, left...)
 		switch {
 		case err == nil, errors.Is(err, errOvertaken):
 			return got, true, nil
+		case errors.Is(err, errUntold) && hasGoal(e.kind):
+			// Whether the write landed, the record cannot tell; what it
+			// shows now can: the change made, or still to make. The
+			// markers of the record written over, and of the write, go
+			// once the record has moved on, unless it calls for them.
+			if !e.unsure {
+				e.unsure, e.attempt = true, t.Attempt
+			}
+			for _, key := range []string{s.markerOf(t), s.markerOf(next)} {
+				if !slices.Contains(left, key) {
+					left = append(left, key)
+				}
+			}
 		case !errors.Is(err, errLost):
 			return nil, false, err
 		}
 		// Decide again against what is there now: the goal may be reached
-		// already (a concurrent Cancel), or no longer allowed.
+		// already (a concurrent Cancel, or the write in doubt), or no
+		// longer allowed. A state short of the goal proves that no write
+		// of this call landed, so every error from here on is the record
+		// as it was.
 		t, etag = got, gotETag
 	}
+}
+
+// hasGoal reports whether events of kind k are operator's changes that
+// name a goal (see reached), so that apply settles a write of one whose
+// outcome the record cannot tell by deciding again.
+func hasGoal(k eventKind) bool {
+	return k == evSubmit || k == evRetry || k == evCancel || k == evSchedule
 }
 
 // change reads task id and applies e; see apply.

@@ -460,6 +460,23 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 // errors otherwise. On every error but ErrOutcomeUnknown the record is
 // unchanged; a write whose answer was lost but which landed is a success,
 // even when a worker claimed the task right after it.
+//
+// Lost answers. A write whose answer is lost (a timeout, a 5xx, a dropped
+// connection, or the 412 that the SDK's resend of it then meets) is settled
+// inside the call: it reads the record back and tells from the revisions
+// the record keeps whether the write landed. When more writes followed it
+// than the record remembers (eight; a running task's heartbeats, say), the
+// call decides again against the record as read, as after a lost
+// compare-and-set: a task found queued, or claimed since, is submitted, by
+// this call or by another, and one still created is submitted again. It
+// returns ErrOutcomeUnknown only when the record cannot be read back within
+// 30 seconds (or before ctx ends), or is gone (purged meanwhile). The one
+// state the record cannot settle: a task found abandoned before it ran gets
+// the *TransitionError a Submit of it gets now, although this call's write
+// may have landed before the Cancel. A settled doubt costs one GET, the
+// read back, beside the SDK's resend of the lost PUT; when the write had
+// not landed, the change is written once more (the record's PUT, and its
+// marker's).
 func (s *Store) Submit(ctx context.Context, id string) (*Task, error) {
 	return s.call(ctx, &Call{Op: OpSubmit, TaskID: id})
 }
@@ -569,6 +586,15 @@ func (s *Store) checkInput(ctx context.Context, key string) (string, int64, erro
 // is failed; [ErrInputMissing] or an *[InputSizeError] if the input is gone
 // or now too large; [ErrConflict]; [ErrOutcomeUnknown]; S3 errors otherwise.
 // On every error but ErrOutcomeUnknown the record is unchanged.
+//
+// A write whose answer is lost is settled inside the call, as Submit's is
+// (see there for what it costs, and when it returns ErrOutcomeUnknown): a
+// task found queued, or claimed since (running, or failed or finished by a
+// later attempt), is retried, by this call or by another, and is not
+// retried twice; one still failed at the same attempt is retried again.
+// The one state the record cannot settle: a task found abandoned at the
+// same attempt gets the *TransitionError a Retry of it gets now, although
+// this call's write may have landed before the Cancel.
 func (s *Store) Retry(ctx context.Context, id string) (*Task, error) {
 	return s.call(ctx, &Call{Op: OpRetry, TaskID: id})
 }
@@ -624,6 +650,14 @@ func (s *Store) retry(ctx context.Context, c *Call) (*Task, error) {
 // [ErrNotFound]; a *[TransitionError] for a completed task; [ErrConflict];
 // [ErrOutcomeUnknown]; S3 errors otherwise. On every error but
 // ErrOutcomeUnknown the record is unchanged.
+//
+// A write whose answer is lost is settled inside the call, as Submit's is
+// (see there for what it costs, and when it returns ErrOutcomeUnknown): a
+// task found abandoned is cancelled, by this call or by another, and one
+// still unfinished is cancelled again, so that a Cancel racing a running
+// task's heartbeats neither fails nor leaves its caller in doubt; a task
+// found completed gets the *TransitionError, rightly, for an abandoned task
+// never completes.
 func (s *Store) Cancel(ctx context.Context, id, reason string) (*Task, error) {
 	if err := checkReason(reason); err != nil {
 		return nil, err // no request for a bad reason
@@ -675,6 +709,15 @@ func checkReason(reason string) error {
 // Errors: [ErrInvalidID]; [ErrNotFound]; a *[TransitionError] unless the
 // task is created or queued; [ErrConflict]; [ErrOutcomeUnknown]; S3 errors
 // otherwise. On every error but ErrOutcomeUnknown the record is unchanged.
+//
+// A write whose answer is lost is settled inside the call, as Submit's is
+// (see there for what it costs, and when it returns ErrOutcomeUnknown): a
+// task found with the start asked for is scheduled, whatever it has done
+// since, and a created or queued one with another start is scheduled again,
+// this call counting as later than a concurrent Schedule that landed
+// meanwhile. The one state the record cannot settle: a task found started
+// with another start gets the *TransitionError, although this call's write
+// may have landed before another Schedule replaced its time.
 func (s *Store) Schedule(ctx context.Context, id string, at time.Time) (*Task, error) {
 	return s.call(ctx, &Call{Op: OpSchedule, TaskID: id, At: at})
 }

@@ -349,6 +349,14 @@ type event struct {
 	inputSize int64
 	reason    string // cancel, abandon-unsent
 	force     bool   // purge: even with a notice pending
+
+	// unsure, for an operator's change (submit, retry, cancel, schedule),
+	// says that an earlier write of it may have landed unseen: its answer
+	// was lost, and the record, read back, could not tell (more writes
+	// followed than it remembers). A state that write leads to then counts
+	// as the change made (see reached). For submit and retry, attempt is
+	// the attempt of the record that write was made over.
+	unsure bool
 }
 
 // transition is the whole state machine: it decides what event e does to
@@ -383,6 +391,9 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 		return "", true
 	}
 	n := t.clone()
+	if e.unsure && reached(t, e) {
+		return t, false, nil // made, by the write in doubt or by another's
+	}
 	if t.Purging {
 		if e.kind == evPurge {
 			return t, false, nil
@@ -620,6 +631,33 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 		return n, true, nil
 	}
 	return deny("unknown event")
+}
+
+// reached reports whether t shows the goal of e reached, e being an
+// operator's change an earlier write of which may have landed unseen
+// (e.unsure). The goal is a state that write would have made and that
+// nothing but the change itself, or the task moving on from it, makes:
+//
+//   - submit and retry: the task is queued, or an attempt was claimed
+//     since the record the write was made over (attempt e.attempt): only a
+//     claim, which follows the queue, counts an attempt up, and a failed
+//     task goes back to failed no other way;
+//   - cancel: the task is abandoned, a state no change leaves;
+//   - schedule: its start is the time asked for, which only a Schedule sets.
+//
+// A state short of the goal proves the write did not land, or was undone by
+// a later change (a Schedule's time replaced by another Schedule, a
+// retried task cancelled), and the change is decided afresh against it.
+func reached(t *record, e event) bool {
+	switch e.kind {
+	case evSubmit, evRetry:
+		return t.Status == StatusQueued || t.Attempt > e.attempt
+	case evCancel:
+		return t.Status == StatusAbandoned
+	case evSchedule:
+		return t.RunAt.Equal(e.at)
+	}
+	return false
 }
 
 // ceilMS rounds t up to a whole millisecond, the resolution of marker names
