@@ -237,9 +237,22 @@ func (s *Store) checkPauseType(typ string) error {
 // Errors: [ErrInvalidArgument] for a type over 128 bytes or not UTF-8, for
 // a type outside StoreOptions.Types (with [ErrUnknownTaskType]), and when
 // MaxPausedTypes types are paused already; [ErrConflict] if other writers
-// kept changing the paused object; S3 errors, and ctx's, otherwise. After
-// an error the type may or may not be paused, and the workers may not have
-// been told: call Pause again (see [Store.Paused]).
+// kept changing the paused object; [ErrOutcomeUnknown]; S3 errors, and
+// ctx's, otherwise. On every error but ErrOutcomeUnknown neither object was
+// changed (or a concurrent Resume undid the change).
+//
+// A write whose answer is lost (a timeout, a 5xx, a dropped connection, or
+// the 412 that the SDK's resend of it then meets), landed or not, is
+// settled inside the call: it reads both objects again and decides from
+// what they say, as after a lost compare-and-set (up to
+// StoreOptions.ConflictRetries times for the paused object, with jittered
+// backoff). Once a write of the call may have landed, a read that fails is
+// tried again, with backoff, for up to 30 seconds (or until ctx ends); only
+// if S3 cannot be read that long, or the wake object cannot be written at
+// all, does the call return ErrOutcomeUnknown: the type may then be paused
+// in the paused object while the workers have not been told: call Pause
+// again (see [Store.Paused]). A settled doubt costs a GET of each object,
+// and, when the write had not landed, that write once more.
 func (s *Store) Pause(ctx context.Context, taskType string) error {
 	_, err := s.call(ctx, &Call{Op: OpPause, Type: taskType})
 	return err
@@ -248,8 +261,11 @@ func (s *Store) Pause(ctx context.Context, taskType string) error {
 // Resume lets workers claim tasks of type taskType again after
 // [Store.Pause], and tells idle workers to list the markers, so that the
 // waiting tasks start within a PollInterval, as after a Submit. Resuming a
-// type that is not paused changes nothing. Requests, errors and what an
-// error leaves: as Pause, but a Resume cannot run into MaxPausedTypes.
+// type that is not paused changes nothing. Requests, errors, what an
+// error leaves and how a lost answer is settled: as Pause's (an error
+// wrapping ErrOutcomeUnknown may leave the type resumed in the paused
+// object while the workers have not been told: call Resume again), but a
+// Resume cannot run into MaxPausedTypes.
 func (s *Store) Resume(ctx context.Context, taskType string) error {
 	_, err := s.call(ctx, &Call{Op: OpResume, Type: taskType})
 	return err
@@ -280,24 +296,42 @@ func (s *Store) paused(ctx context.Context) ([]string, error) {
 // paused object, then writes the paused types to the wake object, unless
 // both say so already. See the comment at the top of the file for the
 // order of its reads and writes.
+//
+// Each round reads both objects and decides from what they say, so a write
+// whose answer was lost, landed or not, is settled by the next round, as a
+// write refused by its compare-and-set is; a round after such a write waits
+// a moment first, with jitter. Once a write of the call may have landed, a
+// read that fails for a passing reason is tried again (see persist), and an
+// error the call then returns wraps ErrOutcomeUnknown: the paused object
+// may name the change while the workers have not been told. Every other
+// error leaves both objects as the call found them.
 func (s *Store) setPaused(ctx context.Context, typ string, pause bool) error {
 	if err := s.checkPauseType(typ); err != nil {
 		return err // a middleware's change
 	}
 	var (
-		recordFails, wakeFails int
-		recordErr              error
+		recordFails, wakeFails, blindFails int
+		recordErr, blindErr                error
+		wrote                              bool    // a write of the call landed, or may have
+		blind                              *string // the wake object's ETag as read before a blind write that may have landed
 	)
-	for {
-		b, wetag, sent, err := s.readWake(ctx)
-		if err != nil {
-			return err
+	unknown := func(err error) error {
+		if wrote {
+			return fmt.Errorf("%w: pause or resume task type %q: %w", ErrOutcomeUnknown, typ, err)
 		}
-		types, petag, err := s.readPaused(ctx)
+		return err
+	}
+	for round := 0; ; round++ {
+		if round > 0 && !sleepCtx(ctx, s.backoff("pause/"+typ, round-1, 20*time.Millisecond, time.Second)) {
+			return unknown(ctx.Err())
+		}
+		b, wetag, sent, types, petag, err := s.readPauses(ctx, wrote)
 		if err != nil {
-			return err
+			return unknown(err)
 		}
 		if want := withType(types, typ, pause); !slices.Equal(want, types) {
+			// The change is not made (or was undone by another Pause or
+			// Resume since): no write of the call stands in either object.
 			if len(want) > MaxPausedTypes {
 				return invalidArg("%d task types are paused already, the most there may be (MaxPausedTypes)", len(types))
 			}
@@ -312,20 +346,29 @@ func (s *Store) setPaused(ctx context.Context, typ string, pause bool) error {
 				// decide from what is there (a write that landed unanswered
 				// shows).
 				recordFails, recordErr = recordFails+1, err
-				if ctx.Err() != nil {
-					return err
-				}
+				wrote = wrote || !s3x.Lost(err)
 				continue
 			}
-			types = want
+			wrote, types = true, want
 		}
-		if b.paused.known && slices.Equal(b.paused.types, types) {
-			return nil // the workers read it there already
+		if b.paused.known && slices.Equal(b.paused.types, types) ||
+			blind != nil && !b.paused.known && wetag != *blind {
+			// The workers read it there already; or a blind write (ours,
+			// or another's) landed after the read before ours, which came
+			// after the paused object said so, and sends each worker that
+			// reads it to the paused object.
+			return nil
 		}
 		if wakeFails >= wakeTries {
+			if blindFails > 1 {
+				return unknown(fmt.Errorf("s3task: write %s: %w", s.wakeKey(), blindErr))
+			}
+			blind = &wetag
 			etag, err := s.wakeFallback(ctx)
 			if err != nil {
-				return fmt.Errorf("s3task: write %s: %w", s.wakeKey(), err)
+				// Its answer may be lost: read again to see.
+				blindFails, blindErr, wrote = blindFails+1, err, true
+				continue
 			}
 			if !pause {
 				s.local.wake(etag, "", nil)
@@ -348,11 +391,28 @@ func (s *Store) setPaused(ctx context.Context, typ string, pause bool) error {
 			return nil
 		}
 		// Lost to another writer, or not answered: read again.
-		wakeFails++
-		if ctx.Err() != nil {
-			return fmt.Errorf("s3task: write %s: %w", s.wakeKey(), err)
-		}
+		wakeFails, wrote = wakeFails+1, wrote || !s3x.Lost(err)
 	}
+}
+
+// readPauses reads the wake object, then the paused object: the order
+// setPaused needs. Once a write of the call may have landed (settling), a
+// read that fails for a passing reason is tried again (see persist).
+func (s *Store) readPauses(ctx context.Context, settling bool) (b wakeBody, wetag string, sent time.Time, types []string, petag string, err error) {
+	read := func(ctx context.Context) (err error) {
+		if b, wetag, sent, err = s.readWake(ctx); err != nil {
+			return err
+		}
+		types, petag, err = s.readPaused(ctx)
+		return err
+	}
+	if !settling {
+		err = read(ctx)
+		return b, wetag, sent, types, petag, err
+	}
+	final := func(err error) bool { return errors.Is(err, errPausedUnreadable) }
+	err = s.persist(ctx, "pause", final, read)
+	return b, wetag, sent, types, petag, err
 }
 
 // pauseSeen is the paused types as one read of the wake object found them.
