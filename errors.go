@@ -216,6 +216,12 @@ const (
 	// CategoryShutdown is an attempt given back by a worker that shut down
 	// before its handler finished; it does not use up an attempt.
 	CategoryShutdown = "shutdown"
+	// CategoryTimeout is a task given back unfinished too many times in a
+	// row (WorkerOptions.ReleaseLimit): its workers stop before it can
+	// finish, as a function's timeout stops an s3tasklambda worker. The
+	// failure is permanent; [Store.Retry] runs it again, with the run of
+	// give-backs counted afresh.
+	CategoryTimeout = "timeout"
 	// CategoryBadPayload is a payload that a handler registered with
 	// [HandleJSON] could not decode or validate; the failure is permanent.
 	CategoryBadPayload = "bad_payload"

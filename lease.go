@@ -202,7 +202,7 @@ func (l *lease) finish(ctx context.Context, handlerErr error) {
 			e.output = l.job.OutputKey()
 		}
 	case errors.Is(cause, ErrWorkerStopping):
-		e = event{kind: evRelease}
+		e = event{kind: evRelease, releaseLimit: l.w.opts.ReleaseLimit}
 	default:
 		var he *handlerError
 		delay := l.w.backoff(l.task.ID, l.task.AttemptsUsed())
@@ -231,6 +231,14 @@ func (l *lease) finish(ctx context.Context, handlerErr error) {
 			}
 		})
 	case evRelease:
+		if t.Status == StatusFailed {
+			// Given back once too often (WorkerOptions.ReleaseLimit): the
+			// task failed for good.
+			l.log.Warn("s3task: task given back too many times in a row; failed", "err", t.LastError)
+			l.w.notifyIfPending(r, etag)
+			l.w.hookFail(t, Permanent(WithCategory(errors.New(t.LastError), CategoryTimeout)))
+			return
+		}
 		l.w.store.reached("lease/release")
 		l.w.store.wake(wctx, l.w.store.MarkerKey(t))
 		l.log.Info("s3task: task released for another worker")

@@ -338,6 +338,23 @@ type WorkerOptions struct {
 	// [DefaultShutdownTimeout].
 	ShutdownTimeout time.Duration
 
+	// ReleaseLimit is how many attempts of a task in a row workers may give
+	// back unfinished (on shutdown: see ShutdownTimeout). The give-back
+	// past it fails the task for good instead, with error_category
+	// [CategoryTimeout] and a last_error that says so, and that attempt
+	// counts against MaxAttempts. An attempt that ended otherwise
+	// (completed, failed, its lease expired) starts the count again, and
+	// so does [Store.Retry] of the failed task. The count is read from
+	// the task's attempt history ([Task.History]), so the limit is at
+	// most [HistoryLimit]-1, the most earlier attempts the history keeps
+	// beside the running one. Without a limit (zero or negative, the
+	// default), a graceful shutdown never fails a task, and a task that
+	// always needs longer than its workers stay up (a function's timeout:
+	// see package s3tasklambda, which sets a limit) is started and given
+	// back forever. With one, a fleet restarted that many times in a row
+	// while a task runs fails the task too.
+	ReleaseLimit int
+
 	// ReconcileInterval is how often the worker runs [Store.Reconcile] over
 	// the tasks of the last ReconcileWindow, so a lost marker heals without
 	// an operator. The first run comes at a random point of the first
@@ -393,7 +410,9 @@ type Hooks struct {
 	// OnComplete runs after a task's completed record is written.
 	OnComplete func(t *Task)
 	// OnFail runs after a failed record is written; t.Terminal() tells
-	// whether a retry is scheduled. err is what the handler returned.
+	// whether a retry is scheduled. err is what the handler returned, or,
+	// for a task failed by a give-back past WorkerOptions.ReleaseLimit, a
+	// permanent error of category [CategoryTimeout].
 	OnFail func(t *Task, err error)
 	// OnLeaseLost runs when the worker stops holding a task before its handler
 	// returned: cause is [ErrTaskCanceled] or [ErrLeaseLost]. t is the record
@@ -471,6 +490,12 @@ func (o *WorkerOptions) withDefaults(storeLog *slog.Logger) (WorkerOptions, erro
 	}
 	if c.ClockMargin >= c.LeaseDuration {
 		return bad("ClockMargin (%s) must be shorter than LeaseDuration (%s)", c.ClockMargin, c.LeaseDuration)
+	}
+	switch {
+	case c.ReleaseLimit > HistoryLimit-1:
+		return bad("ReleaseLimit is %d, at most %d: the attempt history, which the count is read from, keeps %d attempts, the running one among them", c.ReleaseLimit, HistoryLimit-1, HistoryLimit)
+	case c.ReleaseLimit < 0:
+		c.ReleaseLimit = 0
 	}
 	if len(c.ID) > maxWorkerIDLen || !utf8.ValidString(c.ID) {
 		return bad("ID must be at most %d bytes of UTF-8", maxWorkerIDLen)

@@ -79,7 +79,8 @@ type Task struct {
 	// ErrorCategory classifies LastError: a handler's [WithCategory], or
 	// one of the library's: [CategoryTransient], [CategoryPermanent],
 	// [CategoryPanic], [CategoryLeaseExpired], [CategoryShutdown],
-	// [CategoryBadPayload], [CategoryUnknownType], [CategoryInputChanged].
+	// [CategoryTimeout], [CategoryBadPayload], [CategoryUnknownType],
+	// [CategoryInputChanged].
 	ErrorCategory string    `json:"error_category,omitempty"`
 	RetryAt       time.Time `json:"retry_at,omitzero"` // set on a failed task that will be retried, not before this time
 	// RunAt, if set, is the earliest time (by the S3 server's clock) the
@@ -344,7 +345,12 @@ type event struct {
 	permanent  bool             // fail: do not retry
 	retryDelay time.Duration    // fail: wait this long before the next attempt
 
-	notify    bool   // complete, fail, lease-expired, cancel, abandon-unsent: a terminal result awaits OnTerminal
+	// releaseLimit, for a release, is WorkerOptions.ReleaseLimit: once
+	// that many attempts in a row before this one were given back, this
+	// give-back fails the task for good instead (0: no limit).
+	releaseLimit int
+
+	notify    bool   // complete, fail, lease-expired, cancel, abandon-unsent, release: a terminal result awaits OnTerminal
 	inputETag string // submit, retry: the verified input
 	inputSize int64
 	reason    string // cancel, abandon-unsent
@@ -524,6 +530,17 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 		if why, ok := owns(); !ok {
 			return deny("%s", why)
 		}
+		if run := releasedInARow(t); e.releaseLimit > 0 && run >= e.releaseLimit {
+			// Given back once more than the limit allows: the task takes
+			// longer than its workers can hold it, and would be started
+			// and given back forever. This attempt counts, as a failure's.
+			n.Status = StatusFailed
+			n.LastError = fmt.Sprintf("attempt %d: given back unfinished, after %d attempts in a row given back (the limit is %d): the task needs longer than its workers hold it", t.Attempt, run, e.releaseLimit)
+			n.ErrorCategory = CategoryTimeout
+			endAttempt(n, t, OutcomeFailed, now, CategoryTimeout, n.LastError)
+			n.LeaseExpiresAt, n.RetryAt = time.Time{}, time.Time{}
+			return n, true, nil
+		}
 		n.Status = StatusQueued
 		n.ReleasedAttempts++ // the interrupted attempt does not count
 		n.LastError = fmt.Sprintf("attempt %d: interrupted by worker shutdown", t.Attempt)
@@ -631,6 +648,30 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 		return n, true, nil
 	}
 	return deny("unknown event")
+}
+
+// releasedInARow returns how many attempts in a row, right before the
+// running one, were given back, as t's history shows them: the entries of
+// attempts t.Attempt-1, t.Attempt-2, ... while each says OutcomeReleased.
+// An entry of another outcome ends the run, and so does a gap (attempts
+// claimed by an earlier version of the library, which kept no history), so
+// the count never exceeds what happened. The history keeps HistoryLimit
+// entries, the running attempt's among them: it shows at most
+// HistoryLimit-1 earlier ones.
+func releasedInARow(t *record) int {
+	run, want := 0, t.Attempt-1
+	for i := len(t.History) - 1; i >= 0; i-- {
+		a := t.History[i]
+		if a.Number == t.Attempt {
+			continue // the running attempt's own entry
+		}
+		if a.Number != want || a.Outcome != OutcomeReleased {
+			break
+		}
+		run++
+		want--
+	}
+	return run
 }
 
 // reached reports whether t shows the goal of e reached, e being an

@@ -946,6 +946,185 @@ func TestTransitionReleaseGivesAttemptBack(t *testing.T) {
 	}
 }
 
+// afterRun is a task whose attempt n of 3 is held by worker-a, as holding
+// makes it, whose history shows before it the attempts n-len(earlier) to
+// n-1 with the outcomes earlier, oldest first (each attempt that was given
+// back uncounted, as ReleasedAttempts keeps them).
+func afterRun(n int, earlier ...AttemptOutcome) *record {
+	t := holding(n, transitionNow.Add(time.Minute))
+	t.DueAt = t.LeaseExpiresAt.Add(evMargin)
+	var h []Attempt
+	for i, o := range earlier {
+		num := n - len(earlier) + i
+		category := ""
+		switch o {
+		case OutcomeReleased:
+			category = CategoryShutdown
+			t.ReleasedAttempts++
+		case OutcomeFailed:
+			category = CategoryTransient
+		case OutcomeLeaseExpired:
+			category = CategoryLeaseExpired
+		}
+		h = append(h, ranAttempt(num, "worker-z", o, category, ""))
+	}
+	t.History = append(h, t.History...)
+	return t
+}
+
+// releasedTimes is n outcomes OutcomeReleased.
+func releasedTimes(n int) []AttemptOutcome {
+	return slices.Repeat([]AttemptOutcome{OutcomeReleased}, n)
+}
+
+// TestTransitionReleaseLimit: a give-back of an attempt that follows
+// releaseLimit attempts in a row given back fails the task for good, with
+// CategoryTimeout; one that follows fewer goes back to the queue, as does
+// any give-back without a limit. Only the attempts right before it count:
+// an attempt that ended otherwise, or an attempt the history has no entry
+// for, ends the run.
+func TestTransitionReleaseLimit(t *testing.T) {
+	t.Parallel()
+
+	type row struct {
+		name  string
+		start *record
+		limit int
+		fails bool
+		why   string
+	}
+	rows := []row{
+		{"first give-back", afterRun(1), 3, false, "no attempt before it"},
+		{"cap-1 give-backs", afterRun(3, releasedTimes(1)...), 2, false, "the second in a row of a limit of 2"},
+		{"cap give-backs", afterRun(3, releasedTimes(2)...), 3, false, "the third in a row of a limit of 3: the last allowed"},
+		{"cap+1 give-backs", afterRun(4, releasedTimes(3)...), 3, true, "the fourth in a row of a limit of 3"},
+		{"well past the cap", afterRun(7, releasedTimes(6)...), 3, true, "a limit lowered since: still past it"},
+		{"limit of 1, second give-back", afterRun(2, releasedTimes(1)...), 1, true, ""},
+		{"no limit", afterRun(10, releasedTimes(9)...), 0, false, "a long-lived worker's shutdown never fails a task by default"},
+		{"failed attempt in between", afterRun(6, OutcomeReleased, OutcomeReleased, OutcomeFailed, OutcomeReleased, OutcomeReleased), 3, false, "the run since the failure is 2"},
+		{"expired lease in between", afterRun(5, OutcomeReleased, OutcomeReleased, OutcomeReleased, OutcomeLeaseExpired), 3, false, "the attempt just before counted against MaxAttempts"},
+		{"completed attempt in between", afterRun(5, OutcomeReleased, OutcomeReleased, OutcomeReleased, OutcomeCompleted), 3, false, "any outcome but released ends the run (a hand-edited record)"},
+		{"outcome of a later version", afterRun(5, OutcomeReleased, OutcomeReleased, OutcomeReleased, "paused"), 3, false, "an outcome this version does not name is not a give-back"},
+		{"run right before the failure", afterRun(7, OutcomeFailed, OutcomeReleased, OutcomeReleased, OutcomeReleased, OutcomeReleased, OutcomeReleased), 3, true, "five in a row since the failure"},
+		{"history trimmed at the limit, all given back", afterRun(15, releasedTimes(HistoryLimit-1)...), HistoryLimit - 1, true, "attempts 6 to 14 of 15: the largest run the history can show"},
+		{"history trimmed at the limit, one short", afterRun(15, append([]AttemptOutcome{OutcomeFailed}, releasedTimes(HistoryLimit-2)...)...), HistoryLimit - 1, false, "attempt 6 failed: 8 in a row"},
+	}
+
+	// A record whose running attempt has no entry (claimed by an earlier
+	// version of the library): the earlier entries still count.
+	unlisted := afterRun(4, releasedTimes(3)...)
+	unlisted.History = unlisted.History[:3]
+	rows = append(rows, row{"running attempt not in the history", unlisted, 3, true, "attempts 1 to 3 given back"})
+
+	// A gap in the history: attempt 3 has no entry, so the run cannot be
+	// told past it.
+	gap := afterRun(6, releasedTimes(5)...)
+	gap.History = slices.Delete(gap.History, 2, 3)
+	rows = append(rows, row{"gap in the history", gap, 3, false, "attempts 4 and 5 in a row, then an attempt the history does not show"})
+
+	var steps []step
+	for _, r := range rows {
+		if len(r.start.History) > HistoryLimit {
+			t.Fatalf("%s: the start record has %d history entries, over HistoryLimit", r.name, len(r.start.History))
+		}
+		s := step{name: r.name, start: r.start, why: r.why,
+			ev:     event{kind: evRelease, worker: "worker-a", attempt: r.start.Attempt, releaseLimit: r.limit},
+			ignore: gocmp.Options{cmpopts.IgnoreFields(Task{}, "LastError"), cmpopts.IgnoreFields(Attempt{}, "Error")},
+		}
+		if r.fails {
+			s.want = becomes(func(t *record) {
+				t.Status = StatusFailed
+				t.ErrorCategory = CategoryTimeout
+				t.LeaseExpiresAt = time.Time{} // DueAt and WorkerID stay, as a final failure's do
+				if t.History[len(t.History)-1].Number != t.Attempt {
+					t.History = append(t.History, Attempt{Number: t.Attempt, WorkerID: t.WorkerID, StartedAt: t.StartedAt})
+				}
+				ended(t, OutcomeFailed, transitionNow, CategoryTimeout, "")
+			})
+			s.check = func(t *testing.T, next *record) {
+				// The running attempt counts, as a failed one does: the
+				// attempts used stay as they were while it ran.
+				if !next.Terminal() || !next.Retryable() || next.ReleasedAttempts != r.start.ReleasedAttempts {
+					t.Errorf("Terminal() %v, Retryable() %v, ReleasedAttempts %d; want a final failure whose attempt counts (%d released before) (%s)",
+						next.Terminal(), next.Retryable(), next.ReleasedAttempts, r.start.ReleasedAttempts, r.why)
+				}
+				for _, part := range []string{fmt.Sprintf("attempt %d", r.start.Attempt), fmt.Sprintf("limit is %d", r.limit)} {
+					if !strings.Contains(next.LastError, part) {
+						t.Errorf("LastError %q does not say %q", next.LastError, part)
+					}
+				}
+				if got := next.History[len(next.History)-1].Error; got != next.LastError {
+					t.Errorf("the attempt's entry says %q; want the record's last error %q", got, next.LastError)
+				}
+			}
+		} else {
+			s.want = becomes(func(t *record) {
+				t.Status = StatusQueued
+				t.ReleasedAttempts++
+				t.ErrorCategory = CategoryShutdown
+				t.WorkerID, t.LeaseExpiresAt = "", time.Time{}
+				t.DueAt = transitionNow
+				ended(t, OutcomeReleased, transitionNow, CategoryShutdown, "")
+			})
+		}
+		steps = append(steps, s)
+	}
+	runSteps(t, steps)
+}
+
+// TestTransitionReleaseLimitCycle: claimed and given back again and again
+// with a limit of 3, a task goes back to the queue three times and fails
+// at the fourth give-back, using one attempt; an operator's Retry starts
+// the count again. With the largest limit, the run fills the history as
+// it is trimmed.
+func TestTransitionReleaseLimitCycle(t *testing.T) {
+	t.Parallel()
+
+	for _, limit := range []int{1, 3, HistoryLimit - 1} {
+		t.Run(fmt.Sprint("limit ", limit), func(t *testing.T) {
+			task := baseRecord()
+			task.Status, task.DueAt = StatusQueued, transitionNow
+			now := transitionNow
+			// cycle claims task and gives it back, and returns how many
+			// give-backs went back to the queue before one failed it.
+			cycle := func() int {
+				for queued := 0; ; queued++ {
+					now = now.Add(time.Minute)
+					next, _, err := transition(task, event{kind: evClaim, worker: "fn", lease: time.Minute, margin: time.Second}, now)
+					if err != nil {
+						t.Fatalf("claim after %d give-backs: %v", queued, err)
+					}
+					task = next
+					if next, _, err = transition(task, event{kind: evRelease, worker: "fn", attempt: task.Attempt, releaseLimit: limit}, now.Add(time.Second)); err != nil {
+						t.Fatalf("give-back %d: %v", queued+1, err)
+					}
+					task = next
+					if task.Status == StatusFailed {
+						return queued
+					}
+					if task.Status != StatusQueued || queued > 2*HistoryLimit {
+						t.Fatalf("give-back %d left the task %s", queued+1, task.Status)
+					}
+				}
+			}
+			if got := cycle(); got != limit {
+				t.Fatalf("%d give-backs went back to the queue before one failed the task; want %d", got, limit)
+			}
+			if task.ErrorCategory != CategoryTimeout || task.AttemptsUsed() != 1 || !task.Terminal() {
+				t.Errorf("failed with category %q, %d attempts used, terminal %v; want %q, 1, true", task.ErrorCategory, task.AttemptsUsed(), task.Terminal(), CategoryTimeout)
+			}
+			retried, _, err := transition(task, event{kind: evRetry}, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			task = retried
+			if got := cycle(); got != limit {
+				t.Errorf("after a Retry, %d give-backs went back to the queue; want %d again", got, limit)
+			}
+		})
+	}
+}
+
 func TestTransitionRetry(t *testing.T) {
 	t.Parallel()
 
