@@ -37,6 +37,14 @@ func (w *Worker) start(base context.Context, t *record, etag string) (settled <-
 		cancel: cancel,
 	}
 	l.hold(t, etag)
+	l.log.Debug("s3task: claimed task")
+	// On the claiming goroutine: whoever counts claims by the hook sees
+	// this one before the poll that made it reports (see Hooks.OnClaim).
+	w.hook("OnClaim", func(h *Hooks) {
+		if h.OnClaim != nil {
+			h.OnClaim(l.task.Task.clone())
+		}
+	})
 	done := make(chan struct{})
 	w.wg.Add(1)
 	go func() {
@@ -63,12 +71,6 @@ func (l *lease) hold(t *record, etag string) {
 }
 
 func (l *lease) run(ctx context.Context) {
-	l.log.Debug("s3task: claimed task")
-	l.w.hook("OnClaim", func(h *Hooks) {
-		if h.OnClaim != nil {
-			h.OnClaim(l.task.Task.clone())
-		}
-	})
 	trusted := time.Until(l.deadline) > 0 // before the heartbeat loop owns the lease
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go l.heartbeats(ctx, stop, stopped)

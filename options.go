@@ -405,7 +405,10 @@ type WorkerOptions struct {
 // recovered and logged. The *Task they get is a
 // copy of the record as written.
 type Hooks struct {
-	// OnClaim runs after the worker claimed a task, before its handler starts.
+	// OnClaim runs after the worker claimed a task, before its handler
+	// starts, on the goroutine that made the claim (the poll loop's, or
+	// that of Worker.RunTask's caller): so a poll's claims come before its
+	// OnPoll.
 	OnClaim func(t *Task)
 	// OnComplete runs after a task's completed record is written.
 	OnComplete func(t *Task)

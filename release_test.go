@@ -111,3 +111,48 @@ func TestReleaseLimitOption(t *testing.T) {
 		}
 	}
 }
+
+// TestOnClaimBeforeOnPoll: a poll's claims reach the OnClaim hook before
+// its OnPoll reports them, so that a host counting running tasks by the
+// hooks never sees a poll's starts before the starts themselves.
+func TestOnClaimBeforeOnPoll(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		const tasks = 6
+		var (
+			mu      sync.Mutex
+			claims  int
+			started int
+			behind  []string
+		)
+		for range tasks {
+			e.submit(CreateParams{})
+		}
+		done := make(chan struct{}, tasks)
+		aw := e.run(e.store(nil), func(context.Context, *Job) error { done <- struct{}{}; return nil }, &WorkerOptions{
+			Concurrency: 2,
+			Hooks: Hooks{
+				OnClaim: func(*Task) { mu.Lock(); claims++; mu.Unlock() },
+				OnPoll: func(p PollStats) {
+					mu.Lock()
+					started += p.Started
+					if claims < started {
+						behind = append(behind, fmt.Sprintf("a poll reported %d started, %d in all, with %d claims seen", p.Started, started, claims))
+					}
+					mu.Unlock()
+				},
+			},
+		})
+		for i := range tasks {
+			advAwait(t, done, time.Minute, fmt.Sprintf("task %d of %d", i+1, tasks))
+		}
+		aw.stop()
+		mu.Lock()
+		defer mu.Unlock()
+		if started == 0 {
+			t.Fatal("no poll started a task")
+		}
+		for _, b := range behind {
+			t.Error(b)
+		}
+	})
+}
