@@ -2,7 +2,7 @@
 // an s3tasklambda.Function on the S3 server and bucket its environment
 // names, with a handler that writes "done" as the output, or, for a task
 // whose payload says {"hold": true}, holds its first attempt until its
-// context ends.
+// context ends, and for one that says {"forever": true}, every attempt.
 package main
 
 import (
@@ -31,27 +31,30 @@ func main() {
 		os.Exit(1)
 	}
 	fn, err := s3tasklambda.New(store, s3task.HandlerFunc(handle), &s3tasklambda.Options{
-		Worker:  s3task.WorkerOptions{ID: os.Getenv("TESTFUNC_ID"), ShutdownTimeout: time.Second},
-		Reserve: 3 * time.Second,
+		Worker: s3task.WorkerOptions{ID: os.Getenv("TESTFUNC_ID"), ShutdownTimeout: time.Second},
+		// Reserve leaves 4 s, past ShutdownTimeout, for the release and
+		// the stop: room for a machine that is busy.
+		Reserve: 5 * time.Second,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	lambda.Start(fn.Handle)
+	lambda.Start(fn) // fn.Invoke: any payload, JSON or not
 }
 
 func handle(ctx context.Context, job *s3task.Job) error {
 	var p struct {
-		Hold bool          `json:"hold"`
-		Work time.Duration `json:"work"`
+		Hold    bool          `json:"hold"`
+		Forever bool          `json:"forever"`
+		Work    time.Duration `json:"work"`
 	}
 	if len(job.Task.Payload) > 0 {
 		if err := json.Unmarshal(job.Task.Payload, &p); err != nil {
 			return s3task.Permanent(err)
 		}
 	}
-	if p.Hold && job.Task.Attempt == 1 {
+	if p.Forever || p.Hold && job.Task.Attempt == 1 {
 		<-ctx.Done()
 		return context.Cause(ctx)
 	}
