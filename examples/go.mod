@@ -3,6 +3,7 @@ module github.com/s3task/s3task/examples
 go 1.26.0
 
 require (
+	github.com/aws/aws-lambda-go v1.55.1
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
@@ -12,6 +13,7 @@ require (
 	github.com/johannesboyne/gofakes3 v1.2.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/s3task/s3task v0.0.0-00010101000000-000000000000
+	github.com/s3task/s3task/s3tasklambda v0.0.0-00010101000000-000000000000
 	github.com/s3task/s3task/s3taskotel v0.0.0-00010101000000-000000000000
 	go.etcd.io/bbolt v1.5.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
@@ -76,5 +78,7 @@ require (
 )
 
 replace github.com/s3task/s3task => ../
+
+replace github.com/s3task/s3task/s3tasklambda => ../s3tasklambda
 
 replace github.com/s3task/s3task/s3taskotel => ../s3taskotel
