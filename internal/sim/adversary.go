@@ -55,6 +55,9 @@ func (p *proc) tag(next http.RoundTripper) http.RoundTripper {
 type link struct {
 	w    *World
 	name string
+	// ingesting: an Ingester's or a direct caller of Ingest, which the
+	// world's brownouts hit (see World.brownedOut).
+	ingesting bool
 	// net draws what happens to each request, keyed by the request (see
 	// request), so that concurrent goroutines of the process draw the same
 	// numbers on every run of a seed, whichever sends first.
@@ -310,6 +313,13 @@ func (n *link) roundTrip(next http.RoundTripper, r *http.Request) (_ *http.Respo
 	n.mu.Lock()
 	out := time.Now().Before(n.outageUntil)
 	n.mu.Unlock()
+	if n.ingesting && s3test.Op(r) != "LIST" && n.w.brownedOut() {
+		n.w.count("brownout-refused")
+		return nil, false, &faults.Error{Kind: faults.ResetBefore}
+	}
+	if n.ingesting && r.Method == http.MethodGet {
+		n.w.vanish(r)
+	}
 	if out {
 		n.w.count("outage-refused")
 		return nil, false, &faults.Error{Kind: faults.ResetBefore}

@@ -3,10 +3,15 @@ package sim
 import (
 	"fmt"
 	"slices"
+	"strings"
+
+	"github.com/s3task/s3task"
 )
 
 // life is a stretch of sequence numbers, [from, to), in which a task's
-// record existed and was not marked for purging.
+// record existed and was not marked for purging, nor, for a task of an
+// ingest's key, abandoned before it was submitted: Ingest makes a new task
+// of the key then, once its source is back (see Store.Ingest).
 type life struct{ from, to int64 }
 
 // lives returns the stretches in which task id was live.
@@ -14,7 +19,9 @@ func (x *index) lives(id string) []life {
 	var out []life
 	var from int64 = -1
 	for _, w := range x.records[id] {
-		live := w.Record != nil && !w.Record.Purging
+		r := w.Record
+		live := r != nil && !r.Purging &&
+			!(strings.HasPrefix(r.IdempotencyKey, "ingest:") && r.Status == s3task.StatusAbandoned && !submitted(r))
 		switch {
 		case live && from < 0:
 			from = w.Seq

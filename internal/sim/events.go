@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"time"
 
 	"github.com/s3task/s3task"
@@ -61,6 +62,9 @@ func (b *bus) deliver(key, etag string, removed bool, pick float64) {
 		to = to[int(pick*float64(len(to))):][:1]
 	}
 	to = append(append([]*proc(nil), to...), w.ingesters...)
+	if !removed && strings.HasPrefix(key, ingestFolder) && directFor(key) {
+		to = append(to, w.directs...)
+	}
 	for _, p := range to {
 		w.h.Deliveries = append(w.h.Deliveries, Delivery{Seq: w.next(), Time: time.Now(), Worker: p.name, Key: key, Removed: removed})
 		w.h.Stats["event:delivered"]++
@@ -68,10 +72,13 @@ func (b *bus) deliver(key, etag string, removed bool, pick float64) {
 	w.mu.Unlock()
 	e := s3task.ObjectEvent{Bucket: w.mem.Bucket, Key: key, Removed: removed, ETag: etag, Size: -1}
 	for _, p := range to {
-		if p.ingester != nil {
+		switch {
+		case p.ingester != nil:
 			p.ingester.Notify(e)
-		} else {
+		case p.worker != nil:
 			p.worker.Notify(e)
+		default:
+			w.ingestDirect(p, s3task.Object{Bucket: w.mem.Bucket, Key: key, ETag: etag, Size: -1})
 		}
 	}
 }

@@ -298,6 +298,10 @@ const (
 	EventFreeze     EventKind = "freeze"      // a process stood still from Start to End: requests, handlers, timers
 	EventStopBy     EventKind = "stop-by"     // Worker.Stop was called at Start with a context that ended at End
 	EventWakeFailed EventKind = "wake-failed" // a request for the wake object, or the paused object an announcement may read, failed from Start to End
+	// EventBrownout: every request of the ingesting processes (Ingesters
+	// and direct callers of Ingest) but the listings failed from Start to
+	// End, as when S3 refuses writes and reads for a while.
+	EventBrownout EventKind = "brownout"
 )
 
 // ProcEvent is something that happened to a process. Start, stop, crash
@@ -325,6 +329,9 @@ const (
 	CallPurge           CallKind = "Purge"
 	CallPause           CallKind = "Pause"  // Store.Pause of Call.Type
 	CallResume          CallKind = "Resume" // Store.Resume of Call.Type
+	// CallIngest is a direct Store.Ingest of the version Call.Key names
+	// ("<key> <etag>"), as a function an event invokes makes it.
+	CallIngest CallKind = "Ingest"
 )
 
 // Call is one operator call.
@@ -353,6 +360,8 @@ type Call struct {
 	Purged []string
 	// Type is the task type a Pause or Resume was given.
 	Type string
+	// Transition says the error is (or wraps) a *s3task.TransitionError.
+	Transition bool `json:",omitempty"`
 }
 
 // Notice is one call of an OnTerminal hook.

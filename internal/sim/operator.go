@@ -89,13 +89,20 @@ func (p *proc) call(kind CallKind, id string, f func(ctx context.Context) (*s3ta
 // callWith is call for the call c (its Kind, TaskID and Key filled in),
 // whose record after runs once f returned, to add what f learnt.
 func (p *proc) callWith(c Call, f func(ctx context.Context) (*s3task.Task, error), after func(c *Call)) (*s3task.Task, error) {
-	w := p.w
 	ctx := context.Background()
 	if p.rng.Chance(0.15) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.rng.Dur(2*time.Second, 30*time.Second))
 		defer cancel()
 	}
+	return p.callCtx(ctx, c, f, after)
+}
+
+// callCtx is callWith with the call's context given: it draws nothing from
+// the process's stream, so that goroutines of one process may make calls
+// at once.
+func (p *proc) callCtx(ctx context.Context, c Call, f func(ctx context.Context) (*s3task.Task, error), after func(c *Call)) (*s3task.Task, error) {
+	w := p.w
 	found := new(bool)
 	ctx = context.WithValue(ctx, foundKey{}, found)
 	start, startSeq := w.now()
@@ -113,6 +120,8 @@ func (p *proc) callWith(c Call, f func(ctx context.Context) (*s3task.Task, error
 	if err != nil {
 		c.Err = err.Error()
 		c.OutcomeUnknown = OutcomeUnknown(err)
+		var te *s3task.TransitionError
+		c.Transition = errors.As(err, &te)
 	}
 	if after != nil {
 		after(&c)

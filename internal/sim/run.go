@@ -75,6 +75,9 @@ func Run(cfg Config) (*History, error) {
 		if err != nil {
 			return nil, err
 		}
+		w.mu.Lock()
+		w.partnerP = partner
+		w.mu.Unlock()
 		operators.Go(func() { w.partner(partner, start.Add(cfg.Arrivals)) })
 	}
 	chaotic := ops

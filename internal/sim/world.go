@@ -52,7 +52,18 @@ type World struct {
 	sleepers []string        // the tasks of the sleeper lives of a Long run, for the vandal
 
 	bus       *bus    // the event notifications, with Config.Events
-	ingesters []*proc // with Config.Ingest
+	ingesters []*proc // with Config.Ingest: the live Ingesters
+	directs   []*proc // with Config.Ingest: the direct callers of Ingest
+	ingestN   int     // Ingester names handed out
+	partnerP  *proc   // with Config.Ingest: the partner, who puts the files
+	// vanishing holds the files the partner deletes at the first GET an
+	// ingesting process sends for them, between its look and its copy.
+	vanishing map[string]bool
+	// brownUntil is when the brownout of the ingesting processes ends.
+	brownUntil time.Time
+	// submitted holds the versions ("<key> <etag>") of which a task was
+	// submitted, from the records S3 applied.
+	submitted map[string]bool
 }
 
 // proc is one simulated process: a worker or an operator, with its own
@@ -73,6 +84,7 @@ type proc struct {
 
 	// Ingesters only.
 	ingester *s3task.Ingester
+	plain    bool // with the library's default parameters
 
 	// Workers only.
 	conc   int
@@ -102,6 +114,9 @@ func newWorld(cfg Config) (*World, error) {
 		stubborn: map[string]time.Time{},
 		planted:  map[string]bool{},
 		deleted:  map[string]bool{},
+
+		vanishing: map[string]bool{},
+		submitted: map[string]bool{},
 	}
 	w.h = History{
 		Seed:      cfg.Seed,
@@ -220,6 +235,11 @@ func (w *World) applied(a s3test.Applied) {
 		}
 		if json.Unmarshal(a.Body, &rec) == nil {
 			wr.Record, wr.Released = &rec.Record, rec.Released
+			if key := rec.Metadata[s3task.MetaSourceKey]; key != "" && submitted(&rec.Record) {
+				w.mu.Lock()
+				w.submitted[key+" "+rec.Metadata[s3task.MetaSourceETag]] = true
+				w.mu.Unlock()
+			}
 		}
 	case strings.Contains(a.Key, "/output-attempt-"), a.Key == w.prefix+"_wake",
 		strings.HasPrefix(a.Key, ingestFolder), strings.HasSuffix(a.Key, "/input"):

@@ -212,10 +212,10 @@ var mutations = []mutation{
 		Name:    "found-blind",
 		Promise: "CreateOrGet (and Call.Found) says a keyed call found the task when an earlier call made it: of all the calls with one key, only the one whose write made the task says it made it.",
 		File:    "idempotency.go",
-		Old: `		case err == nil && !got.Purging:
-			return got, true, nil`,
-		New: `		case err == nil && !got.Purging:
-			return got, false, nil`,
+		Old: `			case err == nil:
+				return got, true, nil`,
+		New: `			case err == nil:
+				return got, false, nil`,
 	},
 	{
 		Name:    "expiry-leaves-attempt-open",
@@ -260,5 +260,49 @@ var mutations = []mutation{
 		File:    "wake.go",
 		Old:     `	body := formatWakeBody(wakeBody{notes: []wakeNote{{rev: s.revision(s.wakeKey()), key: "*"}}})`,
 		New:     `	body := formatWakeBody(wakeBody{notes: []wakeNote{{rev: s.revision(s.wakeKey()), key: "*"}}, paused: pausedSet{known: true}})`,
+	},
+	{
+		Name:    "tombstone-ignored",
+		Promise: "An Ingest never takes over the key of a task Purge deleted: a restarted Ingester's first sweep makes no second task of a version whose task was purged.",
+		File:    "idempotency.go",
+		Old:     `		purged := k.purged`,
+		New:     `		purged := false`,
+	},
+	{
+		Name:    "failure-settles",
+		Promise: "A version whose ingest failed for a passing reason waits, and every sweep tries it again while it is listed: an S3 outage longer than two sweeps loses nothing.",
+		File:    "ingester.go",
+		Old: `	case waits(err):
+		in.waiting[k] = o`,
+		New: `	case waits(err):
+		in.settled[k] = true`,
+	},
+	{
+		Name:    "renew-checks-input",
+		Promise: "A version whose task was abandoned before it was submitted (its source went before the copy) is ingested anew once the same bytes are back.",
+		File:    "ingest.go",
+		Old:     `r.SubmittedAt.IsZero() && r.InputETag == ""`,
+		New:     `r.SubmittedAt.IsZero() && r.InputETag != ""`,
+	},
+	{
+		Name:    "moved-on-refused",
+		Promise: "Ingests of one version at once all return its task: one that finds the task moved on by another returns it, not an error.",
+		File:    "ingest.go",
+		Old: `	case errors.As(err, &te):
+		// Another Ingest of the version (or an operator) moved the task on
+		// since it was found created: it is the task all the same.
+		s.reached("ingest/moved-on")
+		return s.Get(ctx, t.ID)`,
+		New: `	case errors.As(err, &te):
+		return nil, err`,
+	},
+	{
+		Name:    "ingest-unlooked",
+		Promise: "An event for an object that does not exist makes no task: Ingest looks at the source before it makes one.",
+		File:    "ingest.go",
+		Old: `	case s3x.NotFound(err) || s3x.Lost(err): // gone, or no longer that version (412)
+		return absent()`,
+		New: `	case s3x.NotFound(err) || s3x.Lost(err): // gone, or no longer that version (412)
+		h, err = &s3.HeadObjectOutput{}, nil`,
 	},
 }
