@@ -271,9 +271,11 @@
 // for a Permanent one, [CategoryPanic] for a panic, [CategoryBadPayload]
 // and [CategoryUnknownType] as above, and, for attempts that ended without
 // the handler's word, [CategoryLeaseExpired] (its worker stopped renewing
-// the lease) and [CategoryShutdown] (its worker shut down). A task whose
-// attempts ran out, or that failed permanently, stays failed until an
-// operator calls [Store.Retry].
+// the lease) and [CategoryShutdown] (its worker shut down), or
+// [CategoryTimeout] when it was given back more times in a row than
+// WorkerOptions.ReleaseLimit allows. A task whose attempts ran out, or
+// that failed permanently, stays failed until an operator calls
+// [Store.Retry].
 //
 // The record's last_error and error_category describe the latest failure
 // only. [Task.History] keeps the latest [HistoryLimit] attempts: for each,
