@@ -63,7 +63,7 @@ func (e *advEnv) store(opts *StoreOptions, wrap ...func(http.RoundTripper) http.
 	if o.Logger == nil {
 		o.Logger = advQuiet
 	}
-	st, err := NewStore(e.mem.Client(append([]func(http.RoundTripper) http.RoundTripper{advSpinGuard(e.t)}, wrap...)...), e.mem.Bucket, &o)
+	st, err := NewStore(e.mem.Client(append([]func(http.RoundTripper) http.RoundTripper{s3test.SpinGuard(e.t)}, wrap...)...), e.mem.Bucket, &o)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -238,45 +238,6 @@ func advSucceed(context.Context, *Job) error { return nil }
 func advUntilDone(ctx context.Context, _ *Job) error {
 	<-ctx.Done()
 	return context.Cause(ctx)
-}
-
-// advSpinLimit is how many requests one client may send without the
-// bubble's clock moving before advSpinGuard calls it a busy loop. Setting
-// up a test sends a few hundred at most.
-const advSpinLimit = 10000
-
-// advSpinGuard catches a busy loop: in the bubble, time stands still while
-// a goroutine runs, so a worker that sends requests again and again without
-// waiting (as it would, in real time, for the millisecond until a deadline
-// it computed) would hang the test for good. Past advSpinLimit requests at
-// one instant, it fails the test, naming the request, and then lets each
-// further request at that instant wait a millisecond, as real time would
-// pass, so the test can go on.
-func advSpinGuard(t *testing.T) func(http.RoundTripper) http.RoundTripper {
-	var (
-		mu    sync.Mutex
-		at    time.Time
-		n     int
-		fired bool
-	)
-	return advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
-		mu.Lock()
-		if now := time.Now(); !now.Equal(at) {
-			at, n = now, 0
-		}
-		n++
-		spinning := n > advSpinLimit
-		if spinning && !fired {
-			fired = true
-			t.Errorf("a client sent %d requests at %s without waiting, the last %s %s: a busy loop (the bubble's clock stands still while it runs)",
-				n, at.UTC().Format(time.RFC3339Nano), s3test.Op(r), r.URL.Path)
-		}
-		mu.Unlock()
-		if spinning {
-			time.Sleep(time.Millisecond)
-		}
-		return next.RoundTrip(r)
-	})
 }
 
 // advWrap makes a transport wrapper of f, which gets each request and the

@@ -120,6 +120,49 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// SpinLimit is how many requests a client wrapped by [SpinGuard] may send
+// at one instant of a synctest bubble's clock before the guard calls it a
+// busy loop. Setting up a test sends a few hundred at most.
+const SpinLimit = 10000
+
+// SpinGuard returns a transport wrapper that catches a busy loop in a
+// testing/synctest bubble. There, the clock stands still while any
+// goroutine runs, so a client that sends requests again and again without
+// waiting (as it would, in real time, for the millisecond until a deadline
+// it computed) hangs the test for good. Past [SpinLimit] requests at one
+// instant, the guard fails t, naming the last request, and from then on
+// lets each further request at that instant wait a millisecond, as real
+// time would pass, so that the test can go on to its end. Outside a bubble
+// it only counts.
+func SpinGuard(t testing.TB) func(http.RoundTripper) http.RoundTripper {
+	var (
+		mu    sync.Mutex
+		at    time.Time
+		n     int
+		fired bool
+	)
+	return func(next http.RoundTripper) http.RoundTripper {
+		return RoundTripFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			if now := time.Now(); !now.Equal(at) {
+				at, n = now, 0
+			}
+			n++
+			spinning := n > SpinLimit
+			if spinning && !fired {
+				fired = true
+				t.Errorf("a client sent %d requests at %s without waiting, the last %s %s: a busy loop (a bubble's clock stands still while it runs)",
+					n, at.UTC().Format(time.RFC3339Nano), Op(r), r.URL.Path)
+			}
+			mu.Unlock()
+			if spinning {
+				time.Sleep(time.Millisecond)
+			}
+			return next.RoundTrip(r)
+		})
+	}
+}
+
 // Hold is a transport wrapper that holds back the first request it is
 // given that matches, until [Hold.Release], so that a test can let other
 // clients act while that request is on its way, as a slow network would.
