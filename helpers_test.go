@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -22,10 +23,60 @@ import (
 	"github.com/s3task/s3task/s3tasktest"
 )
 
-// testWait bounds every wait for something that should happen. It is far
-// longer than any wait should take on a loaded machine; reaching it is a
-// failure.
+// testWait bounds every wait for something that should happen in a test
+// that runs in a synctest bubble (see bubble), where time is virtual and
+// the bound is the library's to meet, not the machine's. A test that runs
+// in real time waits until a little before its deadline (see waitBound):
+// how long a loaded machine takes is no failure; what never happens is.
 const testWait = 20 * time.Second
+
+// bubbled holds the names of the tests running in a synctest bubble.
+var bubbled sync.Map
+
+// bubble runs test in parallel with the others, in a testing/synctest
+// bubble of its own: the clock is virtual (it starts at 2000-01-01 and
+// moves only when every goroutine of the bubble waits), so what the test
+// asserts of timeouts, leases and intervals holds however busy the
+// machine is. The test makes its env inside the bubble.
+func bubble(t *testing.T, test func(t *testing.T)) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		bubbled.Store(t.Name(), true)
+		t.Cleanup(func() { bubbled.Delete(t.Name()) }) // the last clean-up: the others may wait
+		test(t)
+	})
+}
+
+// runsInBubble reports whether t, or the test it is a subtest of, runs in a
+// bubble.
+func runsInBubble(t *testing.T) bool {
+	for name := t.Name(); ; {
+		if _, ok := bubbled.Load(name); ok {
+			return true
+		}
+		i := strings.LastIndexByte(name, '/')
+		if i < 0 {
+			return false
+		}
+		name = name[:i]
+	}
+}
+
+// waitBound returns when a wait of t that started now gives up: testWait
+// later in a bubble; in real time, a little before the test's deadline
+// (go test -timeout), so that the test fails naming what it waited for
+// rather than the binary panicking, or never (the zero time) if the test
+// has no deadline.
+func waitBound(t *testing.T) time.Time {
+	if runsInBubble(t) {
+		return time.Now().Add(testWait)
+	}
+	deadline, ok := t.Deadline()
+	if !ok {
+		return time.Time{}
+	}
+	return deadline.Add(-min(time.Minute, time.Until(deadline)/2))
+}
 
 // testInput is the input of every task that env prepares.
 const testInput = "a,b\n1,2\n"
@@ -67,11 +118,15 @@ func setup(t *testing.T, opts *s3task.StoreOptions) (*s3task.Store, *env) {
 
 // newStore returns another Store on the bucket, with its own client, as
 // another machine would have: with opts, or the env's options if opts is
-// nil. Each wrap wraps its client's transport, innermost first.
+// nil. Each wrap wraps its client's transport, innermost first. In a
+// bubble, a busy-loop guard (s3test.SpinGuard) wraps it first.
 func (e *env) newStore(t *testing.T, opts *s3task.StoreOptions, wrap ...func(http.RoundTripper) http.RoundTripper) *s3task.Store {
 	t.Helper()
 	if opts == nil {
 		opts = &e.opts
+	}
+	if runsInBubble(t) {
+		wrap = append([]func(http.RoundTripper) http.RoundTripper{s3test.SpinGuard(t)}, wrap...)
 	}
 	return e.srv.NewStore(t, opts, wrap...)
 }
@@ -407,33 +462,34 @@ func (e *env) setMarker(t *testing.T, id string, on bool) {
 }
 
 // waitUntil checks cond on a short ticker until it holds, failing the test
-// after d.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+// once waitBound passes.
+func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	waitUntilOr(t, d, what, cond, nil)
+	waitUntilOr(t, what, cond, nil)
 }
 
 // waitUntilOr is waitUntil that adds what describe says to the failure.
-func waitUntilOr(t *testing.T, d time.Duration, what string, cond func() bool, describe func() string) {
+func waitUntilOr(t *testing.T, what string, cond func() bool, describe func() string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	start, bound := time.Now(), waitBound(t)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		if !bound.IsZero() && time.Now().After(bound) {
 			if describe != nil {
 				what += ":\n" + describe()
 			}
-			t.Fatalf("timed out after %s waiting until %s", d, what)
+			t.Fatalf("gave up after %s waiting until %s", time.Since(start).Round(time.Millisecond), what)
 		}
 		<-tick.C
 	}
 }
 
-// await returns the next value from ch, failing the test after testWait.
+// await returns the next value from ch, failing the test once waitBound
+// passes.
 func await[T any](t *testing.T, ch <-chan T, what string) (v T) {
 	t.Helper()
-	waitUntil(t, testWait, what, func() bool {
+	waitUntil(t, what, func() bool {
 		select {
 		case v = <-ch:
 			return true
@@ -491,8 +547,8 @@ func quickWorker(id string, hooks s3task.Hooks) *s3task.WorkerOptions {
 }
 
 // runWorker runs a worker in the background until stop is called (once or
-// more) or the test ends. Stopping fails the test if Run returns an error
-// or does not return within testWait.
+// more) or the test ends. Stopping fails the test if Run returns an error,
+// or if it has not returned when waitBound passes.
 func runWorker(t *testing.T, store *s3task.Store, h s3task.Handler, opts *s3task.WorkerOptions) (stop func()) {
 	t.Helper()
 	w, err := s3task.NewWorker(store, h, opts)

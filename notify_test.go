@@ -60,7 +60,7 @@ func awaitDelivered(t *testing.T, e *env, n *notices, id string) {
 	if got := await(t, n.ch, "the notice of "+id); got != id {
 		t.Fatalf("notice for %s, want %s", got, id)
 	}
-	waitUntil(t, testWait, "the notice recorded and the marker removed", func() bool {
+	waitUntil(t, "the notice recorded and the marker removed", func() bool {
 		return !e.stored(t, id).NotifyPending && !e.hasMarker(id)
 	})
 }
@@ -76,7 +76,7 @@ func completeUndelivered(t *testing.T, e *env, name string) *s3task.Task {
 		quickWorker("broken-hook", s3task.Hooks{OnComplete: func(t *s3task.Task) { offer(completed, t) }}))
 	task := e.submit(t, name)
 	await(t, completed, "the task to complete")
-	waitUntil(t, testWait, "the failed delivery", func() bool { return len(broken.of(task.ID)) > 0 })
+	waitUntil(t, "the failed delivery", func() bool { return len(broken.of(task.ID)) > 0 })
 	stop()
 	return task
 }
@@ -123,7 +123,7 @@ func TestNoticeDeliveredByAnotherWorker(t *testing.T) {
 	opts.MaxPollInterval = 20 * time.Millisecond
 	var requests recorder
 	stop := runWorker(t, e.newStore(t, nil, requests.wrap), succeed, opts)
-	waitUntil(t, testWait, "the hook-less worker to visit the due marker", func() bool {
+	waitUntil(t, "the hook-less worker to visit the due marker", func() bool {
 		return requests.index("GET "+e.recordKey(task.ID)) >= 0
 	})
 	for len(polled) > 0 {

@@ -559,7 +559,7 @@ func TestWorkerOnPollHook(t *testing.T) {
 	}
 	close(gate)
 	started := first.Started
-	waitUntil(t, testWait, "every task completes and OnPoll has counted its start", func() bool {
+	waitUntil(t, "every task completes and OnPoll has counted its start", func() bool {
 		for {
 			select {
 			case p := <-polls:
@@ -702,7 +702,7 @@ func TestStats(t *testing.T) {
 	settled := func(name string, ok func(*s3task.Task) bool) bool { return ok(e.get(t, worked[name])) }
 	isFailed := func(x *s3task.Task) bool { return x.Status == s3task.StatusFailed }
 	isDone := func(x *s3task.Task) bool { return x.Status == s3task.StatusCompleted }
-	waitUntil(t, testWait, "the worker settles its five tasks", func() bool {
+	waitUntil(t, "the worker settles its five tasks", func() bool {
 		return settled("bad input", isFailed) && settled("permanent", isFailed) && settled("flaky", isFailed) &&
 			settled("ok", isDone) && settled("second attempt", isDone)
 	})

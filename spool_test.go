@@ -167,7 +167,7 @@ func TestSpoolSweep(t *testing.T) {
 	other := plant("report.csv", old)
 	store := s3tasktest.NewS3(t).NewStore(t, &s3task.StoreOptions{SpoolDir: dir})
 	stop := runWorker(t, store, succeed, quickWorker("sweeper", s3task.Hooks{}))
-	waitUntil(t, testWait, "the stale spool file to go", func() bool {
+	waitUntil(t, "the stale spool file to go", func() bool {
 		_, err := os.Stat(stale)
 		return errors.Is(err, os.ErrNotExist)
 	})

@@ -94,7 +94,7 @@ func TestStalledS3HeartbeatsLoseLease(t *testing.T) {
 	}
 	held := e.get(t, task.ID) // the lease as claimed; no renewal lands from here on
 	st.on.Store(true)
-	waitUntil(t, testWait, "attempt 1 to be cancelled", func() bool {
+	waitUntil(t, "attempt 1 to be cancelled", func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		return len(h.causes) > 0
@@ -113,7 +113,7 @@ func TestStalledS3HeartbeatsLoseLease(t *testing.T) {
 	}
 	st.on.Store(false)
 	// OnComplete runs after the record is written: wait for both.
-	waitUntil(t, testWait, "the task to complete", func() bool {
+	waitUntil(t, "the task to complete", func() bool {
 		return e.get(t, task.ID).Status == s3task.StatusCompleted && h.notified.Load() > 0
 	})
 	got := e.get(t, task.ID)
@@ -171,7 +171,7 @@ func TestStalledS3Stop(t *testing.T) {
 	st.on.Store(false)
 	runWorker(t, e.newStore(t, nil), h, quickWorker("after", hooks))
 	// OnComplete runs after the record is written: wait for both.
-	waitUntil(t, testWait, "the task to complete", func() bool {
+	waitUntil(t, "the task to complete", func() bool {
 		return e.get(t, task.ID).Status == s3task.StatusCompleted && h.notified.Load() > 0
 	})
 	h.mu.Lock()
@@ -195,7 +195,7 @@ func TestStalledS3IdleWorkerKeepsPolling(t *testing.T) {
 	}
 	opts := stallWorker("idle", hooks)
 	runWorker(t, e.newStore(t, nil, st.wrap), succeed, opts)
-	waitUntil(t, testWait, "a first poll", func() bool { return polls.Load() > 0 })
+	waitUntil(t, "a first poll", func() bool { return polls.Load() > 0 })
 	st.on.Store(true)
 	// Each request is given up after a second (see stallWorker), so a
 	// stall of 2.5s meets at least two of them if the loop goes on.
@@ -212,7 +212,7 @@ func TestStalledS3IdleWorkerKeepsPolling(t *testing.T) {
 	}
 	// The poll that started the task reports itself when it ends, which
 	// may be after the task completed.
-	waitUntil(t, testWait, "a poll after the stall", func() bool { return polls.Load() > before })
+	waitUntil(t, "a poll after the stall", func() bool { return polls.Load() > before })
 }
 
 // TestStalledS3CheckBackendReturns: CheckBackend on an S3 that has stopped

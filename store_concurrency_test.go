@@ -446,7 +446,7 @@ func TestReconcileConcurrentWithWorkers(t *testing.T) {
 		}
 		return out
 	}
-	waitUntilOr(t, testWait, "every task completes after the last retry", func() bool { return len(stranded()) == 0 },
+	waitUntilOr(t, "every task completes after the last retry", func() bool { return len(stranded()) == 0 },
 		func() string { return strings.Join(stranded(), "\n") })
 	for _, id := range ids {
 		if got := e.get(t, id); got.Attempt != wantAttempt[id] {
@@ -474,7 +474,7 @@ func TestReconcileConcurrentWithWorkers(t *testing.T) {
 		}
 		return true
 	}
-	waitUntilOr(t, testWait, "the workers drop every marker of a phase that is over", leftovers,
+	waitUntilOr(t, "the workers drop every marker of a phase that is over", leftovers,
 		func() string { return e.describeMarkers(t) })
 	for _, stopWorker := range workers {
 		stopWorker()

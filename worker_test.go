@@ -109,18 +109,23 @@ func (e *env) expectMarked(t *testing.T, task *s3task.Task) {
 }
 
 // markedProblem says what keeps task, as stored, from being found by a
-// worker: no marker, or one that falls due after the task needs one; ""
-// if nothing does.
+// worker: no marker, or only markers that fall due after the task needs
+// one; "" if nothing does. Any marker due in time will do: a worker that
+// visits it reads the record, which says what to do. A change under way
+// (a claim, say) writes its marker before its record, so for a moment a
+// task has the marker of its next phase, due later, beside its own.
 func (e *env) markedProblem(t *testing.T, task *s3task.Task) string {
 	t.Helper()
-	if !e.hasMarker(task.ID) {
+	keys := e.markers(task.ID)
+	if len(keys) == 0 {
 		return fmt.Sprintf("task %s is %s but has no active marker: no worker will ever pick it up", task.ID, task.Status)
 	}
-	key := e.markerKey(task.ID)
-	if due := markerDue(t, e.store.Prefix(), key, task.ID); due.After(task.DueAt) {
-		return fmt.Sprintf("task %s: marker %s falls due after the task's due_at %s", task.ID, key, task.DueAt)
+	for _, key := range keys {
+		if due := markerDue(t, e.store.Prefix(), key, task.ID); !due.After(task.DueAt) {
+			return ""
+		}
 	}
-	return ""
+	return fmt.Sprintf("task %s: its markers %v all fall due after the task's due_at %s", task.ID, keys, task.DueAt)
 }
 
 // expectMarkedNow is expectMarked for a task a worker may change at any
@@ -297,7 +302,7 @@ func awaitTask(t *testing.T, ch <-chan *s3task.Task, id, what string) *s3task.Ta
 func awaitMore(t *testing.T, c *s3test.Counter, op string, n int, what string) {
 	t.Helper()
 	from := c.Counts()[op]
-	waitUntil(t, testWait, what, func() bool { return c.Counts()[op] >= from+n })
+	waitUntil(t, what, func() bool { return c.Counts()[op] >= from+n })
 }
 
 // handlerGate blocks handlers until the test opens it, or until their
@@ -500,7 +505,7 @@ func TestWorkerProgressVisibleWhileRunning(t *testing.T) {
 	await(t, ev.claimed, "the claim")
 
 	var running *s3task.Task
-	waitUntil(t, testWait, "Get shows the handler's progress", func() bool {
+	waitUntil(t, "Get shows the handler's progress", func() bool {
 		running = e.get(t, task.ID)
 		return running.Progress == want
 	})
@@ -721,7 +726,7 @@ func TestWorkerCrashRecovery(t *testing.T) {
 	evB := startWorker(t, e.newStore(t, nil), "worker-b", handlerB, nil)
 
 	cut.Cut() // from now on nothing A sends reaches S3
-	waitUntil(t, testWait, "A's requests are refused", func() bool { return cut.Refused() > 0 })
+	waitUntil(t, "A's requests are refused", func() bool { return cut.Refused() > 0 })
 	e.srv.Advance(workerPastLease)
 
 	claimB := await(t, evB.claimed, "worker B to recover the task")
@@ -762,42 +767,44 @@ func TestWorkerCrashRecovery(t *testing.T) {
 }
 
 func TestWorkerCancelWhileRunning(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, nil)
-	handler := newUntilDone(false)
-	ev := startWorker(t, e.newStore(t, nil), "cancel-worker", handler, func(o *s3task.WorkerOptions) { o.HeartbeatInterval = 100 * time.Millisecond })
-	task := e.submit(t, "to cancel")
-	await(t, handler.started, "the handler to start")
+	bubble(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		handler := newUntilDone(false)
+		ev := startWorker(t, e.newStore(t, nil), "cancel-worker", handler, func(o *s3task.WorkerOptions) { o.HeartbeatInterval = 100 * time.Millisecond })
+		task := e.submit(t, "to cancel")
+		await(t, handler.started, "the handler to start")
 
-	canceled, err := e.store.Cancel(e.ctx, task.ID, "user pressed stop")
-	if err != nil {
-		t.Fatalf("Cancel: %v", err)
-	}
-	canceledAt := time.Now()
-	// The worker learns of it at its next heartbeat. The bound leaves room
-	// for a loaded machine and is still a fraction of the lease: the
-	// handler is not left running until the lease runs out.
-	bound := 30 * ev.opts.HeartbeatInterval
-	cause := awaitWithin(t, handler.causes, bound, "the handler's context to be cancelled")
-	t.Logf("handler cancelled %s after Cancel returned (heartbeat every %s)", time.Since(canceledAt).Round(time.Millisecond), ev.opts.HeartbeatInterval)
-	if !errors.Is(cause, s3task.ErrTaskCanceled) {
-		t.Errorf("context.Cause = %v, want ErrTaskCanceled", cause)
-	}
-	lost := await(t, ev.lost, "OnLeaseLost")
-	if !errors.Is(lost.cause, s3task.ErrTaskCanceled) || lost.task == nil || lost.task.Status != s3task.StatusAbandoned {
-		t.Errorf("OnLeaseLost cause %v, task %+v; want ErrTaskCanceled with the abandoned record", lost.cause, lost.task)
-	}
-	ev.stop()
+		canceled, err := e.store.Cancel(e.ctx, task.ID, "user pressed stop")
+		if err != nil {
+			t.Fatalf("Cancel: %v", err)
+		}
+		canceledAt := time.Now()
+		// The worker learns of it at its next heartbeat, within a
+		// HeartbeatInterval of the bubble's clock, which a loaded machine
+		// does not move (the bound adds one for the test's own polling):
+		// the handler is not left running until the lease runs out.
+		bound := 2 * ev.opts.HeartbeatInterval
+		cause := awaitWithin(t, handler.causes, bound, "the handler's context to be cancelled")
+		t.Logf("handler cancelled %s after Cancel returned (heartbeat every %s)", time.Since(canceledAt).Round(time.Millisecond), ev.opts.HeartbeatInterval)
+		if !errors.Is(cause, s3task.ErrTaskCanceled) {
+			t.Errorf("context.Cause = %v, want ErrTaskCanceled", cause)
+		}
+		lost := await(t, ev.lost, "OnLeaseLost")
+		if !errors.Is(lost.cause, s3task.ErrTaskCanceled) || lost.task == nil || lost.task.Status != s3task.StatusAbandoned {
+			t.Errorf("OnLeaseLost cause %v, task %+v; want ErrTaskCanceled with the abandoned record", lost.cause, lost.task)
+		}
+		ev.stop()
 
-	got := e.get(t, task.ID)
-	if diff := cmp.Diff(canceled, got); diff != "" {
-		t.Errorf("the worker changed the abandoned record (-after Cancel +now):\n%s", diff)
-	}
-	if got.Status != s3task.StatusAbandoned || got.CancelReason != "user pressed stop" {
-		t.Errorf("status %s, reason %q; want abandoned, %q", got.Status, got.CancelReason, "user pressed stop")
-	}
-	e.wantMarkers(t, task.ID) // none left
-	ev.expectNone(t, "OnComplete", "OnFail", "OnRelease")
+		got := e.get(t, task.ID)
+		if diff := cmp.Diff(canceled, got); diff != "" {
+			t.Errorf("the worker changed the abandoned record (-after Cancel +now):\n%s", diff)
+		}
+		if got.Status != s3task.StatusAbandoned || got.CancelReason != "user pressed stop" {
+			t.Errorf("status %s, reason %q; want abandoned, %q", got.Status, got.CancelReason, "user pressed stop")
+		}
+		e.wantMarkers(t, task.ID) // none left
+		ev.expectNone(t, "OnComplete", "OnFail", "OnRelease")
+	})
 }
 
 // TestWorkerFastClockKeepsOffLiveLease runs worker B with a clock ten
@@ -824,7 +831,7 @@ func TestWorkerFastClockKeepsOffLiveLease(t *testing.T) {
 		// A's first renewal after the jump may still use the old clock
 		// reading; the ones after it renew from the new one.
 		puts := renewedA.count()
-		waitUntil(t, testWait, "A renewed its lease three times", func() bool { return renewedA.count() >= puts+3 })
+		waitUntil(t, "A renewed its lease three times", func() bool { return renewedA.count() >= puts+3 })
 		awaitMore(t, &reqsB, "GET", 3, "B to look at the task again")
 		if n := len(evB.claimed); n != 0 {
 			t.Fatalf("step %d (server clock +%s): B took over a task whose lease A keeps renewing", i+1, step*time.Duration(i+1))
@@ -1147,7 +1154,7 @@ func TestWorkerIdleCost(t *testing.T) {
 	})
 
 	const polls = 4
-	waitUntil(t, testWait, fmt.Sprintf("%d idle listings", polls), func() bool { return len(lists.get()) >= polls })
+	waitUntil(t, fmt.Sprintf("%d idle listings", polls), func() bool { return len(lists.get()) >= polls })
 	counts := reqs.Counts()
 	if counts["LIST"] < polls || counts["GET"] == 0 || len(counts) != 2 {
 		t.Errorf("idle worker requests: %s; want GETs of the wake object and LISTs only", reqs.String())
@@ -1185,7 +1192,7 @@ func TestWorkerWakesOnSubmit(t *testing.T) {
 		}
 	})
 	ev := startWorker(t, e.newStore(t, nil, lists.wrap), "wake-worker", handler, func(o *s3task.WorkerOptions) { o.MaxPollInterval = time.Hour })
-	waitUntil(t, testWait, "the first listing", func() bool { return len(lists.get()) >= 1 })
+	waitUntil(t, "the first listing", func() bool { return len(lists.get()) >= 1 })
 
 	task := e.submit(t, "woken")
 	if f := await(t, ev.failed, "the submitted task to run"); f.task.ID != task.ID || !f.task.Terminal() {
@@ -1286,7 +1293,7 @@ func TestWorkerRunTwice(t *testing.T) {
 	w, ev := newWorker(t, e.newStore(t, nil, reqs.Wrap), "twice", succeed, nil)
 	cancel, wait := runItself(t, w)
 	// Once the first Run polls, it is running.
-	waitUntil(t, testWait, "the first Run polls", func() bool { return reqs.Counts()["LIST"] > 0 })
+	waitUntil(t, "the first Run polls", func() bool { return reqs.Counts()["LIST"] > 0 })
 
 	second := make(chan error, 1)
 	go func() { second <- w.Run(context.Background()) }()
@@ -1335,7 +1342,7 @@ func TestWorkerSurvivesBrokenRecords(t *testing.T) {
 	ev := startWorker(t, e.newStore(t, nil), "robust-worker", succeed, nil)
 	valid := e.submit(t, "valid")
 	awaitTask(t, ev.completed, valid.ID, "the valid task to complete")
-	waitUntil(t, testWait, "the marker without a record is removed", func() bool { return !e.hasMarker(orphanID) })
+	waitUntil(t, "the marker without a record is removed", func() bool { return !e.hasMarker(orphanID) })
 
 	// The worker keeps going after all that.
 	again := e.submit(t, "valid again")
@@ -1371,64 +1378,70 @@ func TestWorkerSurvivesBrokenRecords(t *testing.T) {
 // marker cannot hit it. Once Retry's record lands, the task is queued with
 // its marker, and it runs again.
 func TestWorkerMarkerDropRacingRetry(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, nil)
-	var wlog recorder
-	handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
-		if job.Task.Attempt == 1 {
-			return s3task.Permanent(errors.New("bad row"))
+	bubble(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		var wlog recorder
+		handler := s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+			if job.Task.Attempt == 1 {
+				return s3task.Permanent(errors.New("bad row"))
+			}
+			return nil
+		})
+		ev := startWorker(t, e.newStore(t, nil, wlog.wrap), "dropping-worker", handler, nil)
+		task := e.submit(t, "retried by an operator")
+		if f := await(t, ev.failed, "the permanent failure"); !f.task.Terminal() {
+			t.Fatalf("failure is not final: %+v", f.task)
 		}
-		return nil
+		waitUntil(t, "the failed task's marker goes", func() bool { return !e.hasMarker(task.ID) })
+		// The operator retries a while after the failure. (In the bubble,
+		// time moves only when every goroutine waits: a Retry at the very
+		// instant of the claim would name its marker after the failed
+		// record's own due time, and so share its key.)
+		time.Sleep(time.Second)
+
+		recordKey := e.recordKey(task.ID)
+		hold := s3test.NewHold(t, func(r *http.Request) bool { return isPut(r, recordKey) })
+		operator := e.newStore(t, nil, hold.Wrap)
+		retried := make(chan error, 1)
+		go func() {
+			_, err := operator.Retry(e.ctx, task.ID)
+			retried <- err
+		}()
+		await(t, hold.Arrived(), "Retry to write its marker and reach its record write")
+		retryMarker := e.markerKey(task.ID) // computed now: the marker Retry just wrote
+		if !e.hasMarker(task.ID) {
+			t.Fatalf("Retry reached its record write without a marker for task %s", task.ID)
+		}
+
+		// Wait for the worker to visit the new marker, reading the record, still
+		// failed, twice over.
+		reads := len(wlog.answers("GET " + recordKey))
+		waitUntil(t, "the worker visits the new marker of the failed task twice", func() bool {
+			return len(wlog.answers("GET "+recordKey)) >= reads+2
+		})
+		if wlog.index("DELETE "+retryMarker) >= 0 {
+			t.Errorf("the worker deleted the marker Retry wrote (%s) while Retry's record write was under way", retryMarker)
+		}
+		if _, ok := e.object(retryMarker); !ok {
+			t.Fatalf("marker %s written by Retry is gone before its record landed", retryMarker)
+		}
+		hold.Release()
+		if err := await(t, retried, "Retry to return"); err != nil {
+			t.Fatalf("Retry: %v", err)
+		}
+
+		got := e.get(t, task.ID)
+		if got.Status != s3task.StatusQueued && got.Attempt < 2 {
+			t.Fatalf("after Retry: status %s attempt %d, want queued (or claimed again)", got.Status, got.Attempt)
+		}
+		if got.Status == s3task.StatusQueued {
+			e.expectMarkedNow(t, task.ID) // the worker may be claiming it: judge a record and markers that agree
+		}
+		if done := await(t, ev.completed, "the retried task to complete"); done.ID != task.ID || done.Attempt != 2 {
+			t.Errorf("completed %s attempt %d, want %s attempt 2", done.ID, done.Attempt, task.ID)
+		}
+		waitUntil(t, "the completed task's marker goes", func() bool { return !e.hasMarker(task.ID) })
 	})
-	ev := startWorker(t, e.newStore(t, nil, wlog.wrap), "dropping-worker", handler, nil)
-	task := e.submit(t, "retried by an operator")
-	if f := await(t, ev.failed, "the permanent failure"); !f.task.Terminal() {
-		t.Fatalf("failure is not final: %+v", f.task)
-	}
-	waitUntil(t, testWait, "the failed task's marker goes", func() bool { return !e.hasMarker(task.ID) })
-
-	recordKey := e.recordKey(task.ID)
-	hold := s3test.NewHold(t, func(r *http.Request) bool { return isPut(r, recordKey) })
-	operator := e.newStore(t, nil, hold.Wrap)
-	retried := make(chan error, 1)
-	go func() {
-		_, err := operator.Retry(e.ctx, task.ID)
-		retried <- err
-	}()
-	await(t, hold.Arrived(), "Retry to write its marker and reach its record write")
-	retryMarker := e.markerKey(task.ID) // computed now: the marker Retry just wrote
-	if !e.hasMarker(task.ID) {
-		t.Fatalf("Retry reached its record write without a marker for task %s", task.ID)
-	}
-
-	// Wait for the worker to visit the new marker, reading the record, still
-	// failed, twice over.
-	reads := len(wlog.answers("GET " + recordKey))
-	waitUntil(t, testWait, "the worker visits the new marker of the failed task twice", func() bool {
-		return len(wlog.answers("GET "+recordKey)) >= reads+2
-	})
-	if wlog.index("DELETE "+retryMarker) >= 0 {
-		t.Errorf("the worker deleted the marker Retry wrote (%s) while Retry's record write was under way", retryMarker)
-	}
-	if _, ok := e.object(retryMarker); !ok {
-		t.Fatalf("marker %s written by Retry is gone before its record landed", retryMarker)
-	}
-	hold.Release()
-	if err := await(t, retried, "Retry to return"); err != nil {
-		t.Fatalf("Retry: %v", err)
-	}
-
-	got := e.get(t, task.ID)
-	if got.Status != s3task.StatusQueued && got.Attempt < 2 {
-		t.Fatalf("after Retry: status %s attempt %d, want queued (or claimed again)", got.Status, got.Attempt)
-	}
-	if got.Status == s3task.StatusQueued {
-		e.expectMarkedNow(t, task.ID) // the worker may be claiming it: judge a record and markers that agree
-	}
-	if done := await(t, ev.completed, "the retried task to complete"); done.ID != task.ID || done.Attempt != 2 {
-		t.Errorf("completed %s attempt %d, want %s attempt 2", done.ID, done.Attempt, task.ID)
-	}
-	waitUntil(t, testWait, "the completed task's marker goes", func() bool { return !e.hasMarker(task.ID) })
 }
 
 // TestWorkerFastClockAfterCheckBackend starts a worker the way the package
@@ -1456,7 +1469,7 @@ func TestWorkerFastClockAfterCheckBackend(t *testing.T) {
 	}
 	evF := startWorker(t, fast, "fast-worker", succeed, nil)
 	gets := reqsF.Counts()["GET"]
-	waitUntil(t, testWait, "the fast worker looked at A's task", func() bool {
+	waitUntil(t, "the fast worker looked at A's task", func() bool {
 		return reqsF.Counts()["GET"] >= gets+3 || len(evF.claimed) > 0
 	})
 	select {
@@ -1483,38 +1496,40 @@ func TestWorkerFastClockAfterCheckBackend(t *testing.T) {
 // cancel the handler with ErrLeaseLost on its own, and write nothing more
 // for the task even when S3 is reachable again.
 func TestWorkerCutOffStopsHandlerAtLeaseEnd(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, nil)
-	var cut s3test.Cutter
-	handler := newUntilDone(true) // would complete the task if anything still reached it
-	ev := startWorker(t, e.newStore(t, nil, cut.Wrap), "cut-worker", handler, func(o *s3task.WorkerOptions) {
-		// A real (short) lease: this test waits for it to run out.
-		o.LeaseDuration, o.HeartbeatInterval, o.ClockMargin = 1500*time.Millisecond, 500*time.Millisecond, time.Second
+	bubble(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		var cut s3test.Cutter
+		handler := newUntilDone(true) // would complete the task if anything still reached it
+		ev := startWorker(t, e.newStore(t, nil, cut.Wrap), "cut-worker", handler, func(o *s3task.WorkerOptions) {
+			// A short lease: this test waits for it to run out (in the
+			// bubble's time).
+			o.LeaseDuration, o.HeartbeatInterval, o.ClockMargin = 1500*time.Millisecond, 500*time.Millisecond, time.Second
+		})
+		task := e.submit(t, "cut off")
+		await(t, handler.started, "the handler to start")
+
+		cut.Cut()
+		before := e.get(t, task.ID) // the last record A wrote
+		if before.Status != s3task.StatusRunning || before.WorkerID != "cut-worker" {
+			t.Fatalf("status %s, worker %q; want running by cut-worker", before.Status, before.WorkerID)
+		}
+		cause := await(t, handler.causes, "the handler to be cancelled once the lease ran out")
+		t.Logf("handler cancelled %s after the lease's end by the server's clock", e.srv.Now().Sub(before.LeaseExpiresAt).Round(time.Millisecond))
+		if !errors.Is(cause, s3task.ErrLeaseLost) {
+			t.Errorf("context.Cause = %v, want ErrLeaseLost", cause)
+		}
+		lost := await(t, ev.lost, "OnLeaseLost")
+		if lost.id != task.ID || !errors.Is(lost.cause, s3task.ErrLeaseLost) {
+			t.Errorf("OnLeaseLost(%s, %v), want (%s, ErrLeaseLost)", lost.id, lost.cause, task.ID)
+		}
+
+		cut.Restore()
+		ev.stop()
+		if got := e.get(t, task.ID); !cmp.Equal(before, got) {
+			t.Errorf("the worker wrote after losing its lease (-before +after):\n%s", cmp.Diff(before, got))
+		}
+		ev.expectNone(t, "OnComplete", "OnRelease")
 	})
-	task := e.submit(t, "cut off")
-	await(t, handler.started, "the handler to start")
-
-	cut.Cut()
-	before := e.get(t, task.ID) // the last record A wrote
-	if before.Status != s3task.StatusRunning || before.WorkerID != "cut-worker" {
-		t.Fatalf("status %s, worker %q; want running by cut-worker", before.Status, before.WorkerID)
-	}
-	cause := await(t, handler.causes, "the handler to be cancelled once the lease ran out")
-	t.Logf("handler cancelled %s after the lease's end by the server's clock", e.srv.Now().Sub(before.LeaseExpiresAt).Round(time.Millisecond))
-	if !errors.Is(cause, s3task.ErrLeaseLost) {
-		t.Errorf("context.Cause = %v, want ErrLeaseLost", cause)
-	}
-	lost := await(t, ev.lost, "OnLeaseLost")
-	if lost.id != task.ID || !errors.Is(lost.cause, s3task.ErrLeaseLost) {
-		t.Errorf("OnLeaseLost(%s, %v), want (%s, ErrLeaseLost)", lost.id, lost.cause, task.ID)
-	}
-
-	cut.Restore()
-	ev.stop()
-	if got := e.get(t, task.ID); !cmp.Equal(before, got) {
-		t.Errorf("the worker wrote after losing its lease (-before +after):\n%s", cmp.Diff(before, got))
-	}
-	ev.expectNone(t, "OnComplete", "OnRelease")
 }
 
 // TestWorkerRefusesUnverifiedInput covers Job.OpenInput's guards: an input
@@ -1755,100 +1770,103 @@ func TestWorkerPicksOldestFirst(t *testing.T) {
 // scheduled: its marker is named after RunAt, no worker claims it before
 // then, and an idle worker claims it soon after, waking for the marker's
 // time without listing in between (one LIST for the Submit's wake object,
-// one when the marker falls due). The test server's clock is the real one.
+// one when the marker falls due). The test server's clock is the bubble's.
 func TestWorkerWaitsForRunAt(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, nil)
-	var reqs s3test.Counter
-	var lists listTimes
-	claimedAt := make(chan time.Time, 1)
-	ev := startWorker(t, e.newStore(t, nil, reqs.Wrap, lists.wrap), "scheduled", succeed, func(o *s3task.WorkerOptions) {
-		onClaim := o.Hooks.OnClaim
-		o.Hooks.OnClaim = func(t *s3task.Task) { offer(claimedAt, time.Now()); onClaim(t) }
-		o.PollInterval, o.MaxPollInterval = 50*time.Millisecond, time.Hour // no safety listing
-		o.ReconcileInterval = -1                                           // nor a reconcile's
+	bubble(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		var reqs s3test.Counter
+		var lists listTimes
+		claimedAt := make(chan time.Time, 1)
+		ev := startWorker(t, e.newStore(t, nil, reqs.Wrap, lists.wrap), "scheduled", succeed, func(o *s3task.WorkerOptions) {
+			onClaim := o.Hooks.OnClaim
+			o.Hooks.OnClaim = func(t *s3task.Task) { offer(claimedAt, time.Now()); onClaim(t) }
+			o.PollInterval, o.MaxPollInterval = 50*time.Millisecond, time.Hour // no safety listing
+			o.ReconcileInterval = -1                                           // nor a reconcile's
+		})
+		await(t, ev.polled, "the first listing")
+
+		const ahead = 1500 * time.Millisecond
+		runAt := e.srv.Now().Add(ahead).Truncate(time.Millisecond)
+		task := e.created(t, s3task.CreateParams{Name: "later", RunAt: runAt})
+		listsBefore := len(lists.get())
+		submitted, err := e.store.Submit(e.ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !submitted.RunAt.Equal(runAt) || !submitted.DueAt.Equal(runAt) || !submitted.Scheduled(e.srv.Now()) {
+			t.Errorf("submitted: run_at %s, due_at %s, scheduled %v; want both %s, scheduled", submitted.RunAt, submitted.DueAt, submitted.Scheduled(e.srv.Now()), runAt)
+		}
+		if key, want := e.markerKey(task.ID), e.store.MarkerKey(submitted); key != want {
+			t.Errorf("marker %s, want %s", key, want)
+		}
+
+		claimed := await(t, ev.claimed, "the scheduled task's claim")
+		at := await(t, claimedAt, "the claim's time")
+		if at.Before(runAt) {
+			t.Errorf("claimed %s before run_at", runAt.Sub(at))
+		}
+		if start := claimed.LeaseExpiresAt.Add(-workerLease); start.Before(runAt) {
+			t.Errorf("claim written at %s by the server's clock, before run_at %s", start, runAt)
+		}
+		if late := at.Sub(runAt); late > 5*time.Second {
+			t.Errorf("claimed %s after run_at, want soon after", late)
+		}
+		if n := len(lists.get()) - listsBefore; n > 2 {
+			t.Errorf("%d LISTs between Submit and the claim, want at most 2 (the wake object's, then the marker's time): %s", n, reqs.String())
+		}
+		await(t, ev.completed, "the scheduled task to complete")
 	})
-	await(t, ev.polled, "the first listing")
-
-	const ahead = 1500 * time.Millisecond
-	runAt := e.srv.Now().Add(ahead).Truncate(time.Millisecond)
-	task := e.created(t, s3task.CreateParams{Name: "later", RunAt: runAt})
-	listsBefore := len(lists.get())
-	submitted, err := e.store.Submit(e.ctx, task.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !submitted.RunAt.Equal(runAt) || !submitted.DueAt.Equal(runAt) || !submitted.Scheduled(e.srv.Now()) {
-		t.Errorf("submitted: run_at %s, due_at %s, scheduled %v; want both %s, scheduled", submitted.RunAt, submitted.DueAt, submitted.Scheduled(e.srv.Now()), runAt)
-	}
-	if key, want := e.markerKey(task.ID), e.store.MarkerKey(submitted); key != want {
-		t.Errorf("marker %s, want %s", key, want)
-	}
-
-	claimed := await(t, ev.claimed, "the scheduled task's claim")
-	at := await(t, claimedAt, "the claim's time")
-	if at.Before(runAt) {
-		t.Errorf("claimed %s before run_at", runAt.Sub(at))
-	}
-	if start := claimed.LeaseExpiresAt.Add(-workerLease); start.Before(runAt) {
-		t.Errorf("claim written at %s by the server's clock, before run_at %s", start, runAt)
-	}
-	if late := at.Sub(runAt); late > 5*time.Second {
-		t.Errorf("claimed %s after run_at, want soon after", late)
-	}
-	if n := len(lists.get()) - listsBefore; n > 2 {
-		t.Errorf("%d LISTs between Submit and the claim, want at most 2 (the wake object's, then the marker's time): %s", n, reqs.String())
-	}
-	await(t, ev.completed, "the scheduled task to complete")
 }
 
 // TestWorkerWake: an idle worker with a long PollInterval lists at once when
 // woken, and so starts a task submitted through another Store (whose wake
 // object it would only check a PollInterval later).
 func TestWorkerWake(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, nil)
-	const poll = 10 * time.Second
-	w, ev := newWorker(t, e.newStore(t, nil), "wakeable", succeed, func(o *s3task.WorkerOptions) { o.PollInterval, o.MaxPollInterval = poll, time.Hour })
-	w.Wake() // not running: nothing happens, nothing blocks
-	runItself(t, w)
-	await(t, ev.polled, "the first listing")
+	bubble(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		const poll = 10 * time.Second
+		w, ev := newWorker(t, e.newStore(t, nil), "wakeable", succeed, func(o *s3task.WorkerOptions) { o.PollInterval, o.MaxPollInterval = poll, time.Hour })
+		w.Wake() // not running: nothing happens, nothing blocks
+		runItself(t, w)
+		await(t, ev.polled, "the first listing")
 
-	begin := time.Now()
-	w.Wake()
-	if p := awaitWithin(t, ev.polled, 5*time.Second, "a listing after Wake"); p.Markers != 0 || p.Started != 0 {
-		t.Errorf("listing after Wake: %+v, want an empty one", p)
-	}
-	task := e.submit(t, "announced by other means")
-	w.Wake()
-	claimed := awaitWithin(t, ev.claimed, 5*time.Second, "the claim after Wake")
-	if claimed.ID != task.ID {
-		t.Errorf("claimed %s, want %s", claimed.ID, task.ID)
-	}
-	t.Logf("woken twice and claimed in %s (PollInterval %s)", time.Since(begin), poll)
+		begin := time.Now()
+		w.Wake()
+		if p := awaitWithin(t, ev.polled, 5*time.Second, "a listing after Wake"); p.Markers != 0 || p.Started != 0 {
+			t.Errorf("listing after Wake: %+v, want an empty one", p)
+		}
+		task := e.submit(t, "announced by other means")
+		w.Wake()
+		claimed := awaitWithin(t, ev.claimed, 5*time.Second, "the claim after Wake")
+		if claimed.ID != task.ID {
+			t.Errorf("claimed %s, want %s", claimed.ID, task.ID)
+		}
+		t.Logf("woken twice and claimed in %s (PollInterval %s)", time.Since(begin), poll)
+	})
 }
 
 // TestWorkerStartsLocalSubmitAtOnce: a Submit through the worker's own
 // Store kicks it, so the task starts without waiting for the worker's next
 // check of the wake object, a PollInterval away.
 func TestWorkerStartsLocalSubmitAtOnce(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, nil)
-	store := e.newStore(t, nil)
-	ev := startWorker(t, store, "local", succeed, func(o *s3task.WorkerOptions) { o.PollInterval, o.MaxPollInterval = 10*time.Second, time.Hour })
-	await(t, ev.polled, "the first listing")
+	bubble(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		store := e.newStore(t, nil)
+		ev := startWorker(t, store, "local", succeed, func(o *s3task.WorkerOptions) { o.PollInterval, o.MaxPollInterval = 10*time.Second, time.Hour })
+		await(t, ev.polled, "the first listing")
 
-	task := e.created(t, s3task.CreateParams{Name: "local"})
-	begin := time.Now()
-	if _, err := store.Submit(e.ctx, task.ID); err != nil {
-		t.Fatal(err)
-	}
-	claimed := awaitWithin(t, ev.claimed, 5*time.Second, "the claim of the local Submit")
-	if claimed.ID != task.ID {
-		t.Errorf("claimed %s, want %s", claimed.ID, task.ID)
-	}
-	t.Logf("claimed %s after Submit (PollInterval %s)", time.Since(begin), ev.opts.PollInterval)
-	await(t, ev.completed, "the task to complete")
+		task := e.created(t, s3task.CreateParams{Name: "local"})
+		begin := time.Now()
+		if _, err := store.Submit(e.ctx, task.ID); err != nil {
+			t.Fatal(err)
+		}
+		claimed := awaitWithin(t, ev.claimed, 5*time.Second, "the claim of the local Submit")
+		if claimed.ID != task.ID {
+			t.Errorf("claimed %s, want %s", claimed.ID, task.ID)
+		}
+		t.Logf("claimed %s after Submit (PollInterval %s)", time.Since(begin), ev.opts.PollInterval)
+		await(t, ev.completed, "the task to complete")
+	})
 }
 
 // TestWorkerPicksUpLegacyMarkers: a task queued by an earlier version has
@@ -1858,61 +1876,62 @@ func TestWorkerStartsLocalSubmitAtOnce(t *testing.T) {
 // running on another worker, whose marker its heartbeats keep ahead of the
 // lease's end.
 func TestWorkerPicksUpLegacyMarkers(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, nil)
-	release := newHandlerGate(t)
-	// The first worker's one slot runs the blocker, so it cannot take the
-	// task while the test turns it into one an earlier version left.
-	first := startWorker(t, e.newStore(t, nil), "legacy-reader", release.handler(), func(o *s3task.WorkerOptions) { o.Concurrency = 1 })
-	blocker := e.submit(t, "blocker")
-	awaitTask(t, first.claimed, blocker.ID, "the blocker's claim")
+	bubble(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		release := newHandlerGate(t)
+		// The first worker's one slot runs the blocker, so it cannot take the
+		// task while the test turns it into one an earlier version left.
+		first := startWorker(t, e.newStore(t, nil), "legacy-reader", release.handler(), func(o *s3task.WorkerOptions) { o.Concurrency = 1 })
+		blocker := e.submit(t, "blocker")
+		awaitTask(t, first.claimed, blocker.ID, "the blocker's claim")
 
-	// A queued task as an earlier version left it: no due_at in the record,
-	// the marker at active/<id>.
-	task := e.created(t, s3task.CreateParams{Name: "legacy"})
-	queued := e.store // submit through a Store the worker does not share
-	submitted, err := queued.Submit(e.ctx, task.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, ok := e.object(e.recordKey(task.ID))
-	if !ok {
-		t.Fatal("no record")
-	}
-	var rec map[string]any
-	if err := json.Unmarshal(body, &rec); err != nil {
-		t.Fatal(err)
-	}
-	delete(rec, "due_at")
-	legacy, err := json.Marshal(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The legacy marker first, then the record, then the dated marker goes:
-	// the task always has a marker.
-	legacyKey := e.store.Prefix() + "active/" + task.ID
-	e.put(t, legacyKey, nil)
-	e.put(t, e.recordKey(task.ID), legacy)
-	e.del(t, e.store.MarkerKey(submitted))
-	if got := e.get(t, task.ID); !got.DueAt.IsZero() || got.Status != s3task.StatusQueued || e.markerKey(task.ID) != legacyKey {
-		t.Fatalf("setup: due_at %s, status %s, marker %s; want none, queued, %s", got.DueAt, got.Status, e.markerKey(task.ID), legacyKey)
-	}
-	// The wake object tells the worker to look; its safety listing comes
-	// every MaxPollInterval anyway.
-	if _, err := queued.Submit(e.ctx, task.ID); err != nil {
-		t.Fatal(err)
-	}
-	// A worker looks for such markers when it starts (and once per
-	// ReconcileInterval): one started now finds it while the blocker's
-	// marker stands in the way of the first.
-	second := startWorker(t, e.newStore(t, nil), "legacy-reader-2", succeed, nil)
-	c := awaitWithin(t, second.claimed, 5*time.Second, "the legacy task's claim while the blocker runs")
-	if c.ID != task.ID {
-		t.Fatalf("claimed %s, want the legacy task %s", c.ID, task.ID)
-	}
-	await(t, second.completed, "the legacy task to complete")
-	release.open()
-	await(t, first.completed, "the blocker to complete")
+		// A queued task as an earlier version left it: no due_at in the record,
+		// the marker at active/<id>.
+		task := e.created(t, s3task.CreateParams{Name: "legacy"})
+		queued := e.store // submit through a Store the worker does not share
+		submitted, err := queued.Submit(e.ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, ok := e.object(e.recordKey(task.ID))
+		if !ok {
+			t.Fatal("no record")
+		}
+		var rec map[string]any
+		if err := json.Unmarshal(body, &rec); err != nil {
+			t.Fatal(err)
+		}
+		delete(rec, "due_at")
+		legacy, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The legacy marker first, then the record, then the dated marker goes:
+		// the task always has a marker.
+		legacyKey := e.store.Prefix() + "active/" + task.ID
+		e.put(t, legacyKey, nil)
+		e.put(t, e.recordKey(task.ID), legacy)
+		e.del(t, e.store.MarkerKey(submitted))
+		if got := e.get(t, task.ID); !got.DueAt.IsZero() || got.Status != s3task.StatusQueued || e.markerKey(task.ID) != legacyKey {
+			t.Fatalf("setup: due_at %s, status %s, marker %s; want none, queued, %s", got.DueAt, got.Status, e.markerKey(task.ID), legacyKey)
+		}
+		// The wake object tells the worker to look; its safety listing comes
+		// every MaxPollInterval anyway.
+		if _, err := queued.Submit(e.ctx, task.ID); err != nil {
+			t.Fatal(err)
+		}
+		// A worker looks for such markers when it starts (and once per
+		// ReconcileInterval): one started now finds it while the blocker's
+		// marker stands in the way of the first.
+		second := startWorker(t, e.newStore(t, nil), "legacy-reader-2", succeed, nil)
+		c := awaitWithin(t, second.claimed, 5*time.Second, "the legacy task's claim while the blocker runs")
+		if c.ID != task.ID {
+			t.Fatalf("claimed %s, want the legacy task %s", c.ID, task.ID)
+		}
+		await(t, second.completed, "the legacy task to complete")
+		release.open()
+		await(t, first.completed, "the blocker to complete")
+	})
 }
 
 // TestWorkerHeartbeatsMoveMarker: while a task runs longer than its lease,
@@ -1920,33 +1939,34 @@ func TestWorkerPicksUpLegacyMarkers(t *testing.T) {
 // about once a lease, so the marker never falls due while the lease is
 // live and polls do not visit a running task.
 func TestWorkerHeartbeatsMoveMarker(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, nil)
-	release := newHandlerGate(t)
-	ev := startWorker(t, e.newStore(t, nil), "mover", release.handler(), func(o *s3task.WorkerOptions) {
-		o.LeaseDuration, o.HeartbeatInterval, o.ClockMargin = time.Second, 100*time.Millisecond, 200*time.Millisecond
-	})
-	task := e.submit(t, "long")
-	await(t, ev.claimed, "the claim")
+	bubble(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		release := newHandlerGate(t)
+		ev := startWorker(t, e.newStore(t, nil), "mover", release.handler(), func(o *s3task.WorkerOptions) {
+			o.LeaseDuration, o.HeartbeatInterval, o.ClockMargin = time.Second, 100*time.Millisecond, 200*time.Millisecond
+		})
+		task := e.submit(t, "long")
+		await(t, ev.claimed, "the claim")
 
-	seen := map[string]bool{}
-	for end := time.Now().Add(3500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		key := e.markerKey(task.ID)
-		due := markerDue(t, e.store.Prefix(), key, task.ID)
-		if due.IsZero() {
-			t.Fatalf("running task's marker %q: want one named after its due time", key)
+		seen := map[string]bool{}
+		for end := time.Now().Add(3500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			key := e.markerKey(task.ID)
+			due := markerDue(t, e.store.Prefix(), key, task.ID)
+			if due.IsZero() {
+				t.Fatalf("running task's marker %q: want one named after its due time", key)
+			}
+			if now := e.srv.Now(); !due.After(now) {
+				t.Errorf("marker %s fell due at %s while the lease was live (server time %s)", key, due, now)
+			}
+			seen[key] = true
 		}
-		if now := e.srv.Now(); !due.After(now) {
-			t.Errorf("marker %s fell due at %s while the lease was live (server time %s)", key, due, now)
+		if len(seen) < 3 {
+			t.Errorf("the marker moved %d times in 3.5 leases, want at least twice: %v", len(seen)-1, seen)
 		}
-		seen[key] = true
-	}
-	if len(seen) < 3 {
-		t.Errorf("the marker moved %d times in 3.5 leases, want at least twice: %v", len(seen)-1, seen)
-	}
-	release.open()
-	await(t, ev.completed, "the task to complete")
-	e.wantMarkers(t, task.ID) // none left
+		release.open()
+		await(t, ev.completed, "the task to complete")
+		e.wantMarkers(t, task.ID) // none left
+	})
 }
 
 // contention watches every handler run across all workers of a test.
@@ -2153,7 +2173,7 @@ func TestWorkerReadsDeletedRecordOnce(t *testing.T) {
 		})
 	})
 	runWorker(t, store, s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), &s3task.WorkerOptions{Concurrency: 4})
-	waitUntil(t, testWait, "the task's markers to go", func() bool { return !e.hasMarker(task.ID) })
+	waitUntil(t, "the task's markers to go", func() bool { return !e.hasMarker(task.ID) })
 	if n := reads.Load(); n != 1 {
 		t.Errorf("the worker read the deleted record %d times for %d markers, want once", n, len(leftovers)+1)
 	}
