@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/s3task/s3task/internal/probe"
 	"github.com/s3task/s3task/internal/sim"
@@ -228,14 +229,17 @@ func startSimRest(t *testing.T, from uint64, n, tasks int) *simRest {
 		return nil
 	}
 	r := &simRest{from: from, n: n, finished: make(chan error, 1)}
-	args := []string{goTool, "test", "-run", "^TestSimulation$", "-count=1", "-timeout=30m",
-		fmt.Sprintf("-sim.from=%d", from), fmt.Sprintf("-sim.seeds=%d", n), fmt.Sprintf("-sim.tasks=%d", tasks), "."}
-	// The simulation runs in virtual time and does not mind waiting for a
-	// core; the tests running beside it in real time do. So it runs niced
-	// where nice is there.
-	if nice, err := exec.LookPath("nice"); err == nil {
-		args = append([]string{nice, "-n", "10"}, args...)
+	// Its time is this test's: it has until this binary's deadline, if any.
+	// It runs at the priority of the tests beside it, which must not mind
+	// waiting for a core, rather than niced: on a machine kept busy by other
+	// work, a niced simulation gets a tenth of a core or so and runs out of
+	// time.
+	timeout := time.Duration(0)
+	if deadline, ok := t.Deadline(); ok {
+		timeout = max(time.Until(deadline), time.Second)
 	}
+	args := []string{goTool, "test", "-run", "^TestSimulation$", "-count=1", "-timeout=" + timeout.Round(time.Second).String(),
+		fmt.Sprintf("-sim.from=%d", from), fmt.Sprintf("-sim.seeds=%d", n), fmt.Sprintf("-sim.tasks=%d", tasks), "."}
 	r.cmd = exec.Command(args[0], args[1:]...)
 	r.cmd.Env = simGCEnv(os.Environ())
 	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.out
