@@ -95,12 +95,16 @@ const (
 	// than its PollInterval after the Pause returned, before any Resume of
 	// the type started (see checkPause).
 	KindPause Kind = "pause"
+	// KindRelease: a function invocation gave a task back past its
+	// ReleaseLimit, or failed it for timeout short of it (see
+	// checkReleases).
+	KindRelease Kind = "release"
 )
 
 // Kinds lists every kind, in the order of the checks.
 func Kinds() []Kind {
 	return []Kind{KindOverlap, KindCompletion, KindAttempts, KindAPI, KindLateWrite, KindMarker,
-		KindNotice, KindClaimDelay, KindTransition, KindExpiry, KindStuck, KindKey, KindOverrun, KindCost, KindPickup, KindStop, KindIngest, KindInput, KindHistory, KindPause}
+		KindNotice, KindClaimDelay, KindTransition, KindExpiry, KindStuck, KindKey, KindOverrun, KindCost, KindPickup, KindStop, KindIngest, KindInput, KindHistory, KindPause, KindRelease}
 }
 
 // Violation is one broken guarantee found in a history.
@@ -121,7 +125,7 @@ func Check(h *History) []Violation {
 	var vs []Violation
 	for _, check := range []func(*index) []Violation{
 		checkOverlap, checkCompletion, checkAttempts, checkAPI, checkLateWrites, checkMarkers,
-		checkNotices, checkClaimDelay, checkTransitions, checkExpiry, checkStuck, checkKeys, checkOverrun, checkGoneReads, checkPickup, checkEventPickup, checkStopBy, checkIngest, checkInputOnce, checkHistories, checkPause,
+		checkNotices, checkClaimDelay, checkTransitions, checkExpiry, checkStuck, checkKeys, checkOverrun, checkGoneReads, checkPickup, checkEventPickup, checkStopBy, checkIngest, checkInputOnce, checkHistories, checkPause, checkReleases,
 	} {
 		vs = append(vs, check(x)...)
 	}

@@ -336,6 +336,51 @@ func TestCheckFindsEachKind(t *testing.T) {
 			s.record(2*time.Second, "i1", storyOther, func(t *Record) { t.Metadata = source("incoming/c.csv", "v1") })
 			s.object(3*time.Second, "i1", "PUT", "p/"+storyOther+"/input", "v2")
 		}},
+		{KindIngest, "a task is made of a version of a file S3 never held", func(s *story, run *HandlerRun) {
+			s.record(2*time.Second, "i1", storyOther, func(t *Record) { t.Metadata = source("incoming/junk.csv", "nothing") })
+		}},
+		{KindIngest, "a version stays in place for 20 minutes with no task submitted", func(s *story, run *HandlerRun) {
+			s.object(time.Second, "partner", "PUT", "incoming/d.csv", "v1")
+			s.object(20*time.Minute, "partner", "DELETE", "incoming/d.csv", "")
+		}},
+		{KindIngest, "a direct Ingest fails with a transition error", func(s *story, run *HandlerRun) {
+			s.h.Calls = append(s.h.Calls, Call{Proc: "d1", Kind: CallIngest, Key: "incoming/e.csv etag", Start: s.at(time.Second), End: s.at(2 * time.Second),
+				StartSeq: s.next(), EndSeq: s.next(), Err: "s3task: cannot upload input", Transition: true})
+		}},
+		{KindRelease, "f5 gives a task back after three attempts in a row given back", func(s *story, run *HandlerRun) {
+			s.h.Params.ReleaseLimit = 3
+			for n := 1; n <= 4; n++ {
+				worker := fmt.Sprintf("f%d", n+1)
+				d := time.Duration(n) * time.Minute
+				s.record(d, worker, storyOther, func(t *Record) {
+					t.Status, t.Attempt, t.WorkerID = s3task.StatusRunning, n, worker
+					s.claimed(t, d)
+				}).Released = n - 1
+				s.record(d+50*time.Second, worker, storyOther, func(t *Record) {
+					t.Status, t.WorkerID, t.ErrorCategory, t.LastError = s3task.StatusQueued, "", s3task.CategoryShutdown, "interrupted"
+					s.ended(t, d+50*time.Second, s3task.OutcomeReleased)
+				}).Released = n
+			}
+		}},
+		{KindRelease, "f2 fails a task for timeout after one attempt given back", func(s *story, run *HandlerRun) {
+			s.h.Params.ReleaseLimit = 3
+			s.record(time.Minute, "f1", storyOther, func(t *Record) {
+				t.Status, t.Attempt, t.WorkerID = s3task.StatusRunning, 1, "f1"
+				s.claimed(t, time.Minute)
+			})
+			s.record(2*time.Minute, "f1", storyOther, func(t *Record) {
+				t.Status, t.WorkerID, t.ErrorCategory = s3task.StatusQueued, "", s3task.CategoryShutdown
+				s.ended(t, 2*time.Minute, s3task.OutcomeReleased)
+			}).Released = 1
+			s.record(3*time.Minute, "f2", storyOther, func(t *Record) {
+				t.Status, t.Attempt, t.WorkerID = s3task.StatusRunning, 2, "f2"
+				s.claimed(t, 3*time.Minute)
+			}).Released = 1
+			s.record(4*time.Minute, "f2", storyOther, func(t *Record) {
+				t.Status, t.WorkerID, t.ErrorCategory = s3task.StatusFailed, "", s3task.CategoryTimeout
+				s.ended(t, 4*time.Minute, s3task.OutcomeFailed)
+			}).Released = 1
+		}},
 		{KindInput, "a form posted again after Submit replaces the input", func(s *story, run *HandlerRun) {
 			s.object(500*time.Millisecond, "op1", "PUT", "p/"+id+"/input", "the input")
 			s.object(45*time.Second, "browser", "PUT", "p/"+id+"/input", "another input")

@@ -58,6 +58,15 @@ type Config struct {
 	// moments (Store.Pause, Store.Resume) until the turbulence ends, then
 	// resume them all. Default: half the worlds.
 	Pause bool
+	// Functions runs, beside the fleet, one or two functions as on AWS
+	// Lambda: a chain of short invocations, each a fresh worker process
+	// (WorkerOptions.ReleaseLimit = FunctionReleaseLimit, presence and
+	// reconciler off) that runs for 30 seconds to 2 minutes and is then
+	// stopped with a few seconds' grace, so that a task longer than an
+	// invocation is given back, invocation after invocation, until the
+	// limit fails it. The fleet does not serve type "c": its tasks are the
+	// functions' alone. Default: one seed in six.
+	Functions bool
 	// Cap is how long after the turbulence the run waits for every task to
 	// finish before it reports the rest as stuck. Default 90 minutes, and
 	// 20 seconds more per task of a Burst and per task over 50.
@@ -93,6 +102,7 @@ func (c Config) withDefaults(rng *Rand) Config {
 	c.Ingest = c.Ingest || c.Events && NewRand(c.Seed, "ingest").Chance(0.5)
 	c.Events = c.Events || c.Ingest
 	c.Pause = c.Pause || NewRand(c.Seed, "pause").Chance(0.5)
+	c.Functions = c.Functions || NewRand(c.Seed, "functions").Chance(1.0/6)
 	if c.Planted == 0 && planted {
 		c.Planted = nPlanted
 	}

@@ -49,8 +49,18 @@
 //     those workers poll only every MaxPollInterval and must start a task
 //     they are told of within the pickup bound; in half of those worlds a
 //     partner puts files under incoming/ (new ones, new versions,
-//     deletions) and two Ingesters, fed the same events and sweeping, must
-//     make exactly one task of each version, with that version as input.
+//     deletions, the same bytes put back, files that vanish between an
+//     ingest's look and its copy, names longer than a task's, and events
+//     for files that never existed) while two Ingesters, restarted now and
+//     then (and after purges of what they made), fed the same events and
+//     sweeping, and two direct callers of Ingest must make exactly one
+//     submitted task of each version that stays, in time, through a
+//     brownout of S3 longer than two sweeps;
+//   - in one world in six, functions run beside the fleet as on AWS
+//     Lambda: chains of short invocations, each stopped after a minute or
+//     two, the only workers of type "c", some of whose tasks are longer
+//     than any invocation and must fail for timeout at the give-back past
+//     the release limit.
 //
 // [Check] is a pure function of the [History] and returns every
 // [Violation] it finds; see the Kind constants for what is checked.

@@ -58,6 +58,11 @@ func (w *World) plan(job *s3task.Job, worker string) plan {
 	default:
 		p.work = r.Dur(75*time.Second, 3*time.Minute)
 	}
+	if w.cfg.Functions && job.Task.Type == "c" && NewRand(w.cfg.Seed, "too-long/"+job.Task.Name).Chance(0.3) {
+		// Longer than any function invocation, at every attempt: it is
+		// given back until the release limit fails it.
+		p.work = r.Dur(3*time.Minute, 5*time.Minute)
+	}
 	p.outcome = outcome(r.Pick(55, 10, 15, 6, 8, 6))
 	if p.outcome == retryAfter {
 		p.delay = r.Dur(5*time.Second, 90*time.Second)

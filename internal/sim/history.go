@@ -98,6 +98,9 @@ type Params struct {
 	// reconciler), whose reads may all be under way before the first
 	// comes back and tells the others.
 	GoneReads int
+	// ReleaseLimit is the WorkerOptions.ReleaseLimit of the function
+	// invocations (Config.Functions, processes "f…"); zero: none ran.
+	ReleaseLimit int
 	// CutOff is how long an outage must last to count as the worker being
 	// cut off from S3, which may legitimately cost it its lease and the
 	// attempt. Shorter blips must be ridden out.

@@ -28,9 +28,15 @@ func Run(cfg Config) (*History, error) {
 		if i > 0 && w.rng.Chance(0.7) {
 			types = pickTypes(w.rng)
 		}
+		if cfg.Functions {
+			types = fleetTypes(types)
+		}
 		if err := w.startWorker(0, types); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Functions {
+		w.startFunctions()
 	}
 	ops := make([]*proc, cfg.Operators)
 	for i := range ops {

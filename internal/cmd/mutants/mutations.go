@@ -305,4 +305,18 @@ var mutations = []mutation{
 		New: `	case s3x.NotFound(err) || s3x.Lost(err): // gone, or no longer that version (412)
 		h, err = &s3.HeadObjectOutput{}, nil`,
 	},
+	{
+		Name:    "release-limit-late",
+		Promise: "A worker with a ReleaseLimit fails a task for good at the give-back past the limit: a task too long for any invocation is started at most ReleaseLimit+1 times in a row.",
+		File:    "task.go",
+		Old:     `e.releaseLimit > 0 && run >= e.releaseLimit`,
+		New:     `e.releaseLimit > 0 && run > e.releaseLimit`,
+	},
+	{
+		Name:    "release-limit-early",
+		Promise: "A worker with a ReleaseLimit gives a task back ReleaseLimit times in a row before it fails it for timeout, not fewer.",
+		File:    "task.go",
+		Old:     `e.releaseLimit > 0 && run >= e.releaseLimit`,
+		New:     `e.releaseLimit > 0 && run >= e.releaseLimit-1`,
+	},
 }
