@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -150,4 +152,96 @@ func TestEventsWebhook(t *testing.T) {
 	}
 	task := svc.awaitIngested("incoming/by event.csv", 1)[0]
 	svc.waitFor(task.ID, "completed", completed)
+}
+
+// countingTransport counts the requests its RoundTripper sends, by method,
+// of the keys that start with a prefix.
+type countingTransport struct {
+	next   http.RoundTripper
+	folder string // a part of a path-style URL's path: "/incoming/junk-"
+
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.Contains(r.URL.Path, c.folder) {
+		c.mu.Lock()
+		c.n[r.Method]++
+		c.mu.Unlock()
+	}
+	return c.next.RoundTrip(r)
+}
+
+func (c *countingTransport) counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.n)
+}
+
+// eventually waits until cond holds, for as long as the test may run (up
+// to half a minute before go test's deadline, so that the test fails with
+// what it waited for): a slow machine makes it slow, never a failure.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline, bounded := t.Deadline()
+	for !cond() {
+		if bounded && time.Until(deadline) < 30*time.Second {
+			t.Fatalf("still not %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestEventsFlood: a flood of authenticated deliveries naming 3,000 files
+// that do not exist makes no task and costs one HEAD per record: one
+// delivery of the 3,000 is refused whole (413, a delivery holds at most
+// 10 records), and 300 deliveries of 10 are taken, each record costing the
+// ingest a HEAD of its object and nothing more.
+func TestEventsFlood(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, svcOptions{args: []string{"-ingest", "incoming/", "-ingest-sweep", "1h", "-events-token", "hook-secret"}})
+	var count *countingTransport
+	cfg.s3Wrap = func(next http.RoundTripper) http.RoundTripper {
+		count = &countingTransport{next: next, folder: "/incoming/junk-", n: map[string]int{}}
+		return count
+	}
+	svc := startConfig(t, cfg)
+	bucket := svc.app.objs.bucket
+	missing := make([]written, 3000)
+	for i := range missing {
+		missing[i] = written{Key: fmt.Sprintf("incoming/junk-%04d.csv", i), ETag: "0123456789abcdef0123456789abcdef"}
+	}
+	hook := svc.base + "/s3-events?token=hook-secret"
+	if code := svc.postEvents(hook, eventBody(t, bucket, missing...)); code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("one delivery of 3,000 records: %d, want 413", code)
+	}
+	for i := 0; i < len(missing); i += 10 {
+		if code := svc.postEvents(hook, eventBody(t, bucket, missing[i:i+10]...)); code != http.StatusNoContent {
+			t.Fatalf("delivery %d of 10 records: %d, want 204", i/10, code)
+		}
+	}
+	eventually(t, "a HEAD per junk record", func() bool { return count.counts()["HEAD"] >= len(missing) })
+	if got := svc.app.metricsNow(t)[series("s3task_webhook_events_total", "to", "ingest")]; got != float64(len(missing)) {
+		t.Errorf("events that reached the ingest: %v, want %d (the refused delivery's none)", got, len(missing))
+	}
+	// Past the last HEAD: a further delivery of a real file, taken after
+	// the 3,000, makes its task; by then every junk record is done with.
+	data := []byte("a\n1\n")
+	etag, err := svc.objects().Put(t.Context(), "incoming/real.csv", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := svc.postEvents(hook, eventBody(t, bucket, written{"incoming/real.csv", etag})); code != http.StatusNoContent {
+		t.Fatalf("the real file's delivery: %d, want 204", code)
+	}
+	svc.awaitIngested("incoming/real.csv", 1)
+	var page listResponse
+	svc.call("GET", "/tasks?limit=1000", nil, http.StatusOK, &page)
+	if len(page.Tasks) != 1 || len(page.Broken) != 0 {
+		t.Errorf("%d tasks and %d broken records after the flood, want only the real file's task", len(page.Tasks), len(page.Broken))
+	}
+	if got, want := count.counts(), map[string]int{"HEAD": len(missing)}; !maps.Equal(got, want) {
+		t.Errorf("requests of the junk records' keys, by method: %v; want %v, one HEAD each", got, want)
+	}
 }
