@@ -33,7 +33,7 @@ const metricsNamespace = "s3task"
 var knownCategories = []string{
 	s3task.CategoryPermanent, s3task.CategoryTransient, s3task.CategoryPanic,
 	s3task.CategoryLeaseExpired, s3task.CategoryShutdown, s3task.CategoryBadPayload,
-	s3task.CategoryUnknownType, "unknown",
+	s3task.CategoryUnknownType, s3task.CategoryInputChanged, s3task.CategoryTimeout, "unknown",
 	catBadInput, catInputUnavailable, catIO,
 }
 
