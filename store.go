@@ -225,9 +225,11 @@ type CreateParams struct {
 	// calls' are not compared), as long as that task exists, which is
 	// until [Store.Purge] removes it; then the next Create with the Key
 	// makes a new task. At no time do two tasks of one Key exist, purged
-	// ones apart. Use a form's submission token or an upstream event ID, so
-	// that a double click or a resent request makes one task. At most 256
-	// bytes of printable UTF-8; it is stored in the record
+	// ones apart (and, for the keys [Store.Ingest] gives its tasks, ones
+	// abandoned before they were submitted, which an Ingest replaces once
+	// their source is back). Use a form's submission token or an upstream
+	// event ID, so that a double click or a resent request makes one task.
+	// At most 256 bytes of printable UTF-8; it is stored in the record
 	// (Task.IdempotencyKey).
 	//
 	// The key has an object of its own under <prefix>_keys/, naming its
