@@ -106,16 +106,6 @@ var mutations = []mutation{
 		},
 	},
 	{
-		Name:    "key-adopt-late",
-		Promise: "A keyed Create writes the task its key names only within a minute of the key: after that, and after a purge, it takes the key over, so a purged task never comes back and one key never has two live tasks.",
-		File:    "idempotency.go",
-		Old:     `		case age < keyAdoptWithin:`,
-		New:     `		case true:`,
-		Also: []edit{{"idempotency.go",
-			`ctx, cancel := context.WithDeadline(ctx, time.Now().Add(k.written.Add(keyAdoptWithin).Sub(s.serverClock())))`,
-			`ctx, cancel := context.WithCancel(ctx)`}},
-	},
-	{
 		Name:    "unserved-claimed",
 		Promise: "A worker claims only tasks of the types its handler serves, and leaves the others to a worker that does.",
 		File:    "poll.go",
