@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -323,4 +324,64 @@ func TestIngesterFlood(t *testing.T) {
 			t.Errorf("the flood wrote %d objects under the Store's prefix, first %s", len(keys), keys[0])
 		}
 	})
+}
+
+// BenchmarkIngesterSweep measures a sweep of a folder whose versions the
+// Ingester has all settled: its requests (the LISTs alone, one per 1,000
+// objects), its allocations, and the memory the Ingester keeps per settled
+// version; and, beside it, the first sweep of a restarted Ingester, which
+// settles nothing yet and looks at every version again (4 requests each).
+//
+//	go test -run '^$' -bench BenchmarkIngesterSweep -benchmem .
+func BenchmarkIngesterSweep(b *testing.B) {
+	for _, n := range []int{100, 2000} {
+		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
+			mem, err := s3test.NewMemory()
+			if err != nil {
+				b.Fatal(err)
+			}
+			raw := s3test.Objects{Client: mem.Client(), Bucket: mem.Bucket}
+			ctx := context.Background()
+			var c opCounter
+			st, err := NewStore(mem.Client(c.wrap), mem.Bucket, &StoreOptions{Logger: advQuiet})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range n {
+				if _, err := raw.Put(ctx, fmt.Sprintf("incoming/f-%05d.csv", i), []byte(fmt.Sprintf("row %d\n", i))); err != nil {
+					b.Fatal(err)
+				}
+			}
+			newIngester := func() *Ingester {
+				in, err := NewIngester(st, &IngestOptions{Prefix: "incoming/", Logger: advQuiet})
+				if err != nil {
+					b.Fatal(err)
+				}
+				return in
+			}
+			first := newIngester()
+			if got, err := first.Sweep(ctx, time.Time{}); err != nil || got != n {
+				b.Fatalf("first sweep: %d, %v; want %d settled", got, err, n)
+			}
+			c.take()
+			restarted := newIngester()
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			if got, err := restarted.Sweep(ctx, time.Time{}); err != nil || got != n {
+				b.Fatalf("a restarted Ingester's first sweep: %d, %v", got, err)
+			}
+			restartOps := total(c.take())
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			for b.Loop() {
+				if _, err := restarted.Sweep(ctx, time.Time{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(total(c.take()))/float64(b.N), "requests/sweep")
+			b.ReportMetric(float64(restartOps)/float64(n), "restart-requests/version")
+			b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(n), "kept-bytes/version")
+		})
+	}
 }
