@@ -289,17 +289,7 @@ func (w *World) partner(p *proc, until time.Time) {
 		if !w.sleep(12 * time.Minute) {
 			return
 		}
-		var purged []string
-		_, _ = p.callWith(Call{Kind: CallPurge}, func(ctx context.Context) (*s3task.Task, error) {
-			r, err := p.store.Purge(ctx, time.Now(), s3task.PurgeOptions{})
-			if r != nil {
-				purged = r.Purged
-			}
-			return nil, err
-		}, func(c *Call) {
-			c.Purged = purged
-			c.Note = "purged " + strings.Join(purged, ",")
-		})
+		p.purge(time.Now(), s3task.PurgeOptions{})
 		for i := range 2 {
 			w.restartIngester(w.ingester(i))
 		}

@@ -406,17 +406,7 @@ func (p *proc) meddle() {
 		cutoff := time.Now().Add(-p.rng.Dur(0, 5*time.Minute))
 		limit := 1 + p.rng.IntN(4)
 		drop := p.rng.Chance(0.3) // also tasks whose notice is still owed
-		var purged []string
-		_, _ = p.callWith(Call{Kind: CallPurge}, func(ctx context.Context) (*s3task.Task, error) {
-			r, err := p.store.Purge(ctx, cutoff, s3task.PurgeOptions{Limit: limit, DropPendingNotices: drop})
-			if r != nil {
-				purged = r.Purged
-			}
-			return nil, err
-		}, func(c *Call) {
-			c.Purged = purged
-			c.Note = "purged " + strings.Join(purged, ",")
-		})
+		p.purge(cutoff, s3task.PurgeOptions{Limit: limit, DropPendingNotices: drop})
 	case 3:
 		id := ids[p.rng.IntN(len(ids))]
 		var at time.Time // now
@@ -427,6 +417,21 @@ func (p *proc) meddle() {
 			return p.store.Schedule(ctx, id, at)
 		})
 	}
+}
+
+// purge makes a recorded Purge of the finished tasks created before cutoff.
+func (p *proc) purge(cutoff time.Time, opts s3task.PurgeOptions) {
+	var purged []string
+	_, _ = p.callWith(Call{Kind: CallPurge}, func(ctx context.Context) (*s3task.Task, error) {
+		r, err := p.store.Purge(ctx, cutoff, opts)
+		if r != nil {
+			purged = r.Purged
+		}
+		return nil, err
+	}, func(c *Call) {
+		c.Purged = purged
+		c.Note = "purged " + strings.Join(purged, ",")
+	})
 }
 
 // failedTasks returns the tasks among ids whose record is failed now, read
