@@ -370,10 +370,17 @@
 // library re-reads the record (with backoff, for up to 30 seconds) and knows
 // whether its write landed, even when others wrote after it: a write that
 // landed is a success, one that did not is reported as such with the record
-// unchanged. Only when the record cannot tell (it cannot be read in time,
-// more than eight writes followed, or the call's context ended) does a call
-// return [ErrOutcomeUnknown]; it never reports a failure for a change it
-// made. The revision also keeps two identical bodies from sharing an ETag.
+// unchanged. When more than eight writes followed (a running task's
+// heartbeats), Submit, Retry, Cancel and Schedule decide again against the
+// record as read: a state their write leads to counts as the change made,
+// and any other is decided afresh, as after a lost compare-and-set; Pause
+// and Resume read both their objects again and do the same. Only when the
+// record cannot be read back in time (30 seconds, or the call's context),
+// or is gone, does a call return [ErrOutcomeUnknown] (a keyed Create and
+// Purge also when more writes followed than the record remembers); it
+// never reports a failure for a change it made, but in the one state per
+// call the record cannot settle, documented on the call. The revision also
+// keeps two identical bodies from sharing an ETag.
 //
 // Leases. A claim writes status running, worker_id and lease_expires_at; the
 // worker renews the lease every WorkerOptions.HeartbeatInterval and the

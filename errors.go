@@ -54,9 +54,12 @@ var (
 	// read in time, because more writes followed than it remembers, or
 	// because it is gone: [Store.Purge] deleted the task since, which it
 	// does only to a finished task, so the write either landed and finished
-	// it, or found it finished. The record is intact and consistent either
-	// way; read it (Store.Get) to see where the task stands before
-	// repeating the call. Every other error from a Store call that changes
+	// it, or found it finished. Submit, Retry, Cancel, Schedule, Pause and
+	// Resume settle every other doubt themselves by reading again and
+	// deciding (see each); Purge and a keyed Create still return it when
+	// more writes followed than the record remembers. The record is intact
+	// and consistent either way; read it (Store.Get) to see where the task
+	// stands before repeating the call. Every other error from a Store call that changes
 	// a task means the record is as it was.
 	ErrOutcomeUnknown = errors.New("s3task: outcome of the write unknown")
 

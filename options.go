@@ -324,7 +324,11 @@ type WorkerOptions struct {
 	// ClockMargin is how long after a lease's end, by the S3 server's clock,
 	// another worker waits before taking the task over. It absorbs the
 	// one-second resolution of Date headers and network delay. It must be
-	// less than LeaseDuration. Default [DefaultClockMargin].
+	// less than LeaseDuration. A holder trusts its lease for LeaseDuration
+	// less ClockMargin, less up to a second by which Date headers leave the
+	// server's clock unsure; keep that at least two HeartbeatIntervals (a
+	// shorter trust is renewed at a quarter of the time left at the least,
+	// more often than the interval). Default [DefaultClockMargin].
 	ClockMargin time.Duration
 
 	// Backoff returns the wait before retrying after attempt n (from 1)
