@@ -59,8 +59,8 @@ var (
 	// deciding (see each); Purge and a keyed Create still return it when
 	// more writes followed than the record remembers. The record is intact
 	// and consistent either way; read it (Store.Get) to see where the task
-	// stands before repeating the call. Every other error from a Store call that changes
-	// a task means the record is as it was.
+	// stands before repeating the call. Every other error from a Store call
+	// that changes a task means the record is as it was.
 	ErrOutcomeUnknown = errors.New("s3task: outcome of the write unknown")
 
 	// ErrInputMissing means Submit found no input object for the task.
