@@ -171,7 +171,22 @@ func (n *link) trouble(until *time.Time, kind EventKind, d time.Duration) {
 
 // wait blocks for d, or until ctx ends, the process crashes or the world
 // ends; it returns the error the request then fails with.
+//
+// What has ended already is taken in the order it ends in, not as select
+// would pick among ready channels, at random: a crash cuts the link
+// before it cancels the process's contexts, and the end of the world
+// cancels them before it closes over. A request that meets its wait with
+// two of them ended (a worker's last requests, sent at the instant the
+// fleet stops) fails the same way on every run of the seed.
 func (n *link) wait(ctx context.Context, d time.Duration) error {
+	switch {
+	case n.dead():
+		return s3test.ErrCut
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case n.w.closed():
+		return s3test.ErrCut
+	}
 	switch pause(d, ctx.Done(), n.crashed, n.w.over) {
 	case 0:
 		return nil

@@ -82,12 +82,7 @@ func (w *World) startWorker(conc int, types []string) error {
 
 // closing reports whether the fleet is shutting down. Call it with w.mu held.
 func (w *World) closing() bool {
-	select {
-	case <-w.over:
-		return true
-	default:
-		return w.h.End != (time.Time{})
-	}
+	return w.closed() || w.h.End != (time.Time{})
 }
 
 // retire takes p out of the live fleet; it reports false if it was not in it.
@@ -255,7 +250,17 @@ func (w *World) freezeAtDeadline(p *proc, pick float64, early, freeze time.Durat
 }
 
 // shutdown stops the whole fleet and waits for every goroutine of the world.
+//
+// It stops the fleet a moment after the instant it is called at, as every
+// request takes a moment of its own: Run calls it on its ten-second grid,
+// on which the timers of the processes that started with the world fire
+// too (a presence write every two minutes, an Ingester's sweep), and what
+// such a timer starts at that instant would otherwise race with the stop
+// (the worker's presence PUT then went out, or not, as the Go scheduler
+// had it). The moment is under a millisecond and not a whole number of
+// them, as no drawn wait of the world is.
 func (w *World) shutdown() {
+	pause(time.Duration(1 + NewRand(w.cfg.Seed, "shutdown").IntN(int(time.Millisecond)-1)))
 	w.mu.Lock()
 	fleet := slices.Clone(w.workers)
 	w.workers = nil

@@ -2,11 +2,16 @@ package sim
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
+
+	"github.com/s3task/s3task/internal/s3test"
 )
 
 // TestReplay: a seed played twice gives byte-identical histories. The
@@ -50,4 +55,75 @@ func TestReplay(t *testing.T) {
 			t.Fatalf("the history of one run of seed %d has %d lines, the other's %d", seed, len(a), len(b))
 		})
 	}
+}
+
+// TestShutdownAfterItsInstant: the fleet is stopped a moment after the
+// instant Run ends at, not at it, so that a timer of a process due at
+// that instant (Run ends on a ten-second grid, on which the presence
+// writes of the workers that started with the world fall) fires before
+// the stop on every run, not as the Go scheduler has it: seed 19 of
+// TestReplay sent a worker's presence PUT at its last instant in some
+// runs and not in others.
+func TestShutdownAfterItsInstant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, err := newWorld(Config{Seed: 19})
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := time.Now().Add(2 * time.Minute)
+		stopped := make(chan time.Time, 1)
+		cancelled := make(chan struct{})
+		w.workers = []*proc{{name: "w1", cancel: func() {
+			stopped <- time.Now()
+			close(cancelled)
+		}}}
+		ticked := make(chan bool, 1)
+		go func() {
+			time.Sleep(time.Until(end))
+			// Due at the very instant: the fleet must still be running.
+			select {
+			case <-cancelled:
+				ticked <- false
+			default:
+				ticked <- !w.closed()
+			}
+		}()
+		time.Sleep(time.Until(end))
+		w.shutdown()
+		if at := <-stopped; !at.After(end) || !at.Before(end.Add(time.Millisecond)) {
+			t.Errorf("the fleet was stopped %s after the end, not within a millisecond after it", at.Sub(end))
+		}
+		if !<-ticked {
+			t.Error("a timer due at the instant the run ended found the fleet stopped")
+		}
+	})
+}
+
+// TestWaitTakesWhatEndedFirst: a request that meets its wait when two of
+// its ends have come already fails as the first of them says, on every
+// run, not as select picks among ready channels: the end of the world
+// cancels the workers' contexts before it closes over, a crash cuts the
+// link before it cancels them.
+func TestWaitTakesWhatEndedFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, err := newWorld(Config{Seed: 19})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		close(w.over)
+		n := newLink(w, "w1")
+		for range 64 {
+			if err := n.wait(ctx, time.Second); !errors.Is(err, context.Canceled) {
+				t.Fatalf("the world over after the request's context ended: the wait failed with %v, not the context's error", err)
+			}
+		}
+		n.crash()
+		for range 64 {
+			if err := n.wait(ctx, time.Second); !errors.Is(err, s3test.ErrCut) {
+				t.Fatalf("the link cut before the request's context ended: the wait failed with %v, not %v", err, s3test.ErrCut)
+			}
+		}
+	})
 }

@@ -376,6 +376,16 @@ func (w *World) settled() bool {
 	return !w.cfg.Ingest || w.ingestSettled(keys)
 }
 
+// closed reports whether the world is over (see World.over).
+func (w *World) closed() bool {
+	select {
+	case <-w.over:
+		return true
+	default:
+		return false
+	}
+}
+
 // sleep waits for d of virtual time, or until the world is over; it
 // reports whether the full time passed.
 func (w *World) sleep(d time.Duration) bool { return pause(d, w.over) == 0 }
