@@ -260,6 +260,7 @@ func (s *Store) apply(ctx context.Context, t *record, etag string, e event) (*re
 			// shows now can: the change made, or still to make. The
 			// markers of the record written over, and of the write, go
 			// once the record has moved on, unless it calls for them.
+			s.reached("apply/settle")
 			if !e.unsure {
 				e.unsure, e.attempt = true, t.Attempt
 			}

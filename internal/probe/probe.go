@@ -19,6 +19,7 @@ var Branches = map[string]string{
 	"commit/overtaken":          "a write whose answer was unclear proved by the prior revisions to have landed, with others' writes after it",
 	"commit/not-landed":         "a write whose answer was unclear proved not to have landed",
 	"commit/unknown":            "a write whose outcome the record could not tell (ErrOutcomeUnknown)",
+	"apply/settle":              "an operator's change whose write the record could not tell landed, decided again against the record as read",
 	"commit/gone":               "a write whose record was deleted (purged) before it could be told",
 	"lease/still-ours":          "a lease write refused because an earlier write of the same attempt had landed unseen, decided again and written",
 	"lease/deadline":            "a lease given up at its deadline, the renewals having failed",

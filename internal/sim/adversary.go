@@ -312,6 +312,15 @@ func (n *link) roundTrip(next http.RoundTripper, r *http.Request) (_ *http.Respo
 		// the prior revisions that its write did not land.
 		delay += rng.Dur(2*time.Second, 10*time.Second)
 	}
+	if n.name == impatientProc && r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/status.json") {
+		// The impatient operator's Cancel of a long run, held up for
+		// minutes on a stalled connection while the task's worker renews
+		// its lease more times than the record keeps revisions of: the
+		// 412 it then gets cannot tell whether the write landed, and the
+		// call must settle that by deciding again.
+		n.w.count("held-minutes")
+		delay += rng.Dur(3*time.Minute, 4*time.Minute)
+	}
 	n.mu.Lock()
 	if time.Now().Before(n.slowUntil) {
 		delay += rng.Dur(time.Second, 8*time.Second)

@@ -32,7 +32,9 @@ const (
 	KindAttempts Kind = "attempts"
 	// KindAPI: an operator call reported a failure (other than
 	// ErrOutcomeUnknown) although a write of its own to the task's record
-	// landed, or reported success without the effect it promises.
+	// landed, or reported success without the effect it promises, or a
+	// call that settles its doubts returned ErrOutcomeUnknown while S3
+	// answered it (see checkAPI).
 	KindAPI Kind = "api"
 	// KindLateWrite: an attempt's output or record was written after the
 	// attempt's handler context ended (its record: after it ended with

@@ -381,6 +381,19 @@ func TestCheckFindsEachKind(t *testing.T) {
 				s.ended(t, 4*time.Minute, s3task.OutcomeFailed)
 			}).Released = 1
 		}},
+		{KindAPI, "a Cancel returns ErrOutcomeUnknown though S3 answered it all along", func(s *story, run *HandlerRun) {
+			s.h.Calls = append(s.h.Calls, Call{Proc: "op2", Kind: CallCancel, TaskID: storyTask, Start: s.at(30 * time.Second), End: s.at(31 * time.Second),
+				StartSeq: s.next(), EndSeq: s.next(), Err: "s3task: outcome of the write unknown", OutcomeUnknown: true})
+		}},
+		{KindAPI, "one Retry retries its task twice", func(s *story, run *HandlerRun) {
+			start := s.next()
+			s.record(time.Minute, "w1", storyOther, func(t *Record) { t.Status = s3task.StatusFailed })
+			s.record(61*time.Second, "op2", storyOther, func(t *Record) { t.Status = s3task.StatusQueued })
+			s.record(62*time.Second, "w1", storyOther, func(t *Record) { t.Status = s3task.StatusFailed })
+			s.record(63*time.Second, "op2", storyOther, func(t *Record) { t.Status = s3task.StatusQueued })
+			s.h.Calls = append(s.h.Calls, Call{Proc: "op2", Kind: CallRetry, TaskID: storyOther, Start: s.at(61 * time.Second), End: s.at(64 * time.Second),
+				StartSeq: start, EndSeq: s.next()})
+		}},
 		{KindInput, "a form posted again after Submit replaces the input", func(s *story, run *HandlerRun) {
 			s.object(500*time.Millisecond, "op1", "PUT", "p/"+id+"/input", "the input")
 			s.object(45*time.Second, "browser", "PUT", "p/"+id+"/input", "another input")

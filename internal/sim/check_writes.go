@@ -21,7 +21,11 @@ func used(w *Write) int {
 func isCreateCall(k CallKind) bool { return k == CallCreate || k == CallCreateForUpload }
 
 // checkAPI: a call that failed (other than with ErrOutcomeUnknown) changed
-// nothing in the record, and a call that succeeded did what it promises.
+// nothing in the record, and a call that succeeded did what it promises (a
+// Retry, once); a call that settles its doubts itself (Submit, Retry,
+// Cancel, Schedule, Pause, Resume) returned ErrOutcomeUnknown only with a
+// deadline of its own, its task purged meanwhile, or its process paused
+// (its requests hung for a minute or more) or crashed during the call.
 func checkAPI(x *index) []Violation {
 	var vs []Violation
 	for i := range x.h.Calls {
@@ -38,6 +42,13 @@ func checkAPI(x *index) []Violation {
 			continue
 		}
 		mine := x.callWrites(c)
+		if c.OutcomeUnknown && settles(c.Kind) && !c.Deadline && !x.purgedDuring(c) {
+			// A pause hangs the read-back past the 30 s it may take; the
+			// other troubles are shorter than that.
+			if _, troubled := x.during(c.Proc, c.Start, c.End, EventPause, EventCrash); !troubled {
+				bad("returned ErrOutcomeUnknown (%s), though its context had no deadline, the task was not purged, and S3 answered it all along", c.Err)
+			}
+		}
 		if c.Err != "" {
 			// A zombie landed after the call was told its request failed:
 			// the call cannot know of it (see Params.MaxZombieDelay).
@@ -79,6 +90,9 @@ func checkAPI(x *index) []Violation {
 			}
 			if !found {
 				bad("succeeded but wrote no failed -> queued change of its own; the record is %s", describe(x.lastPutBefore(c.TaskID, c.EndSeq)))
+			}
+			if n := retries(x, mine); n > 1 {
+				bad("retried the task %d times", n)
 			}
 		}
 	}
@@ -213,4 +227,36 @@ func checkLateWrites(x *index) []Violation {
 			id, w.Proc, describe(prev), describe(next), x.at(w.Time), prev.Attempt, r.Cause, x.at(r.CtxEnd))})
 	}
 	return vs
+}
+
+// settles reports whether calls of kind k settle a doubt themselves: they
+// return ErrOutcomeUnknown only when S3 does not answer, or the task is
+// purged (see Store.Cancel and the others).
+func settles(k CallKind) bool {
+	switch k {
+	case CallSubmit, CallRetry, CallCancel, CallSchedule, CallPause, CallResume:
+		return true
+	}
+	return false
+}
+
+// purgedDuring reports whether the record of c's task was deleted during c.
+func (x *index) purgedDuring(c *Call) bool {
+	for _, w := range x.records[c.TaskID] {
+		if w.Method == "DELETE" && w.Seq >= c.StartSeq && w.Seq <= c.EndSeq {
+			return true
+		}
+	}
+	return false
+}
+
+// retries counts the failed -> queued changes among writes.
+func retries(x *index, writes []*Write) int {
+	n := 0
+	for _, w := range writes {
+		if p := x.prevRecord(w); p != nil && w.Record != nil && p.Status == s3task.StatusFailed && w.Record.Status == s3task.StatusQueued {
+			n++
+		}
+	}
+	return n
 }

@@ -56,6 +56,10 @@
 //     sweeping, and two direct callers of Ingest must make exactly one
 //     submitted task of each version that stays, in time, through a
 //     brownout of S3 longer than two sweeps;
+//   - an impatient operator cancels the longest runs (one in thirty, of
+//     five to eight minutes) while they run, its change held up for
+//     minutes while the worker renews its lease more times than the
+//     record keeps revisions of: the Cancel must settle its doubt itself;
 //   - in one world in six, functions run beside the fleet as on AWS
 //     Lambda: chains of short invocations, each stopped after a minute or
 //     two, the only workers of type "c", some of whose tasks are longer

@@ -32,6 +32,9 @@ type plan struct {
 	delay    time.Duration // retry-after
 	slowStop time.Duration // keeps going this long after ErrWorkerStopping
 	late     bool          // after its context ended, writes the output with a background context
+	// impatient, if not zero, is when after the start an operator
+	// cancels the task, its change held up for minutes (see goCancel).
+	impatient time.Duration
 }
 
 // String describes the plan for messages.
@@ -42,6 +45,9 @@ func (p plan) String() string {
 	}
 	if p.late {
 		s += ", late write"
+	}
+	if p.impatient > 0 {
+		s += fmt.Sprintf(", cancelled %s in", p.impatient)
 	}
 	return s
 }
@@ -71,6 +77,10 @@ func (w *World) plan(job *s3task.Job, worker string) plan {
 		p.slowStop = r.Dur(10*time.Second, 100*time.Second)
 	}
 	p.late = r.Chance(0.2)
+	if r.Chance(0.03) {
+		p.work = r.Dur(5*time.Minute, 8*time.Minute)
+		p.impatient = r.Dur(20*time.Second, time.Minute)
+	}
 	return p
 }
 
@@ -81,6 +91,9 @@ var errCrashed = errors.New("sim: worker crashed")
 func (p *proc) handle(ctx context.Context, job *s3task.Job) error {
 	w := p.w
 	pl := w.plan(job, p.name)
+	if pl.impatient > 0 {
+		w.goCancel(job.Task.ID, pl.impatient)
+	}
 	start, seq := w.now()
 	run := &HandlerRun{Task: job.Task.ID, Attempt: job.Task.Attempt, Worker: p.name, Plan: pl.String(), Start: start, StartSeq: seq}
 	w.mu.Lock()

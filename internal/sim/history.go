@@ -365,6 +365,8 @@ type Call struct {
 	Type string
 	// Transition says the error is (or wraps) a *s3task.TransitionError.
 	Transition bool `json:",omitempty"`
+	// Deadline says the call's context had a deadline of its own.
+	Deadline bool `json:",omitempty"`
 }
 
 // Notice is one call of an OnTerminal hook.

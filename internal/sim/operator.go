@@ -94,6 +94,7 @@ func (p *proc) callWith(c Call, f func(ctx context.Context) (*s3task.Task, error
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.rng.Dur(2*time.Second, 30*time.Second))
 		defer cancel()
+		c.Deadline = true
 	}
 	return p.callCtx(ctx, c, f, after)
 }

@@ -44,6 +44,9 @@ func Run(cfg Config) (*History, error) {
 			return nil, err
 		}
 	}
+	if w.impatientP, err = w.newProc(impatientProc); err != nil {
+		return nil, err
+	}
 	plans := make([][]creation, len(ops))
 	for life := range cfg.Tasks {
 		o := w.rng.IntN(len(ops))

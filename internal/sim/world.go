@@ -64,6 +64,8 @@ type World struct {
 	// submitted holds the versions ("<key> <etag>") of which a task was
 	// submitted, from the records S3 applied.
 	submitted map[string]bool
+	// impatientP is the operator that cancels long runs (see goCancel).
+	impatientP *proc
 }
 
 // proc is one simulated process: a worker or an operator, with its own
