@@ -191,62 +191,63 @@ func TestReconcileAbandonsUnsentTasks(t *testing.T) {
 // created task that came of age long after its recent walk passed it, and
 // delivers the OnTerminal notice.
 func TestReconcilerAbandonsUnsentTasks(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	srv := s3tasktest.NewS3(t)
-	notified := make(chan *s3task.Task, 4)
-	store := srv.NewStore(t, &s3task.StoreOptions{
-		AbandonCreatedAfter: time.Hour,
-		OnTerminal:          func(_ context.Context, t *s3task.Task) error { notified <- t; return nil },
-	})
-	task, err := store.Create(ctx, s3task.CreateParams{Name: "forgotten"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Past the cutoff, and within ReconcileWindow (a minute) of it, as the
-	// sweep of a first turn needs: a task left while no worker ran is met
-	// only there.
-	srv.Advance(60*time.Minute + 30*time.Second)
-	reports := make(chan *s3task.ReconcileReport, 16)
-	w, err := s3task.NewWorker(store, s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), &s3task.WorkerOptions{
-		PollInterval: 10 * time.Millisecond, ReconcileInterval: 20 * time.Millisecond, ReconcileWindow: time.Minute,
-		Hooks: s3task.Hooks{OnReconcile: func(r *s3task.ReconcileReport) {
-			select {
-			case reports <- r:
-			default:
-			}
-		}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = w.Run(rctx) }()
-	defer func() { cancel(); <-done }()
+	bubble(t, func(t *testing.T) {
+		ctx := context.Background()
+		srv := s3tasktest.NewS3(t)
+		notified := make(chan *s3task.Task, 4)
+		store := srv.NewStore(t, &s3task.StoreOptions{
+			AbandonCreatedAfter: time.Hour,
+			OnTerminal:          func(_ context.Context, t *s3task.Task) error { notified <- t; return nil },
+		})
+		task, err := store.Create(ctx, s3task.CreateParams{Name: "forgotten"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Past the cutoff, and within ReconcileWindow (a minute) of it, as the
+		// sweep of a first turn needs: a task left while no worker ran is met
+		// only there.
+		srv.Advance(60*time.Minute + 30*time.Second)
+		reports := make(chan *s3task.ReconcileReport, 16)
+		w, err := s3task.NewWorker(store, s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return nil }), &s3task.WorkerOptions{
+			PollInterval: 10 * time.Millisecond, ReconcileInterval: 20 * time.Millisecond, ReconcileWindow: time.Minute,
+			Hooks: s3task.Hooks{OnReconcile: func(r *s3task.ReconcileReport) {
+				select {
+				case reports <- r:
+				default:
+				}
+			}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = w.Run(rctx) }()
+		defer func() { cancel(); <-done }()
 
-	deadline := time.After(10 * time.Second)
-	for abandoned := false; !abandoned; {
+		deadline := time.After(10 * time.Second)
+		for abandoned := false; !abandoned; {
+			select {
+			case r := <-reports:
+				abandoned = len(r.Abandoned) == 1 && r.Abandoned[0] == task.ID
+			case <-deadline:
+				t.Fatal("the reconciler did not abandon the task")
+			}
+		}
+		got, err := store.Get(ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != s3task.StatusAbandoned || !strings.Contains(got.CancelReason, "no input submitted within 1h") {
+			t.Errorf("task: %s, reason %q", got.Status, got.CancelReason)
+		}
 		select {
-		case r := <-reports:
-			abandoned = len(r.Abandoned) == 1 && r.Abandoned[0] == task.ID
-		case <-deadline:
-			t.Fatal("the reconciler did not abandon the task")
+		case n := <-notified:
+			if n.ID != task.ID || n.Status != s3task.StatusAbandoned {
+				t.Errorf("notice for %s (%s)", n.ID, n.Status)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("no OnTerminal notice")
 		}
-	}
-	got, err := store.Get(ctx, task.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Status != s3task.StatusAbandoned || !strings.Contains(got.CancelReason, "no input submitted within 1h") {
-		t.Errorf("task: %s, reason %q", got.Status, got.CancelReason)
-	}
-	select {
-	case n := <-notified:
-		if n.ID != task.ID || n.Status != s3task.StatusAbandoned {
-			t.Errorf("notice for %s (%s)", n.ID, n.Status)
-		}
-	case <-time.After(10 * time.Second):
-		t.Error("no OnTerminal notice")
-	}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -39,69 +40,66 @@ func TestMuxZeroValueIsReadyAndReportsItsTypes(t *testing.T) {
 // a worker that serves them, instead of failing them: the rolling-deploy
 // case. Stats shows what waits, by type.
 func TestWorkerClaimsOnlyTheTypesItServes(t *testing.T) {
-	s3 := s3tasktest.NewS3(t)
-	store := s3.NewStore(t, nil)
-	ctx := context.Background()
-	old := s3task.NewMux()
-	if err := old.HandleFunc("csv", func(ctx context.Context, job *s3task.Job) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
-	csv := s3tasktest.Submit(t, store, s3task.CreateParams{Type: "csv"}, []byte("a"))
-	pdf := s3tasktest.Submit(t, store, s3task.CreateParams{Type: "pdf"}, []byte("b"))
+	bubble(t, func(t *testing.T) {
+		s3 := s3tasktest.NewS3(t)
+		store := s3.NewStore(t, nil)
+		ctx := context.Background()
+		old := s3task.NewMux()
+		if err := old.HandleFunc("csv", func(ctx context.Context, job *s3task.Job) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		csv := s3tasktest.Submit(t, store, s3task.CreateParams{Type: "csv"}, []byte("a"))
+		pdf := s3tasktest.Submit(t, store, s3task.CreateParams{Type: "pdf"}, []byte("b"))
 
-	w, err := s3task.NewWorker(s3.NewStore(t, nil), old, &s3task.WorkerOptions{ID: "old", PollInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	waitStatus(t, store, csv.ID, s3task.StatusCompleted)
-	time.Sleep(300 * time.Millisecond) // several polls that see the pdf task
-	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	got, err := store.Get(ctx, pdf.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Status != s3task.StatusQueued || got.Attempt != 0 {
-		t.Fatalf("task of a type the worker does not serve: %s, attempt %d; want queued, untouched", got.Status, got.Attempt)
-	}
-	st, err := store.Stats(ctx, s3task.StatsOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.UnfinishedByType["pdf"] != 1 || st.UnfinishedByType["csv"] != 0 {
-		t.Errorf("Stats.UnfinishedByType = %v, want pdf:1", st.UnfinishedByType)
-	}
+		w, err := s3task.NewWorker(s3.NewStore(t, nil), old, &s3task.WorkerOptions{ID: "old", PollInterval: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(wctx) }()
+		waitStatus(t, store, csv.ID, s3task.StatusCompleted)
+		time.Sleep(300 * time.Millisecond) // several polls that see the pdf task (of the bubble's clock: they happen, however busy the machine)
+		stop()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		got, err := store.Get(ctx, pdf.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != s3task.StatusQueued || got.Attempt != 0 {
+			t.Fatalf("task of a type the worker does not serve: %s, attempt %d; want queued, untouched", got.Status, got.Attempt)
+		}
+		st, err := store.Stats(ctx, s3task.StatsOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.UnfinishedByType["pdf"] != 1 || st.UnfinishedByType["csv"] != 0 {
+			t.Errorf("Stats.UnfinishedByType = %v, want pdf:1", st.UnfinishedByType)
+		}
 
-	// A worker that knows the type runs it; RunTask refuses a type the
-	// worker does not serve, with a typed error.
-	if _, err := w.RunTask(ctx, pdf.ID); !errors.Is(err, s3task.ErrUnknownTaskType) {
-		t.Errorf("RunTask of an unserved type = %v, want ErrUnknownTaskType", err)
-	}
-	var next s3task.Mux
-	_ = next.HandleFunc("pdf", func(ctx context.Context, job *s3task.Job) error { return nil })
-	if res := s3tasktest.Run(t, store, &next, pdf.ID); res.Task.Status != s3task.StatusCompleted {
-		t.Errorf("the pdf task on a worker serving pdf: %s", res.Task.Status)
-	}
+		// A worker that knows the type runs it; RunTask refuses a type the
+		// worker does not serve, with a typed error.
+		if _, err := w.RunTask(ctx, pdf.ID); !errors.Is(err, s3task.ErrUnknownTaskType) {
+			t.Errorf("RunTask of an unserved type = %v, want ErrUnknownTaskType", err)
+		}
+		var next s3task.Mux
+		_ = next.HandleFunc("pdf", func(ctx context.Context, job *s3task.Job) error { return nil })
+		if res := s3tasktest.Run(t, store, &next, pdf.ID); res.Task.Status != s3task.StatusCompleted {
+			t.Errorf("the pdf task on a worker serving pdf: %s", res.Task.Status)
+		}
+	})
 }
 
 func waitStatus(t *testing.T, store *s3task.Store, id string, want s3task.Status) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got, err := store.Get(context.Background(), id)
-		if err == nil && got.Status == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task %s did not become %s (last: %v, %v)", id, want, got, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var got *s3task.Task
+	var err error
+	waitUntilOr(t, fmt.Sprintf("task %s is %s", id, want), func() bool {
+		got, err = store.Get(context.Background(), id)
+		return err == nil && got.Status == want
+	}, func() string { return fmt.Sprintf("last: %v, %v", got, err) })
 }
 
 type resizeArgs struct {

@@ -461,6 +461,16 @@ func (e *env) setMarker(t *testing.T, id string, on bool) {
 	}
 }
 
+// giveUp returns a channel that delivers once waitBound of a wait of t
+// that starts now passes; nil, which never delivers, if it never does.
+func giveUp(t *testing.T) <-chan time.Time {
+	bound := waitBound(t)
+	if bound.IsZero() {
+		return nil
+	}
+	return time.After(time.Until(bound))
+}
+
 // waitUntil checks cond on a short ticker until it holds, failing the test
 // once waitBound passes.
 func waitUntil(t *testing.T, what string, cond func() bool) {
@@ -471,8 +481,15 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // waitUntilOr is waitUntil that adds what describe says to the failure.
 func waitUntilOr(t *testing.T, what string, cond func() bool, describe func() string) {
 	t.Helper()
+	waitEvery(t, 5*time.Millisecond, what, cond, describe)
+}
+
+// waitEvery is waitUntilOr that checks cond every step: less often, for a
+// cond that sends requests to a real server.
+func waitEvery(t *testing.T, step time.Duration, what string, cond func() bool, describe func() string) {
+	t.Helper()
 	start, bound := time.Now(), waitBound(t)
-	tick := time.NewTicker(5 * time.Millisecond)
+	tick := time.NewTicker(step)
 	defer tick.Stop()
 	for !cond() {
 		if !bound.IsZero() && time.Now().After(bound) {

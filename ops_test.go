@@ -472,57 +472,59 @@ func TestReconcileDuringSlowSubmit(t *testing.T) {
 // touches the wake object, so only the worker's own reconcile can bring it
 // to the task whose marker is missing.
 func TestWorkerReconcileHealsLostMarker(t *testing.T) {
-	t.Parallel()
-	e := setupOps(t)
-	reports := make(chan *s3task.ReconcileReport, 1000)
-	completed := make(chan *s3task.Task, 1)
-	opts := quickWorker("", s3task.Hooks{
-		OnReconcile: func(r *s3task.ReconcileReport) { offer(reports, r) },
-		OnComplete:  func(t *s3task.Task) { completed <- t },
-	})
-	opts.MaxPollInterval = time.Hour
-	opts.ReconcileInterval = 50 * time.Millisecond
-	rec := &recorder{}
-	runWorker(t, e.newStore(t, nil, rec.wrap), succeed, opts)
+	bubble(t, func(t *testing.T) {
+		e := setupOps(t)
+		reports := make(chan *s3task.ReconcileReport, 1000)
+		completed := make(chan *s3task.Task, 1)
+		opts := quickWorker("", s3task.Hooks{
+			OnReconcile: func(r *s3task.ReconcileReport) { offer(reports, r) },
+			OnComplete:  func(t *s3task.Task) { completed <- t },
+		})
+		opts.MaxPollInterval = time.Hour
+		opts.ReconcileInterval = 50 * time.Millisecond
+		rec := &recorder{}
+		runWorker(t, e.newStore(t, nil, rec.wrap), succeed, opts)
 
-	// A queued task as a Submit whose marker was lost would leave it, and
-	// no wake object: Create and UploadInput do not write one. (The
-	// worker's reconcile may restore the marker at any moment from here.)
-	task := e.prepare(t, e.createAgo(t, 0, "lost marker"), "created")
-	e.rewrite(t, task.ID, func(x *stored) {
-		x.Status, x.DueAt = s3task.StatusQueued, e.srv.Now().UTC().Truncate(time.Millisecond)
-	})
-	queued := e.get(t, task.ID)
-	if _, ok := e.object(e.store.Prefix() + "_wake"); ok {
-		t.Fatal("the test needs a bucket without a wake object")
-	}
+		// A queued task as a Submit whose marker was lost would leave it, and
+		// no wake object: Create and UploadInput do not write one. (The
+		// worker's reconcile may restore the marker at any moment from here.)
+		task := e.prepare(t, e.createAgo(t, 0, "lost marker"), "created")
+		e.rewrite(t, task.ID, func(x *stored) {
+			x.Status, x.DueAt = s3task.StatusQueued, e.srv.Now().UTC().Truncate(time.Millisecond)
+		})
+		queued := e.get(t, task.ID)
+		if _, ok := e.object(e.store.Prefix() + "_wake"); ok {
+			t.Fatal("the test needs a bucket without a wake object")
+		}
 
-	deadline := time.After(testWait)
-	for healed := false; !healed; {
+		deadline := time.After(testWait)
+		for healed := false; !healed; {
+			select {
+			case r := <-reports:
+				healed = slices.Contains(r.Restored, task.ID)
+			case <-deadline:
+				t.Fatalf("no OnReconcile report restored the marker of %s within %s", task.ID, testWait)
+			}
+		}
+		// The restored marker may be gone already: the reconcile wakes the
+		// worker, which claims the task at once. It must have been written.
+		if rec.index("PUT "+e.store.MarkerKey(queued)) < 0 {
+			t.Fatalf("OnReconcile reported the marker restored but %s was never written: %s", e.store.MarkerKey(queued), rec)
+		}
+		// A worker polls the wake object every PollInterval (5ms here), so a
+		// repaired marker should bring a worker within well under a second
+		// (of the bubble's clock, which a busy machine does not move).
 		select {
-		case r := <-reports:
-			healed = slices.Contains(r.Restored, task.ID)
-		case <-deadline:
-			t.Fatalf("no OnReconcile report restored the marker of %s within %s", task.ID, testWait)
+		case got := <-completed:
+			if got.ID != task.ID {
+				t.Errorf("completed %s, want %s", got.ID, task.ID)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("the worker's reconcile restored the marker of queued task %s, but no worker ran the task within 5s: "+
+				"Reconcile does not touch the wake object and the worker does not list after its own repairs, "+
+				"so the task waits for MaxPollInterval (%s here, 60s by default)", task.ID, opts.MaxPollInterval)
 		}
-	}
-	// The restored marker may be gone already: the reconcile wakes the
-	// worker, which claims the task at once. It must have been written.
-	if rec.index("PUT "+e.store.MarkerKey(queued)) < 0 {
-		t.Fatalf("OnReconcile reported the marker restored but %s was never written: %s", e.store.MarkerKey(queued), rec)
-	}
-	// A worker polls the wake object every PollInterval (5ms here), so a
-	// repaired marker should bring a worker within well under a second.
-	select {
-	case got := <-completed:
-		if got.ID != task.ID {
-			t.Errorf("completed %s, want %s", got.ID, task.ID)
-		}
-	case <-time.After(5 * time.Second):
-		t.Errorf("the worker's reconcile restored the marker of queued task %s, but no worker ran the task within 5s: "+
-			"Reconcile does not touch the wake object and the worker does not list after its own repairs, "+
-			"so the task waits for MaxPollInterval (%s here, 60s by default)", task.ID, opts.MaxPollInterval)
-	}
+	})
 }
 
 // ---- Hooks ----

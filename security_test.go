@@ -331,17 +331,13 @@ func TestLeastPrivilegePolicies(t *testing.T) {
 	t.Cleanup(stop)
 	await := func(id string, want s3task.Status) *s3task.Task {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			task, err := api.Get(ctx, id)
-			if err == nil && task.Status == want {
-				return task
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("task %s: %v, %v; want %s within 30s", id, task, err, want)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		var task *s3task.Task
+		var err error
+		waitEvery(t, 50*time.Millisecond, fmt.Sprintf("task %s is %s", id, want), func() bool {
+			task, err = api.Get(ctx, id)
+			return err == nil && task.Status == want
+		}, func() string { return fmt.Sprintf("last: %v, %v", task, err) })
+		return task
 	}
 	await(good.ID, s3task.StatusCompleted)
 	await(bad.ID, s3task.StatusFailed)
@@ -372,13 +368,7 @@ func TestLeastPrivilegePolicies(t *testing.T) {
 	}
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 30s", what)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		waitEvery(t, 50*time.Millisecond, what, ok, nil)
 	}
 	raw := s3test.Objects{Client: root, Bucket: bucket}
 	waitFor("the worker's reconciler to take its lease", func() bool {
