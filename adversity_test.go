@@ -654,9 +654,14 @@ func TestAdversityHookPanics(t *testing.T) {
 	for _, name := range []string{"OnClaim", "OnComplete", "OnFail", "OnLeaseLost", "OnRelease", "OnPoll", "OnReconcile", "OnTerminal"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestAdversityHookPanics$", "-test.count=1", "-test.v")
+			// The child has until a little before this test's deadline; if
+			// it hangs, its own timeout's stack dump says where.
+			timeout := time.Duration(0)
+			if deadline, ok := t.Deadline(); ok {
+				timeout = max(time.Until(deadline)*9/10, time.Second)
+			}
+			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestAdversityHookPanics$", "-test.count=1", "-test.v",
+				"-test.timeout="+timeout.Round(time.Second).String())
 			cmd.Env = append(os.Environ(), "S3TASK_ADVERSITY_PANIC_HOOK="+name)
 			out, err := cmd.CombinedOutput()
 			if err == nil {
