@@ -31,6 +31,7 @@ func (a *app) newIngester() error {
 		return err
 	}
 	a.ingester = in
+	a.metrics.watchIngester(in)
 	return nil
 }
 

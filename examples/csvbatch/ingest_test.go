@@ -91,6 +91,15 @@ func TestIngestFolder(t *testing.T) {
 	if got := svc.awaitIngested(long, 1)[0]; got.Name != strings.Repeat("é", 128) {
 		t.Errorf("the task of a file named by 405 bytes is named %q (%d bytes), want its first 128 characters", got.Name, len(got.Name))
 	}
+
+	// Nothing waits for a sweep: every ingest went through.
+	code, body := svc.scrape(svc.base+"/metrics", svc.token, "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %s", code, body)
+	}
+	if v, ok := parseScrape(t, body)["s3task_ingest_waiting"]; !ok || v != 0 {
+		t.Errorf("s3task_ingest_waiting = %v (present %t), want 0", v, ok)
+	}
 }
 
 func TestFileName(t *testing.T) {

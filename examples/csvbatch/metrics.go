@@ -228,6 +228,15 @@ func (m *metrics) handler(log *slog.Logger) http.Handler {
 	})
 }
 
+// watchIngester exports how many object versions the Ingester's ingest
+// failed for and that wait for its next sweep (s3task.Ingester.Waiting):
+// above zero for long, S3 refuses them, and they are not tasks yet.
+func (m *metrics) watchIngester(in *s3task.Ingester) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "ingest_waiting",
+		Help: "Object versions under -ingest whose ingest failed for a passing reason (S3 not answering), which the Ingester's next sweep tries again."},
+		func() float64 { return float64(len(in.Waiting())) }))
+}
+
 // runStats refreshes the bucket gauges now and every interval until ctx is
 // done. Each run reads at most maxTasks records: one LIST and up to
 // maxTasks GETs.
