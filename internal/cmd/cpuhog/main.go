@@ -4,29 +4,39 @@
 // test that hopes something happens "soon" fails.
 //
 // It starts -n goroutines (default: one per core) that each spin without
-// pause, and runs until it is stopped (SIGINT, SIGTERM), until -d has
-// passed if -d is set, or until the process that started it goes away, so
-// that a hog started in the background of a script or by `go run` does not
-// outlive them. Typical use, both cores of a 2-core machine busy while the
-// root package's tests run:
+// pause, each on an OS thread of its own at the normal priority, so that
+// they compete for the cores as another build would.
 //
-//	go build -o /tmp/cpuhog ./internal/cmd/cpuhog
-//	/tmp/cpuhog -n 2 & hog=$!
-//	go test -race -count=1 .
-//	kill $hog
+// Given a command after its flags, it runs the command while the cores are
+// kept busy, stops spinning when the command exits, reports how long it
+// took, and exits with the command's status. The root package's tests on a
+// 2-core machine with both cores busy:
 //
-// or, with a bound instead of a kill: go run ./internal/cmd/cpuhog -n 2 -d 15m &
+//	go run ./internal/cmd/cpuhog -n 2 -- go test -race -count=1 .
 //
-// Each goroutine holds an OS thread of its own and runs at the normal
-// priority, so it competes for the cores as another build would. The hog
-// prints one line when it starts and one when it stops.
+// and CI's whole test command, likewise:
+//
+//	go run ./internal/cmd/cpuhog -- go run ./internal/cmd/s3gw -- go test -race -count=1 -timeout 30m ./... ./examples/... ./s3taskotel/... ./s3tasknats/... ./s3tasklambda/...
+//
+// Without a command, it spins until it is stopped (SIGINT, SIGTERM), until
+// -d has passed if -d is set, or until the process that started it goes
+// away, so that a hog started in the background of a script or by `go
+// run` does not outlive them:
+//
+//	go run ./internal/cmd/cpuhog -n 2 -d 15m &
+//
+// SIGINT or SIGTERM to a hog running a command are passed on to the
+// command (SIGINT first: a go test then prints what it was running). The
+// hog prints one line to stderr when it starts and one when it stops.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
 	"sync"
@@ -37,13 +47,19 @@ import (
 
 func main() {
 	n := flag.Int("n", runtime.NumCPU(), "how many cores to keep busy (goroutines that spin, each on a thread of its own)")
-	d := flag.Duration("d", 0, "stop after this long (0: run until stopped)")
+	d := flag.Duration("d", 0, "stop after this long (0: run until stopped, or until the command exits)")
+	flag.Usage = func() {
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: cpuhog [-n cores] [-d duration] [--] [command [args...]]")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
-	if *n < 1 || *d < 0 || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: cpuhog [-n cores] [-d duration]: -n at least 1, -d not negative, no arguments")
+	if *n < 1 || *d < 0 {
+		fmt.Fprintln(os.Stderr, "cpuhog: -n must be at least 1 and -d not negative")
+		flag.Usage()
 		os.Exit(2)
 	}
-	// The spinners, the clock and the signal handling each need a thread.
+	// The spinners, the clock, the signals and the command's wait each
+	// need a thread.
 	runtime.GOMAXPROCS(*n + 1)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -53,8 +69,27 @@ func main() {
 		ctx, cancel = context.WithTimeoutCause(ctx, *d, fmt.Errorf("-d %s passed", *d))
 		defer cancel()
 	}
-	ctx, orphaned := context.WithCancelCause(ctx)
-	go watchParent(ctx, orphaned)
+	ctx, end := context.WithCancelCause(ctx)
+	go watchParent(ctx, end)
+
+	var cmd *exec.Cmd
+	waited := make(chan struct{}) // closed once the command has exited
+	if flag.NArg() > 0 {
+		cmd = exec.Command(flag.Arg(0), flag.Args()[1:]...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintf(os.Stderr, "cpuhog: %v\n", err)
+			os.Exit(2)
+		}
+		go func() {
+			err := cmd.Wait()
+			close(waited)
+			if err == nil {
+				err = errCommandDone
+			}
+			end(fmt.Errorf("command %w", err))
+		}()
+	}
 
 	fmt.Fprintf(os.Stderr, "cpuhog: %d spinning goroutines (pid %d)\n", *n, os.Getpid())
 	start := time.Now()
@@ -73,10 +108,44 @@ func main() {
 	quit.Store(true)
 	wg.Wait()
 	why := "stopped"
-	if err := context.Cause(ctx); err != nil && err != context.Canceled {
-		why = err.Error()
+	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
+		why = cause.Error()
+	}
+	if cmd != nil {
+		// Stopped, or -d passed, while the command runs: it stops too.
+		stopCommand(cmd, waited)
 	}
 	fmt.Fprintf(os.Stderr, "cpuhog: %s after %s, %d spins\n", why, time.Since(start).Round(time.Millisecond), spins.Load())
+	if cmd != nil {
+		code := cmd.ProcessState.ExitCode()
+		if code < 0 { // killed by a signal
+			code = 1
+		}
+		os.Exit(code)
+	}
+}
+
+// errCommandDone is the cause of the end when the command exits with 0.
+var errCommandDone = errors.New("exited with status 0")
+
+// stopCommand returns once cmd has exited (waited is closed): if it runs
+// still, it is interrupted, then terminated, then killed, 10 seconds
+// apart.
+func stopCommand(cmd *exec.Cmd, waited <-chan struct{}) {
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM, os.Kill} {
+		select {
+		case <-waited:
+			return
+		default:
+		}
+		_ = cmd.Process.Signal(sig) // fails only if it has exited meanwhile
+		select {
+		case <-waited:
+			return
+		case <-time.After(10 * time.Second):
+		}
+	}
+	<-waited
 }
 
 // spin does work the compiler cannot drop until quit is set, and returns
@@ -100,7 +169,7 @@ func spin(quit *atomic.Bool) uint64 {
 
 // watchParent ends the hog, with a cause that says so, once the process
 // that started it has gone (the hog is re-parented).
-func watchParent(ctx context.Context, orphaned context.CancelCauseFunc) {
+func watchParent(ctx context.Context, end context.CancelCauseFunc) {
 	parent := os.Getppid()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -110,7 +179,7 @@ func watchParent(ctx context.Context, orphaned context.CancelCauseFunc) {
 			return
 		case <-tick.C:
 			if os.Getppid() != parent {
-				orphaned(fmt.Errorf("parent process %d gone", parent))
+				end(fmt.Errorf("parent process %d gone", parent))
 				return
 			}
 		}
