@@ -62,7 +62,10 @@ func (b *bus) deliver(key, etag string, removed bool, pick float64) {
 		to = to[int(pick*float64(len(to))):][:1]
 	}
 	to = append(append([]*proc(nil), to...), w.ingesters...)
-	if !removed && strings.HasPrefix(key, ingestFolder) && directFor(key) {
+	if !removed && strings.HasPrefix(key, ingestFolder) {
+		// The direct callers hear of every file; they neither retry nor
+		// sweep: after a failure or a brownout, only the Ingesters make a
+		// task.
 		to = append(to, w.directs...)
 	}
 	for _, p := range to {

@@ -59,7 +59,7 @@ func simParams(o s3task.Object) s3task.CreateParams {
 
 // startIngesters starts two Ingester processes of the folder, each fed
 // every event, each sweeping every ingestSweep, and two direct callers of
-// Ingest, fed the events of half the files, until the world shuts down.
+// Ingest, fed the events too, until the world shuts down.
 func (w *World) startIngesters() error {
 	for i := range 2 {
 		if _, err := w.startIngester(i == 1); err != nil {
@@ -147,10 +147,6 @@ func (w *World) ingestDirect(p *proc, o s3task.Object) {
 		}, nil)
 	})
 }
-
-// directFor reports whether the direct callers hear of the file key: of
-// half the files, so that the Ingesters alone make the tasks of the rest.
-func directFor(key string) bool { return len(key)%2 == 0 }
 
 // brownedOut reports whether the ingesting processes are in a brownout.
 func (w *World) brownedOut() bool {
