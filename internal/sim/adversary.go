@@ -109,11 +109,14 @@ func (n *link) dead() bool {
 	}
 }
 
-// pause makes every request of the process hang for d from now.
+// pause makes every request of the process hang for d from now, and
+// records it as an event.
 func (n *link) pause(d time.Duration) {
+	now := time.Now()
 	n.mu.Lock()
-	n.pausedUntil = time.Now().Add(d)
+	n.pausedUntil = now.Add(d)
 	n.mu.Unlock()
+	n.w.event(n.name, EventPause, now, now.Add(d))
 }
 
 // freeze stops the whole process for d from now: its requests hang, and
@@ -381,6 +384,11 @@ func (n *link) roundTrip(next http.RoundTripper, r *http.Request) (_ *http.Respo
 	}
 	resp, err := next.RoundTrip(r)
 	n.cutMu.RUnlock()
+	if err == nil {
+		if struck, resp, err := n.farMoved(ctx, rng, r, resp); struck {
+			return resp, true, err
+		}
+	}
 	if err == nil && f == faultLost {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()

@@ -181,14 +181,12 @@ func (w *World) chaos(ops []*proc) {
 		// enough for its reconciler's holder to renew the lease.
 		fleet := slices.DeleteFunc(slices.Clone(w.workers), func(p *proc) bool { return w.cfg.Long && p.name == "w1" })
 		w.mu.Unlock()
-		now := time.Now()
 		switch w.rng.Pick(3, 2, 3, 2, 2, 2) {
 		case 0: // a process whose requests hang
 			p := all[w.rng.IntN(len(all))]
 			d := w.rng.Dur(time.Minute, 5*time.Minute)
 			pick, early, freeze := w.rng.Float64(), w.rng.Dur(0, w.h.Params.ClockMargin+time.Second), w.rng.Dur(w.h.Params.ClockMargin, w.h.Params.MaxFreeze)
 			p.link.pause(d)
-			w.event(p.name, EventPause, now, now.Add(d))
 			if p.worker != nil {
 				w.freezeAtDeadline(p, pick, early, freeze) // its renewals hang too
 			}

@@ -183,7 +183,15 @@ func (p *proc) create(c creation) {
 		later = true
 		params.RunAt = time.Now().Add(p.rng.Dur(3*time.Hour, 3*time.Hour+40*time.Minute))
 	}
-	if p.rng.Chance(0.35) && !c.sleeper {
+	// Some lives of a long run's first hour wait days ahead, and no
+	// operator touches them until the calm, when their start is moved
+	// nearer: they are older than two reconciler intervals by then, and
+	// the far-move adversary strikes the move (see farMove).
+	aside := w.cfg.Long && !later && time.Since(w.h.Start) < time.Hour && p.rng.Chance(0.3)
+	if aside {
+		params.RunAt = time.Now().Add(p.rng.Dur(24*time.Hour, 7*24*time.Hour))
+	}
+	if p.rng.Chance(0.35) && !c.sleeper && !aside {
 		params.Key = w.key(p.rng)
 	}
 	forUpload := p.rng.Chance(0.4)
@@ -212,7 +220,7 @@ func (p *proc) create(c creation) {
 	_, known := w.index[id]
 	if !known {
 		w.index[id] = n
-		if !later {
+		if !later && !aside {
 			w.ids = append(w.ids, id) // the tasks operators meddle with
 		}
 		if c.sleeper {
@@ -295,7 +303,7 @@ func (p *proc) create(c creation) {
 			p.postAgain(id, formKey, n)
 		}
 		if err == nil && far {
-			p.reschedule(id)
+			p.reschedule(id, aside)
 		}
 		if err == nil || errors.Is(err, s3task.ErrInvalidTransition) || errors.Is(err, s3task.ErrNotFound) {
 			return
@@ -324,9 +332,10 @@ func (p *proc) postAgain(id, formKey string, n int) {
 // time the move waits for the calm after the turbulence, when the fleet is
 // idle and nothing else is announced: only the Schedule's own
 // announcement then brings a polling worker to the nearer start in time.
-func (p *proc) reschedule(id string) {
+// A life set aside (see create) is always moved then.
+func (p *proc) reschedule(id string, aside bool) {
 	d := p.rng.Dur(time.Minute, 5*time.Minute)
-	if p.rng.Chance(0.5) {
+	if aside || p.rng.Chance(0.5) {
 		d = time.Until(p.calm) + d
 		p.later(d, func() { p.moveNearer(id, false) })
 		return
@@ -335,18 +344,25 @@ func (p *proc) reschedule(id string) {
 }
 
 // moveNearer moves a far start of task id to seconds from now, or, if it
-// may, cancels the task.
+// may, cancels the task. The far-move adversary may strike the move (see
+// planFarMove): the call, or its retries, must still leave the task due
+// at the nearer start, and the reconciler must remove the old marker the
+// strike leaves behind.
 func (p *proc) moveNearer(id string, mayCancel bool) {
 	if mayCancel && p.rng.Chance(0.5) {
 		p.cancelUntilDone(id)
 		return
 	}
 	at := time.Now().Add(p.rng.Dur(5*time.Second, 40*time.Second))
+	strike := p.planFarMove(id)
 	for try := 0; try < 30; try++ {
 		if try > 0 && !p.w.sleep(p.backoff(try)) {
 			return
 		}
 		_, err := p.call(CallSchedule, id, func(ctx context.Context) (*s3task.Task, error) {
+			if strike != nil {
+				ctx = context.WithValue(ctx, farMoveKey{}, strike)
+			}
 			return p.store.Schedule(ctx, id, at)
 		})
 		if err == nil || errors.Is(err, s3task.ErrInvalidTransition) || errors.Is(err, s3task.ErrNotFound) {

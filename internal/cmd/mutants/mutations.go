@@ -310,6 +310,13 @@ var mutations = []mutation{
 		New:     `e.releaseLimit > 0 && run >= e.releaseLimit-1`,
 	},
 	{
+		Name:    "watch-trusts-far-marker",
+		Promise: "The reconciler's watch of the older waiting tasks reads again a task whose marker is not yet due, so an old marker a change left behind (its outcome unknown, its DELETE failed) is removed within an interval, not on the day it was due.",
+		File:    "maintenance.go",
+		Old:     `return m.key == was && !m.due.After(now)`,
+		New:     `return m.key == was`,
+	},
+	{
 		Name:    "settle-gives-up",
 		Promise: "Cancel, Retry, Schedule and Submit settle a doubt the record cannot tell by deciding again, and return ErrOutcomeUnknown only when S3 does not answer: a Cancel racing a running task's heartbeats does not hand its doubt to the caller.",
 		File:    "record.go",
