@@ -28,9 +28,11 @@ type Config struct {
 	// 90 minutes, the adversary deletes the markers of pending tasks for
 	// Reconcile to restore; two more lives, created in the first minutes,
 	// wait over three hours for their start and lose their markers once
-	// they are older than two reconciler intervals. The first worker is
-	// never crashed or stopped, so that a holder lives to renew. Default:
-	// one seed in 15.
+	// they are older than two reconciler intervals. Some lives of its
+	// first hour wait days ahead, untouched until the calm, when their
+	// start is moved nearer and the far-move adversary strikes the move.
+	// The first worker is never crashed or stopped, so that a holder lives
+	// to renew. Default: one seed in 15.
 	Long bool
 	// Planted is how many unreadable records (corrupt JSON, or a schema
 	// version from the future) are planted at the start, each with a

@@ -31,7 +31,12 @@
 //     burst of tasks longer than a listing page, or last four hours, in
 //     which the reconciler's lease changes hands and markers are deleted
 //     behind the fleet's back, among them those of tasks waiting for a
-//     start over two reconciler intervals after they were created;
+//     start over two reconciler intervals after they were created; in
+//     those long runs the moves of old tasks' far starts are struck: after
+//     S3 applied the Schedule's record write the operator is cut off, and
+//     half the time the answer is lost and its requests then hang past the
+//     call's rereads, so that the old marker, due days ahead, stays behind
+//     for the reconciler's watch to remove;
 //   - handlers take from a second to a few minutes, succeed with or without
 //     an output, fail, fail for good, ask for a later retry, panic, ignore
 //     their context for a while, or try to write an output after it ended;
@@ -74,7 +79,9 @@
 // request's from what it is and when it is sent, the library's through
 // internal/entropy, keyed by what each draw is for; and every request
 // takes a moment of its own, so that nothing two goroutines do at the same
-// instant of virtual time is ordered by the Go scheduler. Each process's
+// instant of virtual time is ordered by the Go scheduler; and the fleet is
+// stopped a moment after the run's last instant, so that nothing due at
+// that instant races with the stop. Each process's
 // Store also reports the branches of internal/probe it takes
 // (History.Reached); [Required] lists those a run of many seeds must
 // reach.
