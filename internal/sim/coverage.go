@@ -15,6 +15,7 @@ var Required = []string{
 	"commit/landed-after-doubt",
 	"commit/overtaken",
 	"commit/not-landed",
+	"commit/unknown",
 	"lease/still-ours",
 	"lease/deadline",
 	"lease/lost",
