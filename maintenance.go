@@ -241,8 +241,15 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 		var re *RecordError
 		switch {
 		case errors.Is(err, ErrNotFound):
+			// Purged. Purge deletes the marker the record called for; one
+			// an earlier change left behind (not yet due, so no poll has
+			// read it) goes here, or it would stay until its time.
 			gone.note(id)
-			continue // purged
+			for _, m := range byID[id] {
+				drop(m.key)
+			}
+			delete(byID, id)
+			continue
 		case errors.As(err, &re):
 			r.Broken = append(r.Broken, re)
 			continue

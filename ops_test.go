@@ -527,6 +527,50 @@ func TestWorkerReconcileHealsLostMarker(t *testing.T) {
 	})
 }
 
+// TestWorkerReconcileDropsPurgedTasksOldMarker: a task whose start a
+// Schedule moved, leaving its old marker due days ahead (the DELETE
+// failed), and which was then purged, loses that marker at the next turn
+// of the reconciler that watched it, though its ID lies outside the
+// reconcile window; not on the day the marker falls due (simulation seed
+// 190).
+func TestWorkerReconcileDropsPurgedTasksOldMarker(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		e := setupOps(t)
+		task := e.prepare(t, e.createAgo(t, 0, "purged, old marker left"), "queued")
+		far, err := e.store.Schedule(e.ctx, task.ID, time.Now().Add(48*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		marker := e.store.MarkerKey(far)
+		if !e.exists(marker) {
+			t.Fatalf("Schedule wrote no marker %s", marker)
+		}
+		reports := make(chan *s3task.ReconcileReport, 1000)
+		opts := quickWorker("", s3task.Hooks{OnReconcile: func(r *s3task.ReconcileReport) { offer(reports, r) }})
+		opts.MaxPollInterval = time.Hour
+		opts.ReconcileInterval = time.Second
+		opts.ReconcileWindow = 10 * time.Second
+		runWorker(t, e.newStore(t, nil), succeed, opts)
+
+		// The first turn walks the task and watches it from then on; once
+		// its ID is older than the window, only the watch reads it.
+		first := await(t, reports, "a reconcile turn")
+		if first.Tasks == 0 {
+			t.Fatalf("the first turn met no task: %+v", first)
+		}
+		time.Sleep(20 * time.Second)
+		e.del(t, e.recordKey(task.ID)) // as Purge leaves it: the record gone, the old marker not
+		deadline := time.After(time.Minute)
+		for e.exists(marker) {
+			select {
+			case <-reports:
+			case <-deadline:
+				t.Fatalf("the marker %s of purged task %s is still there a minute (60 turns) later", marker, task.ID)
+			}
+		}
+	})
+}
+
 // ---- Hooks ----
 
 func TestWorkerOnPollHook(t *testing.T) {
