@@ -64,8 +64,10 @@ type World struct {
 	// submitted holds the versions ("<key> <etag>") of which a task was
 	// submitted, from the records S3 applied.
 	submitted map[string]bool
-	// impatientP is the operator that cancels long runs (see goCancel).
+	// impatientP is the operator that cancels long runs (see goCancel);
+	// cancelling holds the tasks it is cancelling (under mu).
 	impatientP *proc
+	cancelling map[string]bool
 }
 
 // proc is one simulated process: a worker or an operator, with its own
