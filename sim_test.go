@@ -29,6 +29,7 @@ var (
 	simFrom  = flag.Uint64("sim.from", 1, "TestSimulation: the first seed (with -sim.seeds or S3TASK_SIM_SOAK, to shard a long run over processes)")
 	simTrace = flag.String("sim.trace", "", "TestSimulation: print the story of these tasks (IDs, comma-separated; \"all\": those with violations; \"kind=K\": those with violations of kind K)")
 	simReqs  = flag.Bool("sim.requests", false, "TestSimulation: with -sim.trace, also tell of every request near the tasks: theirs, listings and the wake object's")
+	simStop  = flag.Bool("sim.stop", false, "TestSimulation: begin no seed after one found a violation (those begun end; the rest are skipped): a mutation is caught at its first catching seed")
 )
 
 // simTally gathers what the seeds of TestSimulation found.
@@ -61,6 +62,13 @@ func (t *simTally) add(seed uint64, h *sim.History, vs []sim.Violation) {
 	for _, v := range vs {
 		t.byKind[v.Kind] = append(t.byKind[v.Kind], simFinding{seed, v})
 	}
+}
+
+// found reports whether a seed simulated so far found a violation.
+func (t *simTally) found() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.violations > 0
 }
 
 // report prints the branches of the library the seeds reached and,
@@ -164,6 +172,9 @@ func TestSimulation(t *testing.T) {
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
+			if *simStop && tally.found() {
+				t.SkipNow()
+			}
 			synctest.Test(t, func(t *testing.T) {
 				h, err := sim.Run(sim.Config{Seed: seed, Tasks: tasks, Requests: *simReqs})
 				if err != nil {

@@ -12,6 +12,7 @@
 //	go run ./internal/cmd/mutants -run '^lease-margin$' # one mutation
 //	go run ./internal/cmd/mutants -run late -seeds 20 -v
 //	go run ./internal/cmd/mutants -- -sim.tasks=20      # extra go test flags after --
+//	go run ./internal/cmd/mutants -- -sim.stop          # each mutation up to its first catching seed
 //
 // The repository is never copied and its working tree never modified: the
 // mutated file is written to a temporary directory, and `go test
