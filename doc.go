@@ -397,7 +397,11 @@
 // clock while they allow it, their least once they rule it out), judges
 // whether a start or a retry has come by the least they allow, so that it
 // never claims a task early (but for the spread of S3's own clocks), and
-// judges its own deadline by the most they allow. So no two handlers
+// judges its own deadline by the most they allow. A marker's name is the
+// time its task needs a worker by the reading of the process that wrote
+// it, so a worker visits a marker named within ClockMargin of its own
+// reading at once and lets the record decide: a task queued for now is
+// not held back because the producer's reading leads the worker's. So no two handlers
 // of one task run at once as long as the holder's lag behind the server's
 // clock, plus the spread of S3's clocks, stays under twice ClockMargin. The
 // lag adds up the one-second resolution of the Date header, the delay of

@@ -54,9 +54,12 @@ type noted struct {
 // task if it is due and its type served, as a poll would. A marker due now
 // is visited when the event of its task's record comes, or 20 ms after its
 // own, whichever is first: a Submit writes its marker before its record, and
-// a visit in between would find the task not yet queued. A marker due
-// later (a scheduled start, a retry, another worker's lease) is visited at
-// its time, unless an event says it was deleted first. An event that a
+// a visit in between would find the task not yet queued. A marker named
+// within [WorkerOptions.ClockMargin] of now counts as due now: its name is
+// the writer's reading of the server's clock, which may lead the worker's,
+// and the record decides. A marker due later (a scheduled start, a retry,
+// another worker's lease) is visited at its time, unless an event says it
+// was deleted first. An event that a
 // task's record was written also brings the worker back at once to the
 // markers of that task it found ahead of their record; one that the record
 // was deleted (a Purge) makes it forget them. Notify reports whether the event concerns the worker;
@@ -122,12 +125,12 @@ func (w *Worker) takeNotes() (listNow bool) {
 				lost = true
 				continue
 			}
-			at := later(now, m.due.Add(s.dueLead()))
-			if !at.After(now) {
-				// Due now: a Submit's or a Retry's, most likely, which
-				// writes its marker before its record. Give the record's
-				// event a moment to come first, so that one GET finds the
-				// task queued.
+			at := m.due.Add(s.dueLead())
+			if !m.due.After(w.soon(now)) {
+				// Due now (see soon): a Submit's or a Retry's, most
+				// likely, which writes its marker before its record. Give
+				// the record's event a moment to come first, so that one
+				// GET finds the task queued.
 				at = now.Add(recordWait)
 			}
 			w.marked[m.key] = noted{m: m, at: at}
@@ -141,7 +144,7 @@ func (w *Worker) takeNotes() (listNow bool) {
 		// A record written: markers of its task seen ahead of it are
 		// worth a visit now.
 		for key, n := range w.marked {
-			if n.m.id == id && n.m.due.Before(now) && n.at.After(now) {
+			if n.m.id == id && !n.m.due.After(w.soon(now)) && n.at.After(now) {
 				s.reached("event/record")
 				n.at = now
 				w.marked[key] = n

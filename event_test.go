@@ -396,3 +396,63 @@ func TestNotifyDuringLongScan(t *testing.T) {
 		}
 	})
 }
+
+// shiftDate returns a transport wrapper that moves the Date header of every
+// response by d: a proxy in front of S3 whose clock is off, or a server
+// whose Date lags its own time (versitygw's, by up to a second).
+func shiftDate(d time.Duration) func(http.RoundTripper) http.RoundTripper {
+	return advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+		resp, err := next.RoundTrip(r)
+		if resp != nil {
+			if at, perr := http.ParseTime(resp.Header.Get("Date")); perr == nil {
+				resp.Header.Set("Date", at.Add(d).UTC().Format(http.TimeFormat))
+			}
+		}
+		return resp, err
+	})
+}
+
+// TestNotifyClocksApart: the producer sees the server's clock 1.5 s ahead
+// of what it is, the worker 1.5 s behind, so the marker of a task submitted
+// for now is named three seconds ahead of the worker's reading. Told of it
+// by an event, the worker starts it at once, not when its own reading of
+// the clock reaches the name; a start scheduled three seconds ahead by the
+// server's clock is still not claimed before that time.
+func TestNotifyClocksApart(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		producer := e.store(nil, shiftDate(1500*time.Millisecond))
+		w := e.run(e.store(nil, shiftDate(-1500*time.Millisecond)), advSucceed, eventOpts("w"))
+		time.Sleep(time.Second) // the first listing: the worker has read the clock
+		if _, err := producer.List(e.ctx, ListOptions{}); err != nil {
+			t.Fatal(err) // the producer has too
+		}
+		submit := func(p CreateParams) *Task {
+			t.Helper()
+			task := e.create(p)
+			got, err := producer.Submit(e.ctx, task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.w.Notify(ObjectEvent{Key: e.markerKey(task.ID)})
+			w.w.Notify(ObjectEvent{Key: e.recordKey(task.ID)})
+			return got
+		}
+
+		now := submit(CreateParams{Name: "for now"})
+		if ahead := now.DueAt.Sub(time.Now()); ahead < time.Second {
+			t.Fatalf("the producer named the task due %s ahead of the server's clock; the test needs its clock ahead", ahead)
+		}
+		submitted := time.Now()
+		s := advAwait(t, w.started, time.Hour, "the start")
+		if s.id != now.ID || s.at.Sub(submitted) > 100*time.Millisecond {
+			t.Errorf("started %s %s after the events; want %s within 100ms", s.id, s.at.Sub(submitted), now.ID)
+		}
+
+		runAt := time.Now().Add(3 * time.Second)
+		later := submit(CreateParams{Name: "in three seconds", RunAt: runAt})
+		s = advAwait(t, w.started, time.Hour, "the scheduled start")
+		if s.id != later.ID || s.at.Before(runAt) {
+			t.Errorf("started %s at +%s; want %s, not before +%s", s.id, s.at.Sub(submitted), later.ID, runAt.Sub(submitted))
+		}
+	})
+}

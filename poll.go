@@ -90,7 +90,7 @@ func (w *Worker) poll(ctx, base context.Context, known time.Time) (saturated boo
 		var todo []marker
 		ahead := false // the page reached markers not yet due
 		for _, m := range ms {
-			if m.due.After(now) {
+			if m.due.After(w.soon(now)) {
 				soonest(m.due.Add(s.dueLead())) // a start is judged by serverEarliest
 				ahead = true
 				break
@@ -424,6 +424,21 @@ const maxSpread = 512
 func (w *Worker) pageSize() int {
 	return min(max(4*w.spread*(cap(w.slots)-len(w.slots)), 100), markerPageSize)
 }
+
+// soon is the server time up to which this worker takes a marker for due
+// now. A marker is named after the time its task needs a worker by the
+// clock of the process that wrote it: for a change that makes a task due
+// at once (a Submit, a Retry, a release), that process's estimate of the
+// server's clock, which may lead this worker's by the errors of both (a
+// second or two of Date headers, more behind a proxy that shifts them).
+// A worker that waited for its own estimate to reach that name would sit
+// idle, told of a task it could claim. So a marker due within ClockMargin
+// is visited now, and its record decides: a start, a retry and a lease's
+// end are judged by the server's clock (serverEarliest) in the claim, and
+// a visit that finds one still ahead looks again at its time. What that
+// costs is one early read of a task whose start or retry falls due within
+// ClockMargin of a visit.
+func (w *Worker) soon(now time.Time) time.Time { return now.Add(w.opts.ClockMargin) }
 
 func (w *Worker) claimEvent() event {
 	return event{kind: evClaim, worker: w.opts.ID, lease: w.opts.LeaseDuration, margin: w.opts.ClockMargin,

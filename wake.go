@@ -348,7 +348,7 @@ func (w *Worker) wakeNews(ctx context.Context, body []byte) (list bool, due time
 		switch {
 		case n.key == "*" || !ok:
 			return true, due
-		case m.due.After(now):
+		case m.due.After(w.soon(now)):
 			// Scheduled for later: the marker's name says when, and the
 			// poll loop lists then, not now.
 			due = sooner(due, m.due.Add(s.dueLead())) // a start is judged by serverEarliest

@@ -323,4 +323,11 @@ var mutations = []mutation{
 		Old:     `case errors.Is(err, errUntold) && hasGoal(e.kind):`,
 		New:     `case errors.Is(err, errUntold) && false:`,
 	},
+	{
+		Name:    "horizon-forgets-start",
+		Promise: "A worker visits a marker named within ClockMargin of now at once, and when its record shows a start or a retry still ahead it comes back at that time: here the visit judges \"ahead\" by the horizon too, so a start that close is left to the safety listing.",
+		File:    "poll.go",
+		Old:     `if at := t.DueAt.Add(s.dueLead()); at.After(now) {`,
+		New:     `if at := t.DueAt.Add(s.dueLead()); at.After(w.soon(now)) {`,
+	},
 }
