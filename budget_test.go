@@ -616,8 +616,7 @@ var budgetRows = []struct {
 	{phase: "worker start-up (default options, nothing queued)", want: []spent{
 		{"PUT presence", 1, whyPresencePut},
 		{"GET wake", 1, "read before the first listing, so that the first check after it does not take what the listing covered for news"},
-		{"LIST markers", 1, "the first poll"},
-		{"LIST legacy markers", 1, "markers named active/<id> by versions before dated markers sort after every dated one: listed apart, once per Worker, until one finds none"},
+		{"LIST markers", 1, "the first poll; it reaches the folder's end, where markers named active/<id> by earlier versions sort, and finds none, so they are not listed apart"},
 	}, run: func(b *budgetEnv) {
 		b.begin()
 		b.run(newBudgetHandler(), &s3task.WorkerOptions{ID: "fresh"})
@@ -669,8 +668,7 @@ var budgetRows = []struct {
 		{"PUT wake If-Match", 1, "Submit: " + whyWakeWrite},
 		{"PUT presence", 1, "start-up: " + whyPresencePut},
 		{"GET wake", 1, "start-up: the wake object, read before the first listing"},
-		{"LIST markers", 1, "start-up: the first poll, which finds the task"},
-		{"LIST legacy markers", 1, "start-up: markers of earlier versions, listed once per Worker"},
+		{"LIST markers", 1, "start-up: the first poll, which finds the task (and no marker of an earlier version at the folder's end)"},
 		{"GET record", 1, "claim: " + whyClaimRead},
 		{"PUT marker", 1, "claim: the lease's marker"},
 		{"PUT record If-Match", 1, whyClaim},

@@ -3,6 +3,7 @@ package s3task
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -83,6 +84,11 @@ func (w *Worker) poll(ctx, base context.Context, known time.Time) (saturated boo
 			return false, retry
 		}
 		listed = true
+		if !more && !slices.ContainsFunc(ms, func(m marker) bool { return m.due.IsZero() }) {
+			// The folder's last page, and no marker of an earlier version
+			// on it, where they sort: there are none to look for apart.
+			w.legacy = false
+		}
 		for _, key := range stray {
 			w.log.Warn("s3task: ignoring an object in the marker folder that is not a marker", "key", key)
 		}
