@@ -132,7 +132,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	r := &runner{root: root, seeds: *seeds, timeout: *timeout, extra: extra, verbose: *verbose, out: stdout}
 	t := newTable(stdout, selected)
-	fmt.Fprintf(stdout, "mutants: %d mutations, %d seeds each, in %s\n", len(selected), *seeds, root)
+	each := fmt.Sprintf("%d seeds each", *seeds)
+	if slices.ContainsFunc(extra, func(a string) bool { return a == "-sim.stop" || a == "-sim.stop=true" }) {
+		each = fmt.Sprintf("up to %d seeds each, each stopped at its first catching seed", *seeds)
+	}
+	fmt.Fprintf(stdout, "mutants: %d mutations, %s, in %s\n", len(selected), each, root)
 	t.header()
 	start := time.Now()
 	var results []result
