@@ -331,7 +331,10 @@ func (n *link) roundTrip(next http.RoundTripper, r *http.Request) (_ *http.Respo
 	n.mu.Unlock()
 	if delay > 0 {
 		n.w.count("latency")
-		if err := n.wait(ctx, delay); err != nil {
+		start := time.Now()
+		err := n.wait(ctx, delay)
+		n.w.event(n.name, EventDelayed, start, time.Now())
+		if err != nil {
 			moment()
 			return nil, false, err
 		}
@@ -427,7 +430,10 @@ func (n *link) answer(ctx context.Context, rng *Rand, resp *http.Response, sent 
 	}
 	if rng.Chance(rateAnswerDelay * n.w.cfg.Faults) {
 		n.w.count("late-answer")
-		if err := n.wait(ctx, time.Duration(rng.IntN(int(p.MaxAnswerDelay)))); err != nil {
+		start := time.Now()
+		err := n.wait(ctx, time.Duration(rng.IntN(int(p.MaxAnswerDelay))))
+		n.w.event(n.name, EventDelayed, start, time.Now())
+		if err != nil {
 			resp.Body.Close()
 			return nil, sent, err
 		}

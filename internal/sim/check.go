@@ -144,7 +144,8 @@ type index struct {
 	outputs map[string][]*Write // per output key: its PUTs
 	runs    map[string][]*HandlerRun
 	run     map[runKey]*HandlerRun
-	events  map[string][]ProcEvent
+	events  map[string][]ProcEvent // but EventDelayed
+	delayed map[string][]span      // per process: when the adversary held a request of it (EventDelayed), merged
 	workers map[string]WorkerInfo
 	tasks   []string // every task with a record, in order of creation
 }
@@ -159,7 +160,7 @@ func newIndex(h *History) *index {
 		h: h, p: h.Params,
 		records: map[string][]*Write{}, markers: map[string][]*Write{}, outputs: map[string][]*Write{},
 		runs: map[string][]*HandlerRun{}, run: map[runKey]*HandlerRun{},
-		events: map[string][]ProcEvent{}, workers: map[string]WorkerInfo{},
+		events: map[string][]ProcEvent{}, delayed: map[string][]span{}, workers: map[string]WorkerInfo{},
 	}
 	active := h.Prefix + "active/"
 	planted := map[string]bool{}
@@ -191,7 +192,14 @@ func newIndex(h *History) *index {
 		}
 	}
 	for _, e := range h.Events {
+		if e.Kind == EventDelayed {
+			x.delayed[e.Proc] = append(x.delayed[e.Proc], span{e.Start, e.End})
+			continue
+		}
 		x.events[e.Proc] = append(x.events[e.Proc], e)
+	}
+	for proc, spans := range x.delayed {
+		x.delayed[proc] = merge(spans)
 	}
 	for _, wi := range h.Workers {
 		x.workers[wi.Name] = wi

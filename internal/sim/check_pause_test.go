@@ -150,6 +150,35 @@ func TestCheckPauseLiveness(t *testing.T) {
 			s.later(210 * time.Second)
 			s.h.Deliveries = append(s.h.Deliveries, Delivery{Seq: s.next(), Time: s.at(170 * time.Second), Worker: "w1", Key: laterMarker})
 		}},
+		{"w1 has a second slot; resumed at 100s; claimed at 112s", []Kind{KindPickup}, func(s *story) {
+			s.h.Workers[0].Concurrency = 2
+			s.call("op2", CallPause, "", 60*time.Second, 60*time.Second, "")
+			s.call("op2", CallResume, "", 99*time.Second, 100*time.Second, "")
+			s.later(112 * time.Second)
+		}},
+		{"w1 has a second slot; resumed at 100s; claimed at 112s, w1's requests held 4.5s in between", nil, func(s *story) {
+			s.h.Workers[0].Concurrency = 2
+			s.call("op2", CallPause, "", 60*time.Second, 60*time.Second, "")
+			s.call("op2", CallResume, "", 99*time.Second, 100*time.Second, "")
+			s.later(112 * time.Second)
+			s.event("w1", EventDelayed, 101*time.Second, 103500*time.Millisecond)
+			s.event("w1", EventDelayed, 105*time.Second, 107*time.Second)
+		}},
+		{"w1 has a second slot; resumed at 100s; claimed at 112.5s, two held requests of w1 at once, 3s in all", []Kind{KindPickup}, func(s *story) {
+			s.h.Workers[0].Concurrency = 2
+			s.call("op2", CallPause, "", 60*time.Second, 60*time.Second, "")
+			s.call("op2", CallResume, "", 99*time.Second, 100*time.Second, "")
+			s.later(112500 * time.Millisecond)
+			s.event("w1", EventDelayed, 101*time.Second, 104*time.Second)
+			s.event("w1", EventDelayed, 102*time.Second, 104*time.Second)
+		}},
+		{"w1 has a second slot; resumed at 100s; claimed at 112s, another process's requests held", []Kind{KindPickup}, func(s *story) {
+			s.h.Workers[0].Concurrency = 2
+			s.call("op2", CallPause, "", 60*time.Second, 60*time.Second, "")
+			s.call("op2", CallResume, "", 99*time.Second, 100*time.Second, "")
+			s.later(112 * time.Second)
+			s.event("op2", EventDelayed, 101*time.Second, 107*time.Second)
+		}},
 		{"another type paused: claimed at 2m", []Kind{KindPickup}, func(s *story) {
 			s.call("op2", CallPause, "pdf", 60*time.Second, 60*time.Second, "")
 			s.later(2 * time.Minute)

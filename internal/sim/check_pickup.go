@@ -12,7 +12,8 @@ import (
 
 // checkPickup: a task that becomes due while a worker serving its type is
 // idle (up, with a free slot, its network fine) is claimed within
-// Params.PickupBound: PollInterval, and a few round trips. It becomes due
+// Params.PickupBound: PollInterval, and a few round trips, not counting the
+// time the adversary held the worker's requests (see pickupBy). It becomes due
 // when it is queued (Submit, Retry, a release on shutdown), or when its
 // scheduled start comes, however it was scheduled or moved; idle workers
 // learn of it from the wake object, and of a later start from the time its
@@ -53,21 +54,24 @@ func checkPickup(x *index) []Violation {
 			if s, ok := pausedAt(paused[t.Type], d.From); ok {
 				d.From = s.To // the Resume's end: it tells idle workers to list
 			}
-			deadline := d.From.Add(x.p.PickupBound)
-			if pausedWithin(paused[t.Type], d.From, deadline) {
-				continue // paused (again) before the bound, or never resumed
-			}
-			if d.To.Before(deadline) || !x.marked(id, d.From, deadline) {
-				continue // claimed (or changed) in time, or without a marker
-			}
-			need := []span{{d.From.Add(-x.p.PollInterval), deadline}}
 			for _, wi := range x.h.Workers {
-				if wi.Events || !wi.Serves(t.Type) || len(subtract(need, avail[wi.Name])) > 0 {
+				if wi.Events || !wi.Serves(t.Type) {
+					continue
+				}
+				deadline := x.pickupBy(wi.Name, d.From)
+				if pausedWithin(paused[t.Type], d.From, deadline) {
+					continue // paused (again) before the bound, or never resumed
+				}
+				if d.To.Before(deadline) || !x.marked(id, d.From, deadline) {
+					continue // claimed (or changed) in time, or without a marker
+				}
+				need := []span{{d.From.Add(-x.p.PollInterval), deadline}}
+				if len(subtract(need, avail[wi.Name])) > 0 {
 					continue
 				}
 				vs = append(vs, Violation{Kind: KindPickup, Task: id, Time: deadline, Msg: fmt.Sprintf(
-					"task %s (type %q) was due from %s and still %s at %s, over %s later, while %s was idle from %s",
-					id, t.Type, x.at(d.From), describe(x.stateBefore(id, deadline)), x.at(deadline), x.p.PickupBound, wi.Name, x.at(need[0].From))})
+					"task %s (type %q) was due from %s and still %s at %s, over %s later%s, while %s was idle from %s",
+					id, t.Type, x.at(d.From), describe(x.stateBefore(id, deadline)), x.at(deadline), x.p.PickupBound, x.heldFor(wi.Name, d.From, deadline), wi.Name, x.at(need[0].From))})
 				break
 			}
 		}
@@ -106,7 +110,7 @@ func checkEventPickup(x *index) []Violation {
 		if t == nil || !wi.Serves(t.Type) {
 			continue
 		}
-		deadline := d.Time.Add(x.p.PickupBound)
+		deadline := x.pickupBy(wi.Name, d.Time)
 		if pausedWithin(paused[t.Type], d.Time.Add(-x.pollInterval(wi.Name)), deadline) {
 			continue // its type may be paused, or the worker not know yet of its Resume
 		}
@@ -137,10 +141,41 @@ func checkEventPickup(x *index) []Violation {
 			continue
 		}
 		vs = append(vs, Violation{Kind: KindPickup, Task: id, Time: deadline, Msg: fmt.Sprintf(
-			"%s was told at %s that task %s's marker %s was written, the task due (type %q) and %s idle, yet it was still %s at %s, over %s later",
-			wi.Name, x.at(d.Time), id, name, t.Type, wi.Name, describe(x.stateBefore(id, deadline)), x.at(deadline), x.p.PickupBound)})
+			"%s was told at %s that task %s's marker %s was written, the task due (type %q) and %s idle, yet it was still %s at %s, over %s later%s",
+			wi.Name, x.at(d.Time), id, name, t.Type, wi.Name, describe(x.stateBefore(id, deadline)), x.at(deadline), x.p.PickupBound, x.heldFor(wi.Name, d.Time, deadline))})
 	}
 	return vs
+}
+
+// pickupBy returns when a task that worker name should pick up from from
+// on must be claimed by: once Params.PickupBound has passed, not counting
+// the time in which the adversary held a request of the worker
+// (EventDelayed). The bound is a PollInterval and a few round trips, and
+// the worker's way to a claim is one request after another (the wake
+// object, the listing, then for each marker it visits first the record,
+// the wake object again if its last look is a PollInterval old, the
+// claim's marker, record and the old marker's delete): the seconds the
+// adversary adds to some of them, up to maxLatency each, make the round
+// trips longer, not the worker slower. (Seed 20644 of f4b2b0c: after a
+// Resume, the one worker serving the type listed, and claimed the two
+// tasks that had waited, one after the other, 9.3 s after the Resume, 8.8
+// s of it in five held requests.)
+func (x *index) pickupBy(name string, from time.Time) time.Time {
+	free := subtract([]span{{from, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}}, x.delayed[name])
+	return after(free, from, x.p.PickupBound)
+}
+
+// heldFor says, for a violation's message, how long of [from, to] the
+// adversary held a request of process name; "" if not at all.
+func (x *index) heldFor(name string, from, to time.Time) string {
+	var held time.Duration
+	for _, s := range intersect([]span{{from, to}}, x.delayed[name]) {
+		held += s.len()
+	}
+	if held == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%s of it with a request held)", held.Truncate(time.Millisecond))
 }
 
 // due is a stretch in which a task was queued and due, and the write that

@@ -73,7 +73,9 @@ type Params struct {
 	PollInterval      time.Duration
 
 	// PickupBound is how soon a task that falls due must be claimed while
-	// a worker serving its type is idle. See KindPickup.
+	// a worker serving its type is idle, not counting the time in which
+	// the adversary held a request of that worker (EventDelayed). See
+	// KindPickup.
 	PickupBound time.Duration
 	// ClaimBound is how long a task may stay claimable while some worker is
 	// up, unpaused and has a free slot. See KindClaimDelay.
@@ -305,6 +307,11 @@ const (
 	// and direct callers of Ingest) but the listings failed from Start to
 	// End, as when S3 refuses writes and reads for a while.
 	EventBrownout EventKind = "brownout"
+	// EventDelayed: the adversary held one request of the process from
+	// Start to End (latency, or an answer delivered late), as a congested
+	// network now and then does; a bound stated in round trips does not
+	// count that time (see checkPickup).
+	EventDelayed EventKind = "delayed"
 )
 
 // ProcEvent is something that happened to a process. Start, stop, crash
