@@ -348,9 +348,11 @@ func (w *Worker) wakeNews(ctx context.Context, body []byte) (list bool, due time
 		switch {
 		case n.key == "*" || !ok:
 			return true, due
-		case m.due.After(w.soon(now)):
+		case m.due.After(now):
 			// Scheduled for later: the marker's name says when, and the
-			// poll loop lists then, not now.
+			// poll loop lists then, not now. (Not by the horizon of a
+			// visit, soon: a start a second ahead would cost a LIST now
+			// and another at its time.)
 			due = sooner(due, m.due.Add(s.dueLead())) // a start is judged by serverEarliest
 			continue
 		}
