@@ -91,12 +91,17 @@ func TestSilentWorkerIsOverdue(t *testing.T) {
 		close(started)
 		<-release
 		return nil
-	}), &s3task.WorkerOptions{LeaseDuration: time.Hour, ReconcileInterval: -1, PollInterval: 10 * time.Millisecond})
+	}), &s3task.WorkerOptions{LeaseDuration: time.Hour, ReconcileInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { defer close(done); _, _ = w.RunTask(ctx, task.ID) }()
-	<-started
+	var runErr error
+	go func() { defer close(done); _, runErr = w.RunTask(ctx, task.ID) }()
+	select {
+	case <-started:
+	case <-done:
+		t.Fatalf("RunTask returned before the handler started: %v", runErr)
+	}
 	got, err := store.Get(ctx, task.ID)
 	if err != nil {
 		t.Fatal(err)
