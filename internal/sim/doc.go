@@ -69,7 +69,8 @@
 //     Lambda: chains of short invocations, each stopped after a minute or
 //     two, the only workers of type "c", some of whose tasks are longer
 //     than any invocation and must fail for timeout at the give-back past
-//     the release limit.
+//     the release limit; once the turbulence ends, two chains invoke one
+//     function after the other, as a backlog scales a function up.
 //
 // [Check] is a pure function of the [History] and returns every
 // [Violation] it finds; see the Kind constants for what is checked.
