@@ -35,8 +35,9 @@ import (
 // write of the wake object comes after this one's read of it, so one of
 // the two wake writes loses and reads again, and the copy never goes back
 // to an older set. The one write of the wake object that reads nothing
-// first, the fallback of an announcement that keeps losing, says the
-// paused types are unknown ("paused ?"), as does the body of an earlier
+// first, the fallback of a Pause or Resume that keeps losing (announcements
+// never fall back), says the paused types are unknown ("paused ?"), as
+// does the body of an earlier
 // version; a worker that reads such a body reads the paused object (one GET,
 // once per change of the wake object), and so does a writer before it
 // writes a body of its own. A missing wake object means no type is paused:

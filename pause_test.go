@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -611,34 +612,48 @@ func TestPauseRacesAnnouncements(t *testing.T) {
 	})
 }
 
-// TestPauseWakeFallback: an announcement that keeps losing its
-// compare-and-set writes a body that does not name the paused types
+// TestPauseWakeFallback: a Pause that keeps losing its compare-and-set on
+// the wake object writes a body that does not name the paused types
 // ("paused ?"); workers then read them from the paused object, so the
-// pause holds, and the next announcement writes them again.
+// pause holds. An announcement that keeps losing writes nothing blind: it
+// gives up, and the next announcement writes the paused types again.
 func TestPauseWakeFallback(t *testing.T) {
 	inBubble(t, func(t *testing.T, e *advEnv) {
 		var c pauseCounter
 		w := e.run(e.store(nil, c.wrap), advSucceed, pauseOpts("w"))
 		time.Sleep(time.Second)
-		if err := e.admin.Pause(e.ctx, "pdf"); err != nil {
-			t.Fatal(err)
-		}
 		// A store whose conditional writes of the wake object all lose.
+		var blind atomic.Int32
 		losing := e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
-			if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/_wake") && r.Header.Get("If-Match") != "" {
-				return &http.Response{StatusCode: http.StatusPreconditionFailed, Status: "412 Precondition Failed", Header: http.Header{},
-					Body: http.NoBody, Request: r}, nil
+			if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/_wake") {
+				if r.Header.Get("If-Match") == "" && r.Header.Get("If-None-Match") == "" {
+					blind.Add(1)
+				} else {
+					return &http.Response{StatusCode: http.StatusPreconditionFailed, Status: "412 Precondition Failed", Header: http.Header{},
+						Body: http.NoBody, Request: r}, nil
+				}
 			}
 			return next.RoundTrip(r)
 		}))
-		task := e.create(CreateParams{Name: "held", Type: "pdf"})
-		if _, err := losing.Submit(e.ctx, task.ID); err != nil {
+		if err := losing.Pause(e.ctx, "pdf"); err != nil {
 			t.Fatal(err)
 		}
 		if b := e.wakeBodyNow(); b.paused.known {
 			t.Fatalf("the fallback's body names the paused types: %+v", b.paused)
 		}
 		c.take()
+		blind.Store(0)
+		before := e.wakeBodyNow()
+		task := e.create(CreateParams{Name: "held", Type: "pdf"})
+		if _, err := losing.Submit(e.ctx, task.ID); err != nil {
+			t.Fatal(err)
+		}
+		if n := blind.Load(); n > 0 {
+			t.Errorf("an announcement that kept losing sent %d wake PUTs without a condition", n)
+		}
+		if after := e.wakeBodyNow(); len(after.notes) != len(before.notes) || after.paused.known {
+			t.Errorf("an announcement that kept losing changed the wake object: %+v, was %+v", after, before)
+		}
 		time.Sleep(time.Minute)
 		if got := e.record(task.ID); got.Status != StatusQueued || len(w.started) > 0 {
 			t.Fatalf("a pdf task started after the fallback: %s", got.Status)

@@ -51,6 +51,7 @@ type Store struct {
 	observed  bool         // under clockMu: a Date header was seen
 	lastStamp atomic.Int64 // the latest time stamp returned, in Unix milliseconds
 	local     localWorkers // workers of this process, woken by Submit and Retry
+	wakes     wakeGroup    // this Store's announcements, written one batch at a time
 
 	// rnd, if set, is the source of all the store's randomness, and ids
 	// its ID generator (see package internal/entropy); nil: crypto/rand

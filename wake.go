@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -36,12 +37,22 @@ import (
 // plus a HEAD per other idle worker, instead of a LIST per idle worker.
 //
 // The paused line is "paused" and a JSON array of the paused types, or
-// "paused ?" when the writer did not know them (the fallback below, which
-// writes blind). Every writer carries the line it read over to what it
-// writes, under the compare-and-set, so that no announcement drops a
-// pause and no pause drops an announcement. The body of the previous
-// version ("s3task-wake 2", no paused line) is read too: its
-// announcements count, and its paused types are unknown.
+// "paused ?" when the writer did not know them (the fallback of a Pause or
+// Resume that keeps losing, which writes blind; see setPaused). Every
+// other writer carries the line it read over to what it writes, under the
+// compare-and-set, so that no announcement drops a pause and no pause
+// drops an announcement. The body of the previous version ("s3task-wake
+// 2", no paused line) is read too: its announcements count, and its paused
+// types are unknown.
+//
+// Announcements never write blind: under contention, a Store's calls
+// gather into one write at a time (wakeGroup), and a write that loses its
+// compare-and-set to another process's waits, with jitter, and tries
+// again (rewriteWake), for up to wakeWithin. So no announcement is lost to
+// another writer's; one that still cannot be written in that time (S3
+// failing or slow) is logged, and idle workers find its task at their next
+// listing, within MaxPollInterval. The format is the previous version's:
+// a write may add several lines at once.
 
 // wakeHeader starts the body of the wake object; wakeHeaderV2 the body
 // earlier versions write, which has no paused line.
@@ -59,9 +70,15 @@ const wakeMaxBody = 64 << 10
 // finds none it has seen may have missed some, and lists.
 const wakeKeep = 16
 
-// wakeTries bounds the compare-and-set rounds of an announcement before it
-// falls back to writing one that tells every worker to list.
+// wakeTries bounds the compare-and-set rounds on the wake object of a
+// Pause or Resume before it falls back to the write that does not read
+// what it replaces (see setPaused). Announcements do not fall back: see
+// rewriteWake.
 const wakeTries = 3
+
+// wakeBackoffMost bounds the wait of an announcement between two rounds of
+// its compare-and-set.
+const wakeBackoffMost = 500 * time.Millisecond
 
 // wakeNote is one announcement.
 type wakeNote struct {
@@ -132,64 +149,157 @@ func formatWakeBody(b wakeBody) []byte {
 	return buf.Bytes()
 }
 
-// wakeWithin bounds an announcement's requests, past the end of the
-// context of the call that made the change.
-const wakeWithin = 2 * time.Second
+// wakeWithin bounds the requests of one write of the wake object for
+// announcements, past the end of the context of the call that made the
+// change: its rounds of compare-and-set, and the waits between them.
+const wakeWithin = 5 * time.Second
 
 // wake announces the marker key (or "" for news without one) to idle
 // workers, and kicks the workers running in this process on this Store at
 // once. It adds the announcement to the wake object with a compare-and-set,
-// keeping the paused types the object names (see rewriteWake); if that
-// keeps losing, it writes an object that tells every worker to list. It is
-// only a hint: a failure is logged, and workers still list the markers
-// every MaxPollInterval. Requests: a GET and a PUT (and a GET of the
-// paused object when the wake object's body does not name the paused
-// types: one an earlier version wrote, or the fallback).
+// keeping the paused types the object names (see rewriteWake), together
+// with those of the other calls of this Store that announce meanwhile (see
+// wakeGroup). It is only a hint: a failure is logged, and workers still
+// list the markers every MaxPollInterval. Requests: a GET and a PUT, shared
+// with the announcements written with it (and a GET of the paused object
+// when the wake object's body does not name the paused types: one an
+// earlier version wrote, or a Pause's fallback); a round more, after a
+// wait, each time another writer's write lands between the two.
 //
 // The change it announces has landed, so the announcement does not end
 // with ctx: a call whose caller's deadline ran out in a best-effort step
-// before it (deleting an old marker) still announces its change. It gets
-// wakeWithin of its own instead.
+// before it (deleting an old marker) still announces its change. Its write
+// gets wakeWithin of its own instead, once the write of this Store's
+// earlier announcements, if one is under way, is done.
 func (s *Store) wake(ctx context.Context, key string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wakeWithin)
-	defer cancel()
 	note := wakeNote{rev: s.revision(s.wakeKey()), key: key}
 	if key == "" {
 		note.key = "*"
 	}
-	etag, seen, err := s.rewriteWake(ctx, func(b *wakeBody) {
-		b.notes = keepNotes(append(b.notes, note))
+	b, lead := s.wakes.join(note)
+	if lead {
+		<-b.turn
+		s.writeWakes(context.WithoutCancel(ctx), b)
+	} else {
+		s.reached("wake/batched")
+		<-b.done
+	}
+	s.local.wake(b.etag, key, b.seen)
+}
+
+// writeWakes writes the announcements of batch b, whose turn it is, tells
+// the calls that wait for it how it went, and gives the turn to the batch
+// that gathered meanwhile.
+func (s *Store) writeWakes(ctx context.Context, b *wakeBatch) {
+	ctx, cancel := context.WithTimeout(ctx, wakeWithin)
+	defer cancel()
+	notes := b.notes // no call joins b once its turn has come
+	etag, seen, err := s.rewriteWake(ctx, func(body *wakeBody) {
+		body.notes = keepNotes(append(body.notes, notes...))
 	})
 	if err != nil {
-		s.log.WarnContext(ctx, "s3task: write wake object", "err", err)
+		s.log.WarnContext(ctx, "s3task: write wake object; idle workers find the new work at their next listing (MaxPollInterval)",
+			"err", err, "announcements", len(notes))
 	}
-	s.local.wake(etag, key, seen)
+	b.etag, b.seen = etag, seen
+	s.wakes.finish(b)
+}
+
+// wakeGroup makes the announcements of one Store's calls one write at a
+// time (a group commit): while a write of the wake object is under way,
+// the calls that announce gather in the next batch, whose first call then
+// writes them all with one compare-and-set. So the calls of one process
+// never race one another for the object, and a burst of Submits from one
+// process costs a GET and a PUT per write rather than per call.
+type wakeGroup struct {
+	mu      sync.Mutex
+	writing bool       // a batch has its turn: it is being written
+	next    *wakeBatch // the batch gathering for the next turn; nil if none
+}
+
+// wakeBatch is the announcements that one write of the wake object makes.
+type wakeBatch struct {
+	notes []wakeNote    // under wakeGroup.mu until turn is closed
+	turn  chan struct{} // closed when the batch may be written
+	done  chan struct{} // closed when it was written, or the write gave up
+
+	// Set before done is closed.
+	etag string     // the wake object's new ETag; "" if the write gave up
+	seen *pauseSeen // the paused types the new body names, if known
+}
+
+func newWakeBatch(note wakeNote) *wakeBatch {
+	return &wakeBatch{notes: []wakeNote{note}, turn: make(chan struct{}), done: make(chan struct{})}
+}
+
+// join adds note to the batch to be written next and returns it; lead
+// says whether this call writes it, once its turn has come.
+func (g *wakeGroup) join(note wakeNote) (b *wakeBatch, lead bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case !g.writing:
+		g.writing = true
+		b = newWakeBatch(note)
+		close(b.turn)
+		return b, true
+	case g.next == nil:
+		g.next = newWakeBatch(note)
+		return g.next, true
+	}
+	g.next.notes = append(g.next.notes, note)
+	return g.next, false
+}
+
+// finish ends the turn of batch b, written (or given up): it releases the
+// calls that wait for it, and gives the turn to the next batch, if one
+// gathered.
+func (g *wakeGroup) finish(b *wakeBatch) {
+	close(b.done)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.next == nil {
+		g.writing = false
+		return
+	}
+	close(g.next.turn)
+	g.next = nil
 }
 
 // keepNotes returns the last wakeKeep of notes.
 func keepNotes(notes []wakeNote) []wakeNote { return notes[max(len(notes)-wakeKeep, 0):] }
 
+// errWakeLost is wrapped by the error of an announcement whose every
+// compare-and-set on the wake object lost, until wakeWithin ran out.
+var errWakeLost = errors.New("other writers kept changing it")
+
 // rewriteWake changes the wake object with a compare-and-set: it reads it,
-// lets edit change the body, and writes it over the one it read, with the paused types it read, or, when
-// the body did not name them, those of the paused object, read after it.
-// It tries wakeTries times; if every try loses, it writes, whatever is
-// there, a body that tells every worker to list and says the paused types
-// are unknown, so that workers read them from the paused object (the one
-// write that does not carry them over, and so must not state them). It
-// returns the object's new ETag ("" if the fallback failed too) and, after
-// a compare-and-set, the paused types the new body names, for the workers
-// of this process.
+// lets edit change the body, and writes it over the one it read, with the
+// paused types it read, or, when the body did not name them, those of the
+// paused object, read after it. A write that loses to another writer's
+// waits a moment, with jitter, so that the writers drift apart, and tries
+// again, until ctx ends; it never writes over what it has not read, so it
+// drops neither another writer's announcements nor the paused types. It
+// returns the object's new ETag and the paused types the new body names,
+// for the workers of this process; an error if a request failed, or if
+// every round lost until ctx ended.
+//
+// The wait after a lost round is drawn from up to twice the time the
+// round took, doubled at each loss (at most wakeBackoffMost): a writer
+// that lost to another expects more, and the round's time is what one
+// write of the object takes here, so that the waits spread the writers
+// over as many writes' time as there are writers.
 func (s *Store) rewriteWake(ctx context.Context, edit func(b *wakeBody)) (string, *pauseSeen, error) {
-	for try := 0; try < wakeTries; try++ {
+	for try := 0; ; try++ {
 		b, etag, sent, err := s.readWake(ctx)
 		if err != nil {
-			break
+			return "", nil, err
 		}
 		if !b.paused.known {
-			// Written by an earlier version, or by the fallback: the
-			// paused object says, read after the wake object, so that a
-			// Pause under way either shows here or changes the wake object
-			// and makes this write lose.
+			// Written by an earlier version, or by a Pause's fallback:
+			// the paused object says, read after the wake object, so that
+			// a Pause under way either shows here or changes the wake
+			// object and makes this write lose.
 			if types, _, err := s.readPaused(ctx); err == nil {
 				b.paused = pausedSet{known: true, types: types}
 			}
@@ -204,17 +314,22 @@ func (s *Store) rewriteWake(ctx context.Context, edit func(b *wakeBody)) (string
 			return newETag, seen, nil
 		}
 		if !s3x.Lost(err) {
-			break
+			return "", nil, fmt.Errorf("s3task: write %s: %w", s.wakeKey(), err)
+		}
+		s.reached("wake/lost")
+		window := min(max(time.Since(sent), time.Millisecond)<<min(try+2, 16), wakeBackoffMost)
+		if !sleepCtx(ctx, s.jitter("wake", window)) {
+			return "", nil, fmt.Errorf("s3task: write %s: %w (%d rounds)", s.wakeKey(), errWakeLost, try+1)
 		}
 	}
-	newETag, err := s.wakeFallback(ctx)
-	return newETag, nil, err
 }
 
 // wakeFallback writes, whatever is there, a wake object that tells every
 // worker to list and that the paused types are unknown, so that workers
 // read them from the paused object: a write that does not read what it
-// replaces must not state them. It returns the new ETag.
+// replaces must not state them. Only a Pause or Resume that keeps losing
+// its compare-and-set writes it (see setPaused); announcements never do.
+// It returns the new ETag.
 func (s *Store) wakeFallback(ctx context.Context) (string, error) {
 	s.reached("wake/fallback")
 	body := formatWakeBody(wakeBody{notes: []wakeNote{{rev: s.revision(s.wakeKey()), key: "*"}}})

@@ -63,7 +63,9 @@ var Branches = map[string]string{
 	"reconciler/answer-lost":    "a reconciler lease write whose answer was lost, found to be the holder's own",
 	"submit/adopt-upload":       "a Submit that copied a form's upload object to the input, create-only",
 	"schedule/announced":        "a start moved, nearer or later, announced to idle workers",
-	"wake/fallback":             "a wake announcement that kept losing its compare-and-set, written as 'list now'",
+	"wake/fallback":             "a Pause or Resume that kept losing its compare-and-set on the wake object, written blind as 'list now, paused types unknown'",
+	"wake/batched":              "an announcement written by another call of the same Store, in one write with its own (group commit)",
+	"wake/lost":                 "an announcement's compare-and-set on the wake object lost to another writer, tried again after a jittered wait",
 	"stop/hurry":                "running handlers cancelled at once because a Stop's context ended",
 	"clock/lower-edge":          "a server-clock estimate the Date headers ruled out moved to their lower edge",
 }
