@@ -32,6 +32,10 @@ const (
 	// conditional PUT of the wake object is refused with a 409: one
 	// announcement in about 40 loses three times and falls back.
 	rateWake409 = 0.3
+	// wakeSlow is how long a request for the wake or the paused object
+	// may take before it excuses an announcement that did not get
+	// written (see EventWakeSlow).
+	wakeSlow = 500 * time.Millisecond
 )
 
 // procKey is the context key of the name of the process a request is from.
@@ -256,8 +260,13 @@ func (n *link) wrap(next http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		start := time.Now()
 		resp, sent, err := n.roundTrip(next, r)
-		if (strings.HasSuffix(r.URL.Path, "/_wake") || strings.HasSuffix(r.URL.Path, "/_paused")) && (err != nil || resp.StatusCode >= 400 && resp.StatusCode != http.StatusNotFound) {
+		// A refused compare-and-set (412) is no failure: another writer's
+		// write landed first, and the library tries again.
+		if (strings.HasSuffix(r.URL.Path, "/_wake") || strings.HasSuffix(r.URL.Path, "/_paused")) &&
+			(err != nil || resp.StatusCode >= 400 && resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusPreconditionFailed) {
 			n.w.event(n.name, EventWakeFailed, start, time.Now())
+		} else if (strings.HasSuffix(r.URL.Path, "/_wake") || strings.HasSuffix(r.URL.Path, "/_paused")) && time.Since(start) > wakeSlow {
+			n.w.event(n.name, EventWakeSlow, start, time.Now())
 		}
 		if n.w.cfg.Requests {
 			q := Request{Proc: n.name, Op: s3test.Op(r), Key: r.URL.Path, Sent: start, Done: time.Now()}

@@ -67,7 +67,9 @@ const (
 	// KindPickup: a task that fell due while a worker serving its type was
 	// idle waited longer than Params.PickupBound (see checkPickup), or
 	// longer than that after an idle worker relying on events was told of
-	// its marker (see checkEventPickup).
+	// its marker (see checkEventPickup), or a Submit or Retry returned
+	// success without its process announcing the task in the wake object
+	// (see checkAnnounced).
 	KindPickup Kind = "pickup"
 	// KindStop: a handler's context outlived the context given to
 	// Worker.Stop (see checkStopBy).
@@ -127,7 +129,7 @@ func Check(h *History) []Violation {
 	var vs []Violation
 	for _, check := range []func(*index) []Violation{
 		checkOverlap, checkCompletion, checkAttempts, checkAPI, checkLateWrites, checkMarkers,
-		checkNotices, checkClaimDelay, checkTransitions, checkExpiry, checkStuck, checkKeys, checkOverrun, checkGoneReads, checkPickup, checkEventPickup, checkStopBy, checkIngest, checkInputOnce, checkHistories, checkPause, checkReleases,
+		checkNotices, checkClaimDelay, checkTransitions, checkExpiry, checkStuck, checkKeys, checkOverrun, checkGoneReads, checkPickup, checkEventPickup, checkAnnounced, checkStopBy, checkIngest, checkInputOnce, checkHistories, checkPause, checkReleases,
 	} {
 		vs = append(vs, check(x)...)
 	}

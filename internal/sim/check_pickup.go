@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -198,33 +199,98 @@ func (x *index) announced(w *Write, id string) time.Time {
 		if o.Time.After(w.Time.Add(30 * time.Second)) {
 			break
 		}
-		if o.Key == key && o.Proc == w.Proc && announces(o.Body, id) {
+		if o.Key == key && o.Proc == w.Proc && announces(x.added(i), id) {
 			return o.Time
 		}
 	}
 	return time.Time{}
 }
 
-// announces reports whether a write of the wake object with body made
-// the announcement of task id: its last line, the one the write added (the
-// lines before it are the announcements kept from earlier writes), names
-// the task's marker or tells every worker to list.
-func announces(body []byte, id string) bool {
-	body = bytes.TrimRight(body, "\n")
-	last := body[bytes.LastIndexByte(body, '\n')+1:]
-	return bytes.Contains(last, []byte(id)) || bytes.HasSuffix(last, []byte(" *"))
+// added returns the announcements that the write of the wake object at
+// x.h.Writes[i] added: the lines of its body that the body of the write of
+// it before did not have (the others are kept from earlier writes). A
+// writer adds one line per announcement it makes, or several at once
+// (the calls of a Store announce together, see wakeGroup), after those it
+// keeps.
+func (x *index) added(i int) [][]byte {
+	o := &x.h.Writes[i]
+	var prev [][]byte
+	for j := i - 1; j >= 0; j-- {
+		if p := &x.h.Writes[j]; p.Key == o.Key {
+			if p.Method != "DELETE" {
+				prev = bytes.Split(p.Body, []byte("\n"))
+			}
+			break
+		}
+	}
+	var lines [][]byte
+	for _, line := range bytes.Split(bytes.TrimRight(o.Body, "\n"), []byte("\n")) {
+		if !slices.ContainsFunc(prev, func(p []byte) bool { return bytes.Equal(p, line) }) {
+			lines = append(lines, line)
+		}
+	}
+	return lines
+}
+
+// announces reports whether lines, the announcements a write of the wake
+// object added (see added), announce task id: one of them names the
+// task's marker or tells every worker to list.
+func announces(lines [][]byte, id string) bool {
+	for _, line := range lines {
+		if bytes.Contains(line, []byte(id)) || bytes.HasSuffix(line, []byte(" *")) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkAnnounced: a Submit or Retry that returned success, having queued
+// its task with a write of its own, got the task announced in the wake
+// object before it returned (a write of the wake object by its process
+// that added a line naming the task, or telling every worker to list),
+// unless a request of its process for the wake or the paused object failed
+// or was slow meanwhile, or its process was paused or frozen (see
+// unannounced). The
+// announcement is a hint, but the promise that no announcement is lost to
+// other writers (those of the same Store among them) is the library's:
+// the pickup bound rests on it. Reported as KindPickup.
+func checkAnnounced(x *index) []Violation {
+	var vs []Violation
+	for i := range x.h.Calls {
+		c := &x.h.Calls[i]
+		if c.Kind != CallSubmit && c.Kind != CallRetry || c.Err != "" || c.TaskID == "" {
+			continue
+		}
+		for _, d := range x.dues(c.TaskID) {
+			w := d.by
+			if w.Proc != c.Proc || w.Seq <= c.StartSeq || w.Seq >= c.EndSeq {
+				continue
+			}
+			if _, ok := x.during(c.Proc, w.Time, c.End, EventWakeFailed, EventWakeSlow, EventPause, EventFreeze); ok {
+				continue
+			}
+			if told := x.announced(w, c.TaskID); told.IsZero() || told.After(c.End) {
+				vs = append(vs, Violation{Kind: KindPickup, Task: c.TaskID, Time: c.End, Msg: fmt.Sprintf(
+					"%s's %s of task %s queued it at %s and returned success at %s, yet no write of the wake object by %s in between announced it, and none of its requests for the wake object failed",
+					c.Proc, c.Kind, c.TaskID, x.at(w.Time), x.at(c.End), c.Proc)})
+			}
+		}
+	}
+	return vs
 }
 
 // unannounced reports whether the writer of w, which made task id due, had
 // a reason not to announce it: a request of it for the wake object (or for
 // the paused object, which an announcement reads when the wake object does
-// not name the paused types) failed within half a minute, or its requests hung (a pause, a freeze), or the
+// not name the paused types) failed within half a minute, or took so long
+// that the announcement's time may have run out (EventWakeSlow), or its
+// requests hung (a pause, a freeze), or the
 // operator call that wrote w failed or did not know whether its write
 // landed (a write applied after its client gave up on it), and so
 // announced nothing; repeating the call then finds the task queued, which
 // changes nothing and announces nothing.
 func (x *index) unannounced(w *Write, id string) bool {
-	if _, ok := x.during(w.Proc, w.Time, w.Time.Add(30*time.Second), EventWakeFailed, EventPause, EventFreeze); ok {
+	if _, ok := x.during(w.Proc, w.Time, w.Time.Add(30*time.Second), EventWakeFailed, EventWakeSlow, EventPause, EventFreeze); ok {
 		return true
 	}
 	var call *Call

@@ -115,6 +115,7 @@ const (
 	wCreated = iota
 	wMarked
 	wQueued
+	wWake
 	wClaim
 	wRenew
 	wOutput
@@ -124,7 +125,7 @@ const (
 )
 
 // clean is one task's uneventful life: created by op1 at 0s, submitted at
-// 1s, claimed by w1 at 2s, renewed at 22s, completed with an output at 30s
+// 1s (and announced), claimed by w1 at 2s, renewed at 22s, completed with an output at 30s
 // and notified at 31s. It holds no violation.
 func clean() (*story, *HandlerRun) {
 	s := newStory()
@@ -140,6 +141,7 @@ func clean() (*story, *HandlerRun) {
 	from = s.next()
 	s.object(time.Second, "op1", "PUT", "p/active/"+id, "")
 	queued := s.record(time.Second, "op1", id, func(t *Record) { t.Status = s3task.StatusQueued })
+	s.object(time.Second, "op1", "PUT", "p/_wake", "s3task-wake 3\npaused []\nr1 p/active/"+id+"\n")
 	call(CallSubmit, from, time.Second, &queued.Record.Task)
 	s.record(2*time.Second, "w1", id, func(t *Record) {
 		t.Status, t.Attempt, t.WorkerID, t.LeaseExpiresAt = s3task.StatusRunning, 1, "w1", s.at(62*time.Second)
@@ -455,25 +457,56 @@ func TestCheckNoticeOfFlakyHook(t *testing.T) {
 	}
 }
 
-// TestAnnounces: a write of the wake object announces only the note it
-// added, its last line; the notes kept from earlier writes, a "*" among
-// them, are not its announcement.
+// TestAnnounces: a write of the wake object announces the notes it added
+// to those of the write before it, one or several (a Store's calls
+// announce together); the notes kept from earlier writes, a "*" among
+// them, are not its announcements.
 func TestAnnounces(t *testing.T) {
 	const id = "7Z4EAJKXPAN0C14P3RWX2WTNMN"
+	const head = "s3task-wake 3\npaused []\n"
+	mine := "t/active/20000101T000657.488Z_" + id
+	other := "t/active/20000101T000700.000Z_7Z4EAJW2656WX6BTPB3E18XE0S"
 	for _, tc := range []struct {
-		body string
-		want bool
+		name       string
+		prev, body string
+		want       bool
 	}{
-		{"s3task-wake 1\nr1 t/active/20000101T000657.488Z_" + id + "\n", true},
-		{"s3task-wake 1\nr0 *\nr1 t/active/20000101T000657.488Z_7Z4EAJW2656WX6BTPB3E18XE0S\n", false},
-		{"s3task-wake 1\nr0 t/active/20000101T000657.488Z_" + id + "\nr1 t/active/20000101T000700.000Z_7Z4EAJW2656WX6BTPB3E18XE0S\n", false},
-		{"s3task-wake 1\nr1 *\n", true},
-		{"s3task-wake 1\nr1 *", true},
-		{"", false},
+		{"its one note", "", head + "r1 " + mine + "\n", true},
+		{"a kept list-now note", head + "r0 *\n", head + "r0 *\nr1 " + other + "\n", false},
+		{"a kept note of the task", head + "r0 " + mine + "\n", head + "r0 " + mine + "\nr1 " + other + "\n", false},
+		{"one of the notes it added together", head + "r0 *\n", head + "r0 *\nr1 " + mine + "\nr2 " + other + "\n", true},
+		{"its list-now note", head, head + "r1 *\n", true},
+		{"its list-now note, no newline", "", head + "r1 *", true},
+		{"the paused line changed only", head + "r0 " + mine + "\n", "s3task-wake 3\npaused [\"a\"]\nr0 " + mine + "\n", false},
+		{"nothing", "", "", false},
 	} {
-		if got := announces([]byte(tc.body), id); got != tc.want {
-			t.Errorf("announces(%q) = %v, want %v", tc.body, got, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			h := &History{Prefix: "t/"}
+			if tc.prev != "" {
+				h.Writes = append(h.Writes, Write{Seq: 1, Method: "PUT", Key: "t/_wake", Body: []byte(tc.prev)})
+			}
+			h.Writes = append(h.Writes, Write{Seq: 2, Method: "PUT", Key: "t/_wake", Body: []byte(tc.body)})
+			x := &index{h: h}
+			if got := announces(x.added(len(h.Writes)-1), id); got != tc.want {
+				t.Errorf("announces(added(%q after %q)) = %v, want %v", tc.body, tc.prev, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCheckAnnounced: a Submit that returned success without its process
+// announcing the task in the wake object is a pickup violation, unless a
+// request of the process for the wake object failed meanwhile.
+func TestCheckAnnounced(t *testing.T) {
+	t.Parallel()
+	s, _ := clean()
+	s.h.Writes[wWake].Body = []byte("s3task-wake 3\npaused []\nr1 p/active/" + storyOther + "\n")
+	if got := kinds(Check(s.h)); !slices.Equal(got, []Kind{KindPickup}) {
+		t.Errorf("a Submit whose announcement named another task: violations of kinds %v, want pickup", got)
+	}
+	s.event("op1", EventWakeFailed, time.Second, time.Second)
+	if vs := Check(s.h); len(vs) != 0 {
+		t.Errorf("a Submit whose wake request failed has violations:\n%v", vs)
 	}
 }
 

@@ -69,6 +69,11 @@ type Config struct {
 	// limit fails it. The fleet does not serve type "c": its tasks are the
 	// functions' alone. Default: one seed in six.
 	Functions bool
+	// Rush has four more operator processes each submit four tasks at one
+	// moment of the arrivals, from four goroutines on the process's one
+	// Store: sixteen Submits at once, whose announcements race for the
+	// wake object. Default: a quarter of the worlds.
+	Rush bool
 	// Cap is how long after the turbulence the run waits for every task to
 	// finish before it reports the rest as stuck. Default 90 minutes, and
 	// 20 seconds more per task of a Burst and per task over 50.
@@ -105,6 +110,7 @@ func (c Config) withDefaults(rng *Rand) Config {
 	c.Events = c.Events || c.Ingest
 	c.Pause = c.Pause || NewRand(c.Seed, "pause").Chance(0.5)
 	c.Functions = c.Functions || NewRand(c.Seed, "functions").Chance(1.0/6)
+	c.Rush = c.Rush || NewRand(c.Seed, "rush").Chance(0.25)
 	if c.Planted == 0 && planted {
 		c.Planted = nPlanted
 	}

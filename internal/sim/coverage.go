@@ -50,6 +50,8 @@ var Required = []string{
 	"reconciler/renewed",
 	"reconciler/released",
 	"schedule/announced",
+	"wake/batched",
+	"wake/lost",
 	"stop/hurry",
 	"clock/lower-edge",
 }

@@ -46,8 +46,14 @@
 //     resumes them at random moments, at most two at once, while the
 //     operators' Submits announce new tasks in the same wake object,
 //     which the adversary crowds (3 in 10 of its conditional writes
-//     refused with a 409) so that writers fall back to the blind write
-//     now and then; at the end of the turbulence it resumes them all;
+//     refused with a 409) so that Pauses and Resumes fall back to the
+//     blind write now and then; at the end of the turbulence it resumes
+//     them all;
+//   - in a quarter of the worlds, a rush: four more operator processes
+//     each submit four tasks at one moment, from four goroutines on the
+//     process's one Store, sixteen Submits racing for the wake object;
+//     every Submit that returns success must have had its task announced
+//     by its process, whatever the others wrote (checkAnnounced);
 //   - in a third of the worlds the workers are fed S3 event notifications
 //     of what S3 applied (Worker.Notify), lost, repeated, late by up to a
 //     minute and so out of order, to every worker or to one; half of

@@ -302,7 +302,12 @@ const (
 	EventSlow       EventKind = "slow"        // a process's requests took seconds longer from Start to End
 	EventFreeze     EventKind = "freeze"      // a process stood still from Start to End: requests, handlers, timers
 	EventStopBy     EventKind = "stop-by"     // Worker.Stop was called at Start with a context that ended at End
-	EventWakeFailed EventKind = "wake-failed" // a request for the wake object, or the paused object an announcement may read, failed from Start to End
+	EventWakeFailed EventKind = "wake-failed" // a request for the wake object, or the paused object an announcement may read, failed from Start to End (a refused compare-and-set, 412, is no failure)
+	// EventWakeSlow: a request for the wake object, or the paused object,
+	// took from Start to End, over a tenth of the 5 seconds an
+	// announcement has (wakeWithin in the library), in which it may then
+	// not get its compare-and-set through.
+	EventWakeSlow EventKind = "wake-slow"
 	// EventBrownout: every request of the ingesting processes (Ingesters
 	// and direct callers of Ingest) but the listings failed from Start to
 	// End, as when S3 refuses writes and reads for a while.

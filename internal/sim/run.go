@@ -90,12 +90,24 @@ func Run(cfg Config) (*History, error) {
 		operators.Go(func() { w.partner(partner, start.Add(cfg.Arrivals)) })
 	}
 	chaotic := ops
+	if cfg.Rush {
+		rushers := make([]*proc, rushProcs)
+		for i := range rushers {
+			if rushers[i], err = w.newProc(fmt.Sprintf("rush%d", i+1)); err != nil {
+				return nil, err
+			}
+		}
+		chaotic = append(slices.Clone(chaotic), rushers...)
+		at := start.Add(NewRand(cfg.Seed, "rush/at").Dur(time.Minute, max(cfg.Arrivals, 2*time.Minute)))
+		first := cfg.Tasks + cfg.Burst + 2 // after the sleepers of a Long run
+		operators.Go(func() { w.rush(rushers, at, first) })
+	}
 	if cfg.Pause {
 		pauser, err := w.newProc("pauser")
 		if err != nil {
 			return nil, err
 		}
-		chaotic = append(slices.Clone(ops), pauser)
+		chaotic = append(slices.Clone(chaotic), pauser)
 		operators.Go(func() { w.pauser(pauser, calm) })
 	}
 	opsDone := make(chan struct{})

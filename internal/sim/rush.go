@@ -1,0 +1,101 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/s3task/s3task"
+)
+
+// A rush (Config.Rush) is rushProcs operator processes that each submit
+// rushCalls tasks at one moment, from as many goroutines on the one Store
+// of the process: many Submits at once, racing one another for the wake
+// object within a process (where they gather into one write) and across
+// processes (where the compare-and-set sorts them out). Every one of them
+// must be announced (checkAnnounced).
+const (
+	rushProcs = 4
+	rushCalls = 4
+)
+
+// rush plays the rush of processes ps: each goroutine creates its task and
+// uploads its input in the minute before at, then submits it at at. Their
+// lives are numbered from first.
+func (w *World) rush(ps []*proc, at time.Time, first int) {
+	if d := time.Until(at.Add(-time.Minute)); d > 0 && !w.sleep(d) {
+		return
+	}
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		for j := range rushCalls {
+			life := first + i*rushCalls + j
+			wg.Go(func() { w.rushLife(p, life, at) })
+		}
+	}
+	wg.Wait()
+}
+
+// rushBackoff is the wait before try (from 1) of a rush's call. It draws
+// nothing: the goroutines of a process share its random stream.
+func rushBackoff(try int) time.Duration { return time.Second << min(try, 5) }
+
+// rushLife is one life of a rush: create, upload, and, at at, submit; each
+// step retried as a service would. The task is known to the world (see
+// settled) once submitted.
+func (w *World) rushLife(p *proc, n int, at time.Time) {
+	ctx := context.Background()
+	params := s3task.CreateParams{
+		Name:      fmt.Sprintf("t%d", n),
+		Type:      simTypes[n%len(simTypes)],
+		Payload:   json.RawMessage(fmt.Sprintf(`{"life":%d}`, n)),
+		CreatedBy: p.name,
+	}
+	var t *s3task.Task
+	for try := 0; try < 30 && t == nil; try++ {
+		if try > 0 && !w.sleep(rushBackoff(try)) {
+			return
+		}
+		t, _ = p.callCtx(ctx, Call{Kind: CallCreate}, func(ctx context.Context) (*s3task.Task, error) {
+			return p.store.Create(ctx, params)
+		}, nil)
+	}
+	if t == nil {
+		return
+	}
+	id := t.ID
+	uploaded := false
+	for try := 0; try < 30 && !uploaded; try++ {
+		if try > 0 && !w.sleep(rushBackoff(try)) {
+			return
+		}
+		_, err := p.callCtx(ctx, Call{Kind: CallUploadInput, TaskID: id}, func(ctx context.Context) (*s3task.Task, error) {
+			return nil, p.store.UploadInput(ctx, id, strings.NewReader(fmt.Sprintf("input of life %d", n)))
+		}, nil)
+		uploaded = err == nil
+	}
+	if !uploaded {
+		return
+	}
+	if d := time.Until(at); d > 0 && !w.sleep(d) {
+		return
+	}
+	for try := 0; try < 30; try++ {
+		if try > 0 && !w.sleep(rushBackoff(try)) {
+			return
+		}
+		_, err := p.callCtx(ctx, Call{Kind: CallSubmit, TaskID: id}, func(ctx context.Context) (*s3task.Task, error) {
+			return p.store.Submit(ctx, id)
+		}, nil)
+		if err == nil || errors.Is(err, s3task.ErrInvalidTransition) {
+			w.mu.Lock()
+			w.index[id] = n
+			w.mu.Unlock()
+			return
+		}
+	}
+}
