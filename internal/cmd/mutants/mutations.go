@@ -245,8 +245,15 @@ var mutations = []mutation{
 		New:     `		newETag, err := s.putWake(ctx, formatWakeBody(wakeBody{notes: b.notes, paused: pausedSet{known: true}}), etag)`,
 	},
 	{
+		Name:    "wake-batch-drops-last",
+		Promise: "The calls of a Store that announce while its write of the wake object is under way gather into its next write, every one of them: no Submit's announcement is lost to another call of the same process.",
+		File:    "wake.go",
+		Old:     `	notes := b.notes // no call joins b once its turn has come`,
+		New:     `	notes := b.notes[:max(len(b.notes)-1, 1)]`,
+	},
+	{
 		Name:    "fallback-states-none",
-		Promise: "The fallback of an announcement that keeps losing, which writes the wake object blind, says the paused types are unknown, so workers read them from the paused object and no pause is lost.",
+		Promise: "The fallback of a Pause or Resume that keeps losing its compare-and-set on the wake object, which writes it blind, says the paused types are unknown, so workers read them from the paused object and no pause is lost.",
 		File:    "wake.go",
 		Old:     `	body := formatWakeBody(wakeBody{notes: []wakeNote{{rev: s.revision(s.wakeKey()), key: "*"}}})`,
 		New:     `	body := formatWakeBody(wakeBody{notes: []wakeNote{{rev: s.revision(s.wakeKey()), key: "*"}}, paused: pausedSet{known: true}})`,
