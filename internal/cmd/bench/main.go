@@ -1,5 +1,5 @@
 // Command bench measures what s3task costs in the units S3 bills and users
-// wait for: requests by kind and round trips. It runs eight scenarios and
+// wait for: requests by kind and round trips. It runs nine scenarios and
 // prints one table (or a few) per scenario, in Markdown:
 //
 //	life        the requests of one task's life, next to the fewest this design allows
@@ -15,6 +15,8 @@
 //	events      pickup with S3 event notifications (versitygw's webhook into
 //	            Worker.Notify, the worker in another process) against polling
 //	            in the same run, and the idle worker's requests
+//	producers   1 and 16 producers that submit at once: what queueing costs,
+//	            and the wake object's refused and blind writes
 //
 // By default everything runs against an in-process S3 (gofakes3, a fresh one
 // per scenario). Give -endpoint and friends to run against any S3-compatible
@@ -87,6 +89,7 @@ var scenarios = []scenario{
 	{name: "large", runEnv: runLarge},
 	{name: "fleet", run: runFleet},
 	{name: "events", run: runEvents},
+	{name: "producers", runEnv: runProducers},
 }
 
 // scenarioNames lists the names of the scenarios in the order they run.
@@ -127,6 +130,9 @@ type config struct {
 	contPoll    time.Duration
 
 	naiveTasks, naiveWorkers, naiveProducers int
+
+	producers     []int // producer counts (producers)
+	producerTasks int   // tasks queued per producer (producers)
 
 	pageSizes []int
 	pageReps  int
@@ -253,6 +259,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.naiveTasks, "naive-tasks", 500, "tasks per design (naive)")
 	fs.IntVar(&c.naiveWorkers, "naive-workers", 8, "workers per design (naive)")
 	fs.IntVar(&c.naiveProducers, "naive-producers", 4, "producers per design, submitting while the workers run (naive)")
+	producers := fs.String("producers", "1,16", "producer counts, each producer on a Store and client of its own; the largest also as goroutines of one Store (producers)")
+	fs.IntVar(&c.producerTasks, "producer-tasks", 20, "tasks each producer creates, then submits at once with the others (producers)")
 	sizes := fs.String("paging-sizes", "100,10000,100000", "bucket sizes in tasks (paging)")
 	fs.IntVar(&c.pageReps, "paging-reps", 20, "times each page is read (paging)")
 	largeMB := fs.Int("large-mb", 200, "size of the generated CSV in MiB (large)")
@@ -296,6 +304,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			"naive-tasks":        func() { c.naiveTasks = 60 },
 			"naive-workers":      func() { c.naiveWorkers = 4 },
 			"naive-producers":    func() { c.naiveProducers = 2 },
+			"producer-tasks":     func() { c.producerTasks = 4 },
 			"paging-sizes":       func() { *sizes = "100,1000,5000" },
 			"paging-reps":        func() { c.pageReps = 5 },
 			"large-mb":           func() { *largeMB = 5 },
@@ -327,6 +336,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if c.contWorkers, err = parseInts(*workers); err != nil {
 		return nil, fmt.Errorf("-workers: %w", err)
+	}
+	if c.producers, err = parseInts(*producers); err != nil || slices.Min(c.producers) < 1 || c.producerTasks < 1 {
+		return nil, fmt.Errorf("-producers and -producer-tasks must be positive: %v", err)
 	}
 	if c.pageSizes, err = parseInts(*sizes); err != nil {
 		return nil, fmt.Errorf("-paging-sizes: %w", err)

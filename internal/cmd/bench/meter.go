@@ -223,6 +223,7 @@ var objectClasses = []struct{ is, has, class string }{
 	{is: "/status.json", class: "record"},
 	{has: "/active/", class: "marker"},
 	{is: "/_wake", class: "wake"},
+	{is: "/_paused", class: "paused"},
 	{has: "/input", class: "input"},
 	{has: "/output-attempt-", class: "output"},
 	{is: "/queue.json", class: "queue.json"},
