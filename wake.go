@@ -177,19 +177,20 @@ func (s *Store) wake(ctx context.Context, key string) {
 		note.key = "*"
 	}
 	b, lead := s.wakes.join(note)
-	if lead {
-		<-b.turn
-		s.writeWakes(context.WithoutCancel(ctx), b)
-	} else {
+	if !lead {
 		s.reached("wake/batched")
 		<-b.done
+		return
 	}
-	s.local.wake(b.etag, key, b.seen)
+	<-b.turn
+	s.writeWakes(context.WithoutCancel(ctx), b)
 }
 
-// writeWakes writes the announcements of batch b, whose turn it is, tells
-// the calls that wait for it how it went, and gives the turn to the batch
-// that gathered meanwhile.
+// writeWakes writes the announcements of batch b, whose turn it is, kicks
+// the local workers for each of them, in order, releases the calls that
+// wait for it, and gives the turn to the batch that gathered meanwhile.
+// The kicks are the writer's, not each caller's: the callers go on at
+// once, in no order.
 func (s *Store) writeWakes(ctx context.Context, b *wakeBatch) {
 	ctx, cancel := context.WithTimeout(ctx, wakeWithin)
 	defer cancel()
@@ -201,7 +202,13 @@ func (s *Store) writeWakes(ctx context.Context, b *wakeBatch) {
 		s.log.WarnContext(ctx, "s3task: write wake object; idle workers find the new work at their next listing (MaxPollInterval)",
 			"err", err, "announcements", len(notes))
 	}
-	b.etag, b.seen = etag, seen
+	for _, n := range notes {
+		key := n.key
+		if key == "*" {
+			key = ""
+		}
+		s.local.wake(etag, key, seen)
+	}
 	s.wakes.finish(b)
 }
 
@@ -221,11 +228,7 @@ type wakeGroup struct {
 type wakeBatch struct {
 	notes []wakeNote    // under wakeGroup.mu until turn is closed
 	turn  chan struct{} // closed when the batch may be written
-	done  chan struct{} // closed when it was written, or the write gave up
-
-	// Set before done is closed.
-	etag string     // the wake object's new ETag; "" if the write gave up
-	seen *pauseSeen // the paused types the new body names, if known
+	done  chan struct{} // closed when it was written (or the write gave up) and the local workers kicked
 }
 
 func newWakeBatch(note wakeNote) *wakeBatch {

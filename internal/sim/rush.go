@@ -33,8 +33,8 @@ func (w *World) rush(ps []*proc, at time.Time, first int) {
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		for j := range rushCalls {
-			life := first + i*rushCalls + j
-			wg.Go(func() { w.rushLife(p, life, at) })
+			slot := i*rushCalls + j
+			wg.Go(func() { w.rushLife(p, first+slot, at, slot) })
 		}
 	}
 	wg.Wait()
@@ -47,8 +47,21 @@ func rushBackoff(try int) time.Duration { return time.Second << min(try, 5) }
 // rushLife is one life of a rush: create, upload, and, at at, submit; each
 // step retried as a service would. The task is known to the world (see
 // settled) once submitted.
-func (w *World) rushLife(p *proc, n int, at time.Time) {
+//
+// Each life of the rush begins its calls, and ends them, at an instant of
+// its own (slot tenths of a millisecond after the others'): goroutines of
+// one process that went on at the same instant of virtual time would draw
+// the Store's randomness (task IDs, revisions) and the history's sequence
+// numbers in the order the Go scheduler ran them, and a seed would not
+// replay. The calls of one Store whose announcements one write carried
+// learn that at the same instant.
+func (w *World) rushLife(p *proc, n int, at time.Time, slot int) {
 	ctx := context.Background()
+	apart := time.Duration(slot) * 100 * time.Microsecond
+	at = at.Add(apart)
+	if !w.sleep(apart) {
+		return
+	}
 	params := s3task.CreateParams{
 		Name:      fmt.Sprintf("t%d", n),
 		Type:      simTypes[n%len(simTypes)],
@@ -57,7 +70,7 @@ func (w *World) rushLife(p *proc, n int, at time.Time) {
 	}
 	var t *s3task.Task
 	for try := 0; try < 30 && t == nil; try++ {
-		if try > 0 && !w.sleep(rushBackoff(try)) {
+		if try > 0 && !w.sleep(rushBackoff(try)+apart) {
 			return
 		}
 		t, _ = p.callCtx(ctx, Call{Kind: CallCreate}, func(ctx context.Context) (*s3task.Task, error) {
@@ -70,7 +83,7 @@ func (w *World) rushLife(p *proc, n int, at time.Time) {
 	id := t.ID
 	uploaded := false
 	for try := 0; try < 30 && !uploaded; try++ {
-		if try > 0 && !w.sleep(rushBackoff(try)) {
+		if try > 0 && !w.sleep(rushBackoff(try)+apart) {
 			return
 		}
 		_, err := p.callCtx(ctx, Call{Kind: CallUploadInput, TaskID: id}, func(ctx context.Context) (*s3task.Task, error) {
@@ -85,11 +98,13 @@ func (w *World) rushLife(p *proc, n int, at time.Time) {
 		return
 	}
 	for try := 0; try < 30; try++ {
-		if try > 0 && !w.sleep(rushBackoff(try)) {
+		if try > 0 && !w.sleep(rushBackoff(try)+apart) {
 			return
 		}
 		_, err := p.callCtx(ctx, Call{Kind: CallSubmit, TaskID: id}, func(ctx context.Context) (*s3task.Task, error) {
-			return p.store.Submit(ctx, id)
+			t, err := p.store.Submit(ctx, id)
+			time.Sleep(apart + time.Microsecond) // see above
+			return t, err
 		}, nil)
 		if err == nil || errors.Is(err, s3task.ErrInvalidTransition) {
 			w.mu.Lock()
