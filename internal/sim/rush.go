@@ -32,9 +32,15 @@ func (w *World) rush(ps []*proc, at time.Time, first int) {
 	}
 	var wg sync.WaitGroup
 	for i, p := range ps {
+		// A process's lives create their tasks one after another: a
+		// failed Create names no task, and checkAPI tells a process's
+		// Creates apart by time only.
+		turn := make(chan struct{})
+		close(turn)
 		for j := range rushCalls {
-			slot := i*rushCalls + j
-			wg.Go(func() { w.rushLife(p, first+slot, at, slot) })
+			slot, mine, next := i*rushCalls+j, turn, make(chan struct{})
+			turn = next
+			wg.Go(func() { w.rushLife(p, first+slot, at, slot, mine, next) })
 		}
 	}
 	wg.Wait()
@@ -44,8 +50,9 @@ func (w *World) rush(ps []*proc, at time.Time, first int) {
 // nothing: the goroutines of a process share its random stream.
 func rushBackoff(try int) time.Duration { return time.Second << min(try, 5) }
 
-// rushLife is one life of a rush: create, upload, and, at at, submit; each
-// step retried as a service would. The task is known to the world (see
+// rushLife is one life of a rush: create and upload, once the life before
+// it in its process has (turn; done when this one has), and, at at,
+// submit; each step retried as a service would. The task is known to the world (see
 // settled) once submitted.
 //
 // Each life of the rush begins its calls, and ends them, at an instant of
@@ -55,10 +62,17 @@ func rushBackoff(try int) time.Duration { return time.Second << min(try, 5) }
 // numbers in the order the Go scheduler ran them, and a seed would not
 // replay. The calls of one Store whose announcements one write carried
 // learn that at the same instant.
-func (w *World) rushLife(p *proc, n int, at time.Time, slot int) {
+func (w *World) rushLife(p *proc, n int, at time.Time, slot int, turn <-chan struct{}, done chan<- struct{}) {
 	ctx := context.Background()
 	apart := time.Duration(slot) * 100 * time.Microsecond
 	at = at.Add(apart)
+	created := false
+	defer func() {
+		if !created {
+			close(done)
+		}
+	}()
+	<-turn
 	if !w.sleep(apart) {
 		return
 	}
@@ -94,6 +108,8 @@ func (w *World) rushLife(p *proc, n int, at time.Time, slot int) {
 	if !uploaded {
 		return
 	}
+	created = true
+	close(done)
 	if d := time.Until(at); d > 0 && !w.sleep(d) {
 		return
 	}
