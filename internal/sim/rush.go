@@ -103,9 +103,11 @@ func (w *World) rushLife(p *proc, n int, at time.Time, slot int, turn <-chan str
 		_, err := p.callCtx(ctx, Call{Kind: CallUploadInput, TaskID: id}, func(ctx context.Context) (*s3task.Task, error) {
 			return nil, p.store.UploadInput(ctx, id, strings.NewReader(fmt.Sprintf("input of life %d", n)))
 		}, nil)
-		uploaded = err == nil
+		// The input is there: a resend of ours put it (an answer lost).
+		uploaded = err == nil || errors.Is(err, s3task.ErrInputExists)
 	}
 	if !uploaded {
+		w.rushCancel(p, id, apart)
 		return
 	}
 	created = true
@@ -126,6 +128,24 @@ func (w *World) rushLife(p *proc, n int, at time.Time, slot int, turn <-chan str
 			w.mu.Lock()
 			w.index[id] = n
 			w.mu.Unlock()
+			return
+		}
+	}
+	w.rushCancel(p, id, apart)
+}
+
+// rushCancel abandons a rush's task that could not be submitted, as a
+// service would, retrying until the call succeeds or the task is beyond
+// cancelling.
+func (w *World) rushCancel(p *proc, id string, apart time.Duration) {
+	for try := 0; try < 30; try++ {
+		if try > 0 && !w.sleep(rushBackoff(try)+apart) {
+			return
+		}
+		_, err := p.callCtx(context.Background(), Call{Kind: CallCancel, TaskID: id}, func(ctx context.Context) (*s3task.Task, error) {
+			return p.store.Cancel(ctx, id, "not submitted")
+		}, nil)
+		if err == nil || errors.Is(err, s3task.ErrInvalidTransition) || errors.Is(err, s3task.ErrNotFound) {
 			return
 		}
 	}
