@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -101,6 +102,24 @@ func TestSmall(t *testing.T) {
 		long := res.variants[1]
 		if hb := long.task()[labelKey{"handler", "PUT record If-Match"}]; hb < 1 {
 			t.Errorf("a task lasting 2.5 heartbeats made %s heartbeats", num(hb))
+		}
+	})
+
+	t.Run("producers", func(t *testing.T) {
+		// Counts only: how many writes a contended round refuses depends
+		// on the machine.
+		for _, row := range rep.get("producers").(*producersResult).rows {
+			for k, v := range row.c.labels {
+				if strings.HasPrefix(k.label, "PUT wake") && !strings.Contains(k.label, " If-") {
+					t.Errorf("%d producers on %d Stores: %d wake PUTs without a condition", row.producers, row.stores, v)
+				}
+			}
+			if n := labelCount(row.c, "GET paused"); n > 0 {
+				t.Errorf("%d producers on %d Stores: %d GETs of the paused object", row.producers, row.stores, n)
+			}
+			if row.stores == 1 && statusCount(row.c, http.StatusPreconditionFailed) > 0 {
+				t.Errorf("%d producers on one Store raced it: %d answers 412", row.producers, statusCount(row.c, http.StatusPreconditionFailed))
+			}
 		}
 	})
 
@@ -454,7 +473,7 @@ func TestParseFlags(t *testing.T) {
 		check   func(*config) bool
 	}{
 		{nil, false, func(c *config) bool {
-			return len(c.scenarios) == 8 && !c.scenariosSet && c.contTasks == 1000 && c.largeBytes == 200<<20 &&
+			return len(c.scenarios) == 9 && !c.scenariosSet && c.contTasks == 1000 && c.largeBytes == 200<<20 &&
 				slices.Equal(c.fleet.backlogs, []int{1000, 10000, 100000}) && c.fleet.claims == 320 && c.svgDir == "" &&
 				c.events.tasks == 40 && c.events.idle == 2*time.Minute && c.events.pause == 2*time.Second
 		}},
@@ -472,7 +491,9 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-latency", "0"}, false, func(c *config) bool { return c.latMax == 0 }},
 		{[]string{"-latency", "2ms-5ms"}, false, func(c *config) bool { return c.latMin == 2*time.Millisecond && c.latMax == 5*time.Millisecond }},
 		{[]string{"-scenarios", "nope"}, true, nil},
-		{[]string{"-scenarios", "9"}, true, nil},
+		{[]string{"-scenarios", "9"}, false, func(c *config) bool { return strings.Join(c.scenarios, ",") == "producers" && c.producerTasks == 20 }},
+		{[]string{"-scenarios", "10"}, true, nil},
+		{[]string{"-producers", "0"}, true, nil},
 		{[]string{"-events-tasks", "0"}, true, nil},
 		{[]string{"-events-idle", "0s"}, true, nil},
 		{[]string{"-fleet-backlogs", "0"}, true, nil},
