@@ -280,9 +280,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&fl.idleSamples, "fleet-idle-samples", 4, "submits per worker count in the LISTs-per-submit run (fleet)")
 	fs.DurationVar(&fl.idlePoll, "fleet-idle-poll", s3task.DefaultPollInterval, "PollInterval of the idle workers in the LISTs-per-submit run (fleet)")
 	ev := &c.events
-	fs.IntVar(&ev.tasks, "events-tasks", 40, "tasks submitted one at a time per variant, after a warm-up task (events)")
+	fs.IntVar(&ev.tasks, "events-tasks", 100, "tasks submitted one at a time per variant, after a warm-up task (events)")
 	fs.DurationVar(&ev.pause, "events-pause", s3task.DefaultPollInterval, "the longest random pause before each Submit (events)")
 	fs.DurationVar(&ev.idle, "events-idle", 2*time.Minute, "how long the workers are watched idle after their tasks (events)")
+	fs.DurationVar(&ev.shift, "events-shift", time.Second, "the clock variants move the Date the producer sees by this, the worker's by minus this; 0 runs none (events)")
+	fanout := fs.String("events-fanout", "4,16", "fleet sizes of the fan-out variants, every worker told of every event; empty runs none (events)")
 	fs.StringVar(&c.svgDir, "svg", "", "directory to draw the fleet scenario's charts in (lists-per-claim.svg, queue-wait.svg); empty draws none")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -319,6 +321,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			"fleet-idle-poll":    func() { fl.idlePoll = 500 * time.Millisecond },
 			"events-tasks":       func() { ev.tasks = 5 },
 			"events-idle":        func() { ev.idle = 5 * time.Second },
+			"events-shift":       func() { ev.shift = 0 },
+			"events-fanout":      func() { *fanout = "" },
 		}
 		for name, f := range smalls {
 			if !set[name] {
@@ -366,6 +370,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, errors.New("-idle-window must be positive")
 	case c.contPoll <= 0:
 		return nil, errors.New("-poll must be positive")
+	}
+	if *fanout != "" {
+		if ev.fanout, err = parseInts(*fanout); err != nil {
+			return nil, fmt.Errorf("-events-fanout: %w", err)
+		}
 	}
 	switch {
 	case ev.tasks < 1:
