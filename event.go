@@ -81,7 +81,9 @@ func (w *Worker) Notify(e ObjectEvent) bool {
 	}
 	if _, ok := s.parseMarker(e.Key); !ok {
 		if _, ok := s.recordID(e.Key); !ok {
-			return false
+			if _, ok := s.presenceID(e.Key); !ok {
+				return false
+			}
 		}
 	}
 	w.noteMu.Lock()
@@ -130,10 +132,16 @@ func (w *Worker) takeNotes() (listNow bool) {
 				// Due now (see soon): a Submit's or a Retry's, most
 				// likely, which writes its marker before its record. Give
 				// the record's event a moment to come first, so that one
-				// GET finds the task queued.
-				at = now.Add(recordWait)
+				// GET finds the task queued; and the workers ranked ahead
+				// of this one, their turn (see fanout.go).
+				m.rush = true
+				at = now.Add(recordWait + w.stagger(m.id))
 			}
 			w.marked[m.key] = noted{m: m, at: at}
+			continue
+		}
+		if id, ok := s.presenceID(e.Key); ok {
+			w.peerSeen(id, e.Removed) // another worker started, is alive, or stopped
 			continue
 		}
 		id, _ := s.recordID(e.Key)
@@ -142,11 +150,18 @@ func (w *Worker) takeNotes() (listNow bool) {
 			continue
 		}
 		// A record written: markers of its task seen ahead of it are
-		// worth a visit now.
+		// worth a visit now, or at this worker's turn.
+		var turn time.Time
 		for key, n := range w.marked {
-			if n.m.id == id && !n.m.due.After(w.soon(now)) && n.at.After(now) {
+			if n.m.id != id || n.m.due.After(w.soon(now)) {
+				continue
+			}
+			if turn.IsZero() {
+				turn = now.Add(w.stagger(id))
+			}
+			if n.at.After(turn) {
 				s.reached("event/record")
-				n.at = now
+				n.at = turn
 				w.marked[key] = n
 			}
 		}
@@ -182,11 +197,14 @@ func (w *Worker) visitNoted(ctx, base context.Context) (failed bool) {
 	slices.SortFunc(todo, func(a, b marker) int { return strings.Compare(a.key, b.key) })
 	for _, m := range todo {
 		delete(w.skip, m.key)
-		full, vfailed, _ := w.serve(ctx, base, []marker{m}, func(time.Time) {}, nil)
+		full, vfailed, started := w.serve(ctx, base, []marker{m}, func(time.Time) {}, nil)
 		if full {
 			break // every slot is taken: the loop comes back when one frees
 		}
 		s.reached("event/visit")
+		if started > 0 && m.rush {
+			w.claimedTold(m.id)
+		}
 		n := w.marked[m.key]
 		until, skipped := w.skip[m.key]
 		switch {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -455,4 +456,133 @@ func TestNotifyClocksApart(t *testing.T) {
 			t.Errorf("started %s at +%s; want %s, not before +%s", s.id, s.at.Sub(submitted), later.ID, runAt.Sub(submitted))
 		}
 	})
+}
+
+// fanOutBus is an event bus for the tests: every write and delete that S3
+// answers with success, through a store it wraps, is told a moment later
+// to every worker of the fleet, as a broker without a queue group does.
+// Every request takes rtt, so that the order of the visits is that of the
+// workers' turns, not of the goroutines. It counts the lost claims: PUTs of
+// a record with If-Match answered 412.
+type fanOutBus struct {
+	bucket     string
+	rtt, delay time.Duration
+
+	wg    sync.WaitGroup // the deliveries under way
+	mu    sync.Mutex
+	fleet []*Worker
+	lost  int
+	reqs  int
+}
+
+func (b *fanOutBus) wrap(next http.RoundTripper) http.RoundTripper {
+	return s3test.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
+		time.Sleep(b.rtt)
+		resp, err := next.RoundTrip(r)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.reqs++
+		if err != nil || resp == nil {
+			return resp, err
+		}
+		key := strings.TrimPrefix(r.URL.Path, "/"+b.bucket+"/")
+		if resp.StatusCode == http.StatusPreconditionFailed && r.Method == http.MethodPut &&
+			r.Header.Get("If-Match") != "" && strings.HasSuffix(key, "/status.json") {
+			b.lost++
+		}
+		if resp.StatusCode/100 == 2 && (r.Method == http.MethodPut || r.Method == http.MethodDelete) {
+			fleet := slices.Clone(b.fleet)
+			e := ObjectEvent{Bucket: b.bucket, Key: key, Removed: r.Method == http.MethodDelete}
+			b.wg.Add(1)
+			go func() {
+				defer b.wg.Done()
+				time.Sleep(b.delay)
+				for _, w := range fleet {
+					w.Notify(e)
+				}
+			}()
+		}
+		return resp, err
+	})
+}
+
+func (b *fanOutBus) take() (lost, reqs int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lost, reqs = b.lost, b.reqs
+	b.lost, b.reqs = 0, 0
+	return lost, reqs
+}
+
+// TestNotifyFanOutStagger: when every worker of a fleet is told of every
+// event, they do not all visit a new task at once and race for its claim.
+// Each learns the workers that claim the tasks it is told of, and visits a
+// task after its turn in an order drawn for that task: the first claims at
+// once, and the claim's events reach the others before their turns. Over 40
+// tasks submitted one at a time, the first ones included (while the workers
+// learn each other), a fleet of 4 and one of 16 lose at most one claim per
+// task on average, where each worker but one lost every claim before; each
+// task starts within 100ms, by the bubble's clock, of its Submit, and a
+// worker alone is never put off at all.
+func TestNotifyFanOutStagger(t *testing.T) {
+	const tasks = 40
+	for _, workers := range []int{1, 4, 16} {
+		t.Run(fmt.Sprint(workers), func(t *testing.T) {
+			inBubble(t, func(t *testing.T, e *advEnv) {
+				bus := &fanOutBus{bucket: e.mem.Bucket, rtt: time.Millisecond, delay: 2 * time.Millisecond}
+				t.Cleanup(bus.wg.Wait) // after the workers stop
+				started := make(chan advStart, tasks*workers)
+				start := func(_ context.Context, job *Job) error {
+					started <- advStart{job.Task.ID, time.Now()}
+					return nil
+				}
+				var fleet []*advWorker
+				for i := range workers {
+					fleet = append(fleet, e.run(e.store(nil, bus.wrap), start, eventOpts(fmt.Sprintf("w%d", i))))
+				}
+				bus.mu.Lock()
+				for _, w := range fleet {
+					bus.fleet = append(bus.fleet, w.w)
+				}
+				bus.mu.Unlock()
+				producer := e.store(nil, bus.wrap)
+				time.Sleep(time.Second) // every worker listed once
+				bus.take()
+
+				lostMost, slowest := 0, time.Duration(0)
+				var lostAll, reqsAll int
+				for i := range tasks {
+					task := e.create(CreateParams{Name: "fan-out"})
+					submitted := time.Now()
+					if _, err := producer.Submit(e.ctx, task.ID); err != nil {
+						t.Fatal(err)
+					}
+					s := advAwait(t, started, time.Hour, "the start")
+					if s.id != task.ID {
+						t.Fatalf("task %d: started %s, want %s", i, s.id, task.ID)
+					}
+					slowest = max(slowest, s.at.Sub(submitted))
+					if !e.awaitTerminal(task.ID, time.Minute) {
+						t.Fatalf("task %d did not finish", i)
+					}
+					time.Sleep(time.Second) // the fleet settles
+					lost, reqs := bus.take()
+					lostMost = max(lostMost, lost)
+					lostAll += lost
+					reqsAll += reqs
+				}
+				t.Logf("%d workers, %d tasks: %.2f lost claims and %.1f requests per task (at most %d lost claims for one), the slowest start %s after its Submit",
+					workers, tasks, float64(lostAll)/tasks, float64(reqsAll)/tasks, lostMost, slowest)
+				if lostAll > tasks {
+					t.Errorf("%d lost claims for %d tasks; want at most one per task on average", lostAll, tasks)
+				}
+				if slowest > 100*time.Millisecond {
+					t.Errorf("a task started %s after its Submit; want every one within 100ms", slowest)
+				}
+				if workers == 1 && len(fleet[0].w.rivals) != 0 {
+					t.Errorf("a worker alone learnt of rivals: %v", fleet[0].w.rivals)
+				}
+			})
+		})
+	}
 }

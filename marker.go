@@ -51,6 +51,7 @@ type marker struct {
 	due     time.Time // zero for a key without a time, written by an earlier version
 	written time.Time // server clock
 	event   bool      // named by an event (Worker.Notify), not found by a listing
+	rush    bool      // named by an event while due: every worker told may race for it (see fanout.go)
 }
 
 func (s *Store) markerDir() string { return s.opts.Prefix + "active/" }

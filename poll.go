@@ -273,7 +273,11 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 		s.dropMarker(ctx, m.key)
 		return false, due, false, false
 	}
+	read := time.Now()
 	t, etag, err := s.read(ctx, m.id)
+	if err == nil {
+		w.noteRTT(time.Since(read))
+	}
 	var unreadable *RecordError
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -304,6 +308,10 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 			// change another worker's claim overtook: nothing to do, and
 			// nothing to look at again. Its writer deletes it, or a
 			// listing does; the task's own marker has events of its own.
+			// Told of it while due, the claimer was told too: a rival.
+			if m.rush && t.Status == StatusRunning {
+				w.rivalSeen(t.WorkerID)
+			}
 			return false, due, false, false
 		case staleMarker(m, t, now) && now.Sub(t.UpdatedAt) < cleanupGrace:
 			// The change that ended this marker's phase was just made
@@ -370,7 +378,7 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 			return false, until, false, failed
 		}
 		s.reached("poll/takeover")
-		ok, lost := w.claim(ctx, base, t, etag, next, stale)
+		ok, lost := w.claim(ctx, base, m, t, etag, next, stale)
 		return ok, due, lost, !ok && !lost
 	}
 	next, _, err := transition(t, w.claimEvent(), now)
@@ -389,7 +397,7 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 		drop()
 		return false, until, false, failed
 	}
-	ok, lost := w.claim(ctx, base, t, etag, next, stale)
+	ok, lost := w.claim(ctx, base, m, t, etag, next, stale)
 	return ok, due, lost, !ok && !lost
 }
 
@@ -454,8 +462,10 @@ func (w *Worker) claimEvent() event {
 // claim writes the claim, which moves the task's marker to the end of the
 // lease, and, if it won, starts the handler. stale are markers of the task
 // to delete as well. It reports whether it started the task, and whether
-// it lost the task to another writer.
-func (w *Worker) claim(ctx, base context.Context, t *record, etag string, next *record, stale []string) (started, lost bool) {
+// it lost the task to another writer. m is the marker visited: a claim of a
+// task told of by an event while due, lost to another worker, tells the
+// worker of a rival (see fanout.go).
+func (w *Worker) claim(ctx, base context.Context, m marker, t *record, etag string, next *record, stale []string) (started, lost bool) {
 	if ctx.Err() != nil {
 		return false, false
 	}
@@ -481,6 +491,9 @@ func (w *Worker) claim(ctx, base context.Context, t *record, etag string, next *
 		}
 		if !lost && errors.Is(err, errLost) {
 			w.store.reached("poll/claim-refused")
+		}
+		if lost && m.rush && got != nil && got.Status == StatusRunning {
+			w.rivalSeen(got.WorkerID)
 		}
 		return false, lost
 	}

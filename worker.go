@@ -44,6 +44,9 @@ type Worker struct {
 	notesLost bool             // Notify dropped events: too many waited
 	noted     chan struct{}    // pinged by Notify
 	marked    map[string]noted // poll loop only: markers named by events, to visit
+	rivals    map[string]rival // poll loop only: workers told of the same tasks (see fanout.go)
+	met       int              // poll loop only: how many of the rivals this worker met
+	rtt       time.Duration    // poll loop only: a record read's round trip, averaged
 
 	kickMu   sync.Mutex
 	kickETag string        // the wake object's ETag as the latest local Submit left it
@@ -97,7 +100,7 @@ func NewWorker(store *Store, h Handler, opts *WorkerOptions) (*Worker, error) {
 		spread: pickSpread,
 		kicked: make(chan struct{}, 1),
 		noted:  make(chan struct{}, 1),
-		marked: map[string]noted{},
+		marked: map[string]noted{}, rivals: map[string]rival{},
 	}
 	w.notices = newNotifier(w)
 	return w, nil
