@@ -62,8 +62,25 @@ type noted struct {
 // was deleted first. An event that a
 // task's record was written also brings the worker back at once to the
 // markers of that task it found ahead of their record; one that the record
-// was deleted (a Purge) makes it forget them. Notify reports whether the event concerns the worker;
-// events of other objects and other buckets are ignored.
+// was deleted (a Purge) makes it forget them.
+//
+// Where every worker of a fleet is told of every event (a broker without a
+// queue group), the workers take turns at a task due now instead of racing
+// for its claim: each visits it after its rank for that task, drawn from a
+// hash of the task's ID and the workers' IDs, times a step of a few record
+// reads as the worker measures them (1 s at most in all). The first
+// claims at once; the claim's events reach the others before their turns,
+// and they drop the visit (the marker's deletion) or find the task running.
+// A worker ranks itself among the workers it found holding a task it was
+// told of while due, or lost such a claim to, and, once it has met one,
+// among those it is told wrote their presence object (see
+// [WorkerOptions.PresenceInterval]; events of the _workers/ folder are
+// worth passing on). A worker that never met one, alone or told of each
+// task alone (a webhook, a queue group), visits at once.
+//
+// Notify reports whether the event concerns the worker: a marker's, a
+// record's or a presence object's; events of other objects and other
+// buckets are ignored.
 //
 // An event is only a hint: the record decides, so duplicate, late,
 // out-of-order and forged events cost a GET at most, never a wrong start.

@@ -12,6 +12,8 @@ var Required = []string{
 	"event/retry",
 	"event/removed",
 	"event/during-scan",
+	"fanout/rival",
+	"fanout/stagger",
 	"commit/landed-after-doubt",
 	"commit/overtaken",
 	"commit/not-landed",
