@@ -337,4 +337,12 @@ var mutations = []mutation{
 		Old:     `if at := t.DueAt.Add(s.dueLead()); at.After(now) {`,
 		New:     `if at := t.DueAt.Add(s.dueLead()); at.After(w.soon(now)) {`,
 	},
+	{
+		Name:    "stagger-unbounded",
+		Promise: "Told of a due task with the rest of a fleet, a worker waits for its turn a few measured record reads per worker ranked ahead, 1 s at most in all: here each rank ahead costs 10 s, unbounded, so a worker ranked behind busy ones, or behind one that missed the event, leaves a task it was told of waiting while it is idle.",
+		File:    "fanout.go",
+		Old: `	step := min(max(staggerRTTs*w.rtt, minStaggerStep), maxStaggerStep)
+	return min(time.Duration(n)*step, maxStagger)`,
+		New: `	return time.Duration(n) * 10 * time.Second`,
+	},
 }
