@@ -100,6 +100,14 @@ func (p *proc) handle(ctx context.Context, job *s3task.Job) error {
 	w.h.Runs = append(w.h.Runs, run)
 	w.mu.Unlock()
 	context.AfterFunc(ctx, func() {
+		if p.link.dead() {
+			// A crashed process does nothing the world can see: its
+			// contexts end when its Run gives up on the handlers, which
+			// a timer of the library may reach at the same instant (a
+			// doubtful write's settling, begun when the crash cut its
+			// answer), in either order.
+			return
+		}
 		at, seq := w.now()
 		at = p.link.thawed(at) // a frozen handler learns of it when it thaws
 		c := context.Cause(ctx)
