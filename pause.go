@@ -365,6 +365,7 @@ func (s *Store) setPaused(ctx context.Context, typ string, pause bool) error {
 				return unknown(fmt.Errorf("s3task: write %s: %w", s.wakeKey(), blindErr))
 			}
 			blind = &wetag
+			s.wakeLast.drop(false)
 			etag, err := s.wakeFallback(ctx)
 			if err != nil {
 				// Its answer may be lost: read again to see.
@@ -372,7 +373,7 @@ func (s *Store) setPaused(ctx context.Context, typ string, pause bool) error {
 				continue
 			}
 			if !pause {
-				s.local.wake(etag, "", nil)
+				s.local.wake(etag, wakeNote{}, nil)
 			}
 			return nil
 		}
@@ -383,11 +384,12 @@ func (s *Store) setPaused(ctx context.Context, typ string, pause bool) error {
 		}
 		etag, err := s.putWake(ctx, formatWakeBody(b), wetag)
 		if err == nil {
+			s.wakeLast.put(b, etag)
 			seen := pauseSeen{types: types, etag: etag, read: sent}
 			if pause {
 				s.local.see(seen)
 			} else {
-				s.local.wake(etag, "", &seen)
+				s.local.wake(etag, wakeNote{}, &seen)
 			}
 			return nil
 		}

@@ -284,8 +284,33 @@ func TestPauseRequests(t *testing.T) {
 		e.submit(CreateParams{Name: "announced"})
 		step("Pause after an announcement", pause, map[string]int{"GET wake": 1, "GET paused": 1, "PUT paused": 1, "PUT wake": 1})
 		task := e.create(CreateParams{Name: "submitted while paused"})
+		// The wake object as this Store's Pause left it: written over
+		// without a read, the paused type carried over.
 		step("Submit while a type is paused", func() error { _, err := st.Submit(e.ctx, task.ID); return err },
-			map[string]int{"GET": 1, "HEAD": 1, "PUT": 2, "GET wake": 1, "PUT wake": 1})
+			map[string]int{"GET": 1, "HEAD": 1, "PUT": 2, "PUT wake": 1})
+		if got, err := st.Paused(e.ctx); err != nil || !slices.Equal(got, []string{"pdf"}) {
+			t.Errorf("Paused after the Submit = %v, %v; want [pdf]", got, err)
+		}
+		body, _, _, err := st.readWake(e.ctx)
+		if err != nil || !slices.Equal(body.paused.types, []string{"pdf"}) || !body.paused.known {
+			t.Errorf("the wake object after the Submit names the paused types %+v (%v); want [pdf]", body.paused, err)
+		}
+		c.take()
+		// Another Store's announcement changes it: this Store's copy is
+		// stale, its write refused, and it reads the object and writes
+		// again; then, for a while, it reads first.
+		e.submit(CreateParams{Name: "another Store's"})
+		for _, want := range []map[string]int{
+			{"GET": 1, "HEAD": 1, "PUT": 2, "PUT wake": 2, "GET wake": 1},
+			{"GET": 1, "HEAD": 1, "PUT": 2, "PUT wake": 1, "GET wake": 1},
+		} {
+			task := e.create(CreateParams{Name: "submitted after another Store's"})
+			step("Submit after another Store's", func() error { _, err := st.Submit(e.ctx, task.ID); return err }, want)
+		}
+		time.Sleep(wakeDistrust)
+		task = e.create(CreateParams{Name: "submitted a while later"})
+		step("Submit a while after the refusal", func() error { _, err := st.Submit(e.ctx, task.ID); return err },
+			map[string]int{"GET": 1, "HEAD": 1, "PUT": 2, "PUT wake": 1})
 	})
 }
 

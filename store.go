@@ -52,6 +52,7 @@ type Store struct {
 	lastStamp atomic.Int64 // the latest time stamp returned, in Unix milliseconds
 	local     localWorkers // workers of this process, woken by Submit and Retry
 	wakes     wakeGroup    // this Store's announcements, written one batch at a time
+	wakeLast  wakeCache    // the wake object as this Store last wrote it
 
 	// rnd, if set, is the source of all the store's randomness, and ids
 	// its ID generator (see package internal/entropy); nil: crypto/rand
@@ -448,7 +449,10 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 // then adds the marker to the wake object that tells idle workers to look;
 // workers running in this process on this Store start looking at once.
 // Submitting a queued task again changes nothing and returns it. Requests:
-// GET, HEAD, PUT marker, PUT record, GET and PUT wake.
+// GET, HEAD, PUT marker, PUT record, PUT wake; a GET of the wake object
+// before its PUT the first time a Store writes it, and while other
+// processes write it too (see "Requests per call" in the package
+// documentation).
 //
 // An input sent with a presigned POST form ([Store.PresignUploadForm]) is
 // in the task's upload object: when the input is missing, Submit copies

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,11 +31,20 @@ import (
 //
 // A line names the marker of a task that became due or will be sooner than
 // it was (Submit, Retry, Schedule, a release on shutdown), or "*" for news
-// without one (markers restored by Reconcile, a Resume). A worker that sees the object change looks at the
-// announcements it has not seen: a marker that is gone was taken already,
-// and when every announced marker is gone there is nothing to list for.
-// So a submit costs the fleet one LIST, by the first worker to notice,
-// plus a HEAD per other idle worker, instead of a LIST per idle worker.
+// without one (markers restored by Reconcile, a Resume). A worker that sees
+// the object change visits each marker due now among the announcements it
+// has not seen, as if an event had named it: it reads the task's record
+// and claims it, with no LIST. A worker that comes after another took the
+// task finds the record running and leaves it. So a submit costs an idle
+// fleet a record GET per idle worker at most, and no LIST; a worker lists
+// for news without a marker, or when it may have missed announcements.
+//
+// A Store keeps a copy of the wake object as it wrote it last, and writes
+// its next announcement over that copy, with If-Match on its ETag, without
+// reading the object first: where one process announces, that saves the
+// GET of every announcement. When another process has written since, the
+// write is refused, and the Store reads the object and writes again (and
+// reads first for a minute: see wakeCache).
 //
 // The paused line is "paused" and a JSON array of the paused types, or
 // "paused ?" when the writer did not know them (the fallback of a Pause or
@@ -203,11 +213,7 @@ func (s *Store) writeWakes(ctx context.Context, b *wakeBatch) {
 			"err", err, "announcements", len(notes))
 	}
 	for _, n := range notes {
-		key := n.key
-		if key == "*" {
-			key = ""
-		}
-		s.local.wake(etag, key, seen)
+		s.local.wake(etag, n, seen)
 	}
 	s.wakes.finish(b)
 }
@@ -269,6 +275,58 @@ func (g *wakeGroup) finish(b *wakeBatch) {
 	g.next = nil
 }
 
+// wakeDistrust is how long a Store reads the wake object before it writes
+// it, after a write over the copy it kept was refused: another process
+// announces too, and would most likely have changed it again.
+const wakeDistrust = time.Minute
+
+// wakeCache is the wake object as this Store last wrote it, which the
+// next write of its announcements changes and writes over, with If-Match
+// on its ETag, instead of reading it first: where one process announces
+// (an API's Submits), no other writer changes it in between, and an
+// announcement costs one PUT, not a GET and a PUT. A copy another writer
+// has changed since costs a refused PUT, and the write then reads the
+// object as it would have; and for wakeDistrust after that, or after any
+// write of its that lost to another writer's, the Store reads first.
+// The compare-and-set is the same either way: nothing is written over
+// what this Store has not seen.
+type wakeCache struct {
+	mu    sync.Mutex
+	body  wakeBody
+	etag  string    // "": no copy
+	until time.Time // local clock: no copy is used before then
+}
+
+// get returns a copy of the body and its ETag, if there is one to use.
+func (c *wakeCache) get() (wakeBody, string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.etag == "" || time.Now().Before(c.until) {
+		return wakeBody{}, "", false
+	}
+	b := wakeBody{notes: slices.Clone(c.body.notes), paused: pausedSet{known: c.body.paused.known, types: slices.Clone(c.body.paused.types)}}
+	return b, c.etag, true
+}
+
+// put keeps b, just written with the ETag etag.
+func (c *wakeCache) put(b wakeBody, etag string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.body, c.etag = b, etag
+}
+
+// drop forgets the copy: a write of unknown outcome, or one that lost
+// to another writer's, or was refused over the copy (stale is true),
+// after which copies are not used for wakeDistrust.
+func (c *wakeCache) drop(stale bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.body, c.etag = wakeBody{}, ""
+	if stale {
+		c.until = time.Now().Add(wakeDistrust)
+	}
+}
+
 // keepNotes returns the last wakeKeep of notes.
 func keepNotes(notes []wakeNote) []wakeNote { return notes[max(len(notes)-wakeKeep, 0):] }
 
@@ -276,10 +334,11 @@ func keepNotes(notes []wakeNote) []wakeNote { return notes[max(len(notes)-wakeKe
 // compare-and-set on the wake object lost, until wakeWithin ran out.
 var errWakeLost = errors.New("other writers kept changing it")
 
-// rewriteWake changes the wake object with a compare-and-set: it reads it,
-// lets edit change the body, and writes it over the one it read, with the
-// paused types it read, or, when the body did not name them, those of the
-// paused object, read after it. A write that loses to another writer's
+// rewriteWake changes the wake object with a compare-and-set: it reads it
+// (or takes the copy this Store kept of what it wrote last: see
+// wakeCache), lets edit change the body, and writes it over the one it
+// read, with the paused types it read, or, when the body did not name
+// them, those of the paused object, read after it. A write that loses to another writer's
 // waits a moment, with jitter, so that the writers drift apart, and tries
 // again, until ctx ends; it never writes over what it has not read, so it
 // drops neither another writer's announcements nor the paused types. It
@@ -293,18 +352,25 @@ var errWakeLost = errors.New("other writers kept changing it")
 // write of the object takes here, so that the waits spread the writers
 // over as many writes' time as there are writers.
 func (s *Store) rewriteWake(ctx context.Context, edit func(b *wakeBody)) (string, *pauseSeen, error) {
-	for try := 0; ; try++ {
-		b, etag, sent, err := s.readWake(ctx)
-		if err != nil {
-			return "", nil, err
-		}
-		if !b.paused.known {
-			// Written by an earlier version, or by a Pause's fallback:
-			// the paused object says, read after the wake object, so that
-			// a Pause under way either shows here or changes the wake
-			// object and makes this write lose.
-			if types, _, err := s.readPaused(ctx); err == nil {
-				b.paused = pausedSet{known: true, types: types}
+	// The object as this Store last wrote it, unless another writer
+	// changed it since: then the write over the copy is refused, and the
+	// Store reads it as it would have.
+	b, etag, copied := s.wakeLast.get()
+	for lost := 0; ; {
+		sent := time.Now()
+		if !copied {
+			var err error
+			if b, etag, sent, err = s.readWake(ctx); err != nil {
+				return "", nil, err
+			}
+			if !b.paused.known {
+				// Written by an earlier version, or by a Pause's fallback:
+				// the paused object says, read after the wake object, so
+				// that a Pause under way either shows here or changes the
+				// wake object and makes this write lose.
+				if types, _, err := s.readPaused(ctx); err == nil {
+					b.paused = pausedSet{known: true, types: types}
+				}
 			}
 		}
 		edit(&b)
@@ -313,16 +379,29 @@ func (s *Store) rewriteWake(ctx context.Context, edit func(b *wakeBody)) (string
 			var seen *pauseSeen
 			if b.paused.known {
 				seen = &pauseSeen{types: b.paused.types, etag: newETag, read: sent}
+				s.wakeLast.put(b, newETag)
 			}
 			return newETag, seen, nil
 		}
 		if !s3x.Lost(err) {
+			s.wakeLast.drop(false)
 			return "", nil, fmt.Errorf("s3task: write %s: %w", s.wakeKey(), err)
 		}
+		if copied {
+			// Another process wrote since this Store did: read the object
+			// now, with no wait (no writer raced this one; the copy was
+			// old), and read it first for a while.
+			s.reached("wake/stale-copy")
+			s.wakeLast.drop(true)
+			copied = false
+			continue
+		}
 		s.reached("wake/lost")
-		window := min(max(time.Since(sent), time.Millisecond)<<min(try+2, 16), wakeBackoffMost)
+		s.wakeLast.drop(true) // others write it now: no copy will do for a while
+		window := min(max(time.Since(sent), time.Millisecond)<<min(lost+2, 16), wakeBackoffMost)
+		lost++
 		if !sleepCtx(ctx, s.jitter("wake", window)) {
-			return "", nil, fmt.Errorf("s3task: write %s: %w (%d rounds)", s.wakeKey(), errWakeLost, try+1)
+			return "", nil, fmt.Errorf("s3task: write %s: %w (%d rounds)", s.wakeKey(), errWakeLost, lost)
 		}
 	}
 }
@@ -411,30 +490,21 @@ func (s *Store) checkWake(ctx context.Context, etag string) (string, []byte, boo
 	return etag, nil, false, fmt.Errorf("s3task: check %s: %w", key, err)
 }
 
-// markerGone reports whether the marker at key no longer exists. Requests:
-// one HEAD.
-func (s *Store) markerGone(ctx context.Context, key string) (bool, error) {
-	_, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
-	switch {
-	case err == nil:
-		return false, nil
-	case s3x.NotFound(err):
-		return true, nil
-	}
-	return false, err
-}
-
 // wakeNews judges a changed wake object's body: it reports whether the
-// worker should list. It remembers the announcements seen, so the next
-// change shows only the new ones, and forgets that it left a newly
-// announced marker alone for a while. It lists for a body it cannot read,
-// for news without a marker, when it may have missed announcements (none of
-// those kept was seen before), and when an announced marker is still
-// there (or cannot be checked); not when every new one is gone, taken by
-// another worker, or is due later: it returns the earliest such time, for
-// the poll loop to list then.
-func (w *Worker) wakeNews(ctx context.Context, body []byte) (list bool, due time.Time) {
-	s := w.store
+// worker should list, and when a marker announced for later falls due. It
+// remembers the announcements seen, so the next change shows only the new
+// ones, and forgets that it left a newly announced marker alone for a
+// while. It lists for a body it cannot read, for news without a marker,
+// and when it may have missed announcements (none of those kept was seen
+// before). A new marker due now it visits as one an event named, with no
+// LIST: the change that wrote it has landed (its writer announces after
+// the record), and an idle worker's last listing found nothing else due,
+// so the announced tasks, in their markers' order, are the oldest work it
+// knows of. A worker told after another took the task reads its record
+// and finds it running; that read is the price of the news, as a HEAD of
+// the marker was. A marker due later it leaves for the poll loop to list
+// at its time.
+func (w *Worker) wakeNews(body []byte) (list bool, due time.Time) {
 	notes, ok := parseWake(body)
 	prev := w.wakeSeen
 	w.wakeSeen = make(map[string]bool, len(notes))
@@ -460,25 +530,49 @@ func (w *Worker) wakeNews(ctx context.Context, body []byte) (list bool, due time
 	if len(fresh) == len(notes) && len(notes) >= wakeKeep {
 		return true, due // some may have scrolled out unseen
 	}
+	return w.told(fresh, &due), due
+}
+
+// told takes announcements the worker has not seen (poll loop only): a
+// marker due now it visits as one an event named, a marker due later
+// moves *due, the time the loop lists at, to its time. It reports whether
+// the worker should list instead: news without a marker, or more markers
+// to visit than it keeps.
+func (w *Worker) told(notes []wakeNote, due *time.Time) (list bool) {
+	s := w.store
 	now := s.serverNow()
-	for _, n := range fresh {
+	var visit []marker
+	for _, n := range notes {
+		if w.wakeSeen != nil {
+			w.wakeSeen[n.rev] = true // a local kick's: the check that reads it takes it as seen
+		}
+		w.announced(n.key)
 		m, ok := s.parseMarker(n.key)
 		switch {
 		case n.key == "*" || !ok:
-			return true, due
+			return true
 		case m.due.After(now):
 			// Scheduled for later: the marker's name says when, and the
 			// poll loop lists then, not now. (Not by the horizon of a
 			// visit, soon: a start a second ahead would cost a LIST now
 			// and another at its time.)
-			due = sooner(due, m.due.Add(s.dueLead())) // a start is judged by serverEarliest
+			*due = sooner(*due, m.due.Add(s.dueLead())) // a start is judged by serverEarliest
 			continue
 		}
-		if gone, err := s.markerGone(ctx, n.key); err != nil || !gone {
-			return true, due
-		}
+		visit = append(visit, m)
 	}
-	return false, due
+	if len(w.marked)+len(visit) > maxNoted {
+		return true
+	}
+	for _, m := range visit {
+		s.reached("wake/visit")
+		// Written after the record it stands for, as far as this worker
+		// can tell: a visit that finds it of a phase that is over leaves
+		// it to its writer, as for an event's.
+		m.written, m.event = now, true
+		w.marked[m.key] = noted{m: m, at: now}
+	}
+	return false
 }
 
 // localWorkers are the workers running in this process on a Store: a Submit
@@ -505,17 +599,17 @@ func (l *localWorkers) remove(w *Worker) {
 }
 
 // wake kicks every local worker; etag is the wake object's new ETag, if
-// known, so that their next check of it does not make them list again, key
-// the marker announced ("" for none), and seen, if not nil, the paused
-// types the new body names.
-func (l *localWorkers) wake(etag, key string, seen *pauseSeen) {
+// known, so that their next check of it does not make them look at it
+// again, note the announcement, and seen, if not nil, the paused types the
+// new body names.
+func (l *localWorkers) wake(etag string, note wakeNote, seen *pauseSeen) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for w := range l.workers {
 		if seen != nil {
 			w.pause.view.see(*seen)
 		}
-		w.kick(etag, key)
+		w.kick(etag, note)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,8 +29,11 @@ func TestWakeBodyRoundTrip(t *testing.T) {
 	}
 }
 
-// TestWakeNews checks how a worker judges a changed wake object: it lists
-// unless every announcement it has not seen names a marker that is gone.
+// TestWakeNews checks how a worker judges a changed wake object: it
+// visits each marker it has not seen announced that is due, with no LIST
+// (whether the marker is still there or not: the visit's read of the
+// record tells), notes the time of one due later, and lists only when
+// the news names no marker or it may have missed some.
 func TestWakeNews(t *testing.T) {
 	e := newAdvEnv(t)
 	w, err := NewWorker(e.admin, HandlerFunc(advSucceed), &WorkerOptions{ID: "w"})
@@ -37,40 +41,47 @@ func TestWakeNews(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := e.admin.markerDir()
-	present, gone := dir+"20261130T144702.123Z_"+NewID(), dir+"20261130T144702.124Z_"+NewID()
-	e.putRaw(present, nil)
+	first, second := dir+"20261130T144702.123Z_"+NewID(), dir+"20261130T144702.124Z_"+NewID()
 	due := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
 	later := dir + due.Format(markerTimeLayout) + "_" + NewID()
-	e.putRaw(later, nil)
-	seen := wakeNote{"seen", gone}
+	seen := wakeNote{"seen", first}
 	base := formatWake([]wakeNote{seen})
 	many := []wakeNote{}
 	for i := range wakeKeep {
-		many = append(many, wakeNote{fmt.Sprintf("r%d", i), gone})
+		many = append(many, wakeNote{fmt.Sprintf("r%d", i), second})
 	}
 	for _, tc := range []struct {
-		name string
-		body []byte
-		want bool
+		name   string
+		body   []byte
+		list   bool
+		visits []string
 	}{
-		{"an announced marker is gone", formatWake([]wakeNote{seen, {"n1", gone}}), false},
-		{"an announced marker is still there", formatWake([]wakeNote{seen, {"n1", gone}, {"n2", present}}), true},
-		{"news without a marker", formatWake([]wakeNote{seen, {"n1", "*"}}), true},
-		{"a key outside the marker folder", formatWake([]wakeNote{seen, {"n1", "elsewhere/x"}}), true},
-		{"none of those kept was seen: some may be missed", formatWake(many), true},
-		{"a body of an earlier version", []byte("7c3f0a9e"), true},
-		{"nothing new", base, false},
-		{"an announced marker due later", formatWake([]wakeNote{seen, {"n1", later}}), false},
+		{"an announced marker", formatWake([]wakeNote{seen, {"n1", second}}), false, []string{second}},
+		{"two, and one seen before", formatWake([]wakeNote{seen, {"n1", second}, {"n2", first}}), false, []string{first, second}},
+		{"news without a marker", formatWake([]wakeNote{seen, {"n1", "*"}}), true, nil},
+		{"a key outside the marker folder", formatWake([]wakeNote{seen, {"n1", "elsewhere/x"}}), true, nil},
+		{"none of those kept was seen: some may be missed", formatWake(many), true, nil},
+		{"a body of an earlier version", []byte("7c3f0a9e"), true, nil},
+		{"nothing new", base, false, nil},
+		{"an announced marker due later", formatWake([]wakeNote{seen, {"n1", later}}), false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w.wakeSeen = nil
-			w.wakeNews(e.ctx, base) // what the worker saw before
-			got, noted := w.wakeNews(e.ctx, tc.body)
-			if got != tc.want {
-				t.Errorf("wakeNews = %v, want %v", got, tc.want)
+			w.wakeSeen, w.marked = nil, map[string]noted{}
+			w.wakeNews(base) // what the worker saw before
+			got, noted := w.wakeNews(tc.body)
+			if got != tc.list {
+				t.Errorf("wakeNews = %v, want %v", got, tc.list)
 			}
 			if bytes.Contains(tc.body, []byte(later)) != noted.Equal(due) {
 				t.Errorf("wakeNews returned the due time %s; want %s only for the marker due later", noted, due)
+			}
+			var visits []string
+			for key := range w.marked {
+				visits = append(visits, key)
+			}
+			slices.Sort(visits)
+			if diff := gocmp.Diff(tc.visits, visits); diff != "" {
+				t.Errorf("markers to visit (-want +got):\n%s", diff)
 			}
 		})
 	}

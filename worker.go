@@ -48,10 +48,11 @@ type Worker struct {
 	met       int              // poll loop only: how many of the rivals this worker met
 	rtt       time.Duration    // poll loop only: a record read's round trip, averaged
 
-	kickMu   sync.Mutex
-	kickETag string        // the wake object's ETag as the latest local Submit left it
-	kickKeys []string      // the markers local Submits announced since the loop last woke
-	kicked   chan struct{} // pinged by Wake and by local Submits
+	kickMu    sync.Mutex
+	kickETag  string        // the wake object's ETag as the latest local Submit left it
+	kickNotes []wakeNote    // what local Submits announced since the loop last woke
+	kickList  bool          // a kick without a marker (Wake, news without one): list
+	kicked    chan struct{} // pinged by Wake and by local Submits
 
 	stopMu sync.Mutex
 	run    *runState // the current Run, nil when not running
@@ -124,27 +125,30 @@ func (w *Worker) ID() string { return w.opts.ID }
 // tasks by their own means (S3 event notifications through a queue they
 // already run, a message from the producer) call it to start them within
 // a round trip; Submit and Retry through the worker's own Store do so by
-// themselves. It costs the worker one LIST when it has a free slot, and
+// themselves, and name the task, so that the worker visits it with no
+// LIST. Wake costs the worker one LIST when it has a free slot, and
 // nothing when called on a worker that is not running or while one is
 // pending.
-func (w *Worker) Wake() { w.kick("", "") }
+func (w *Worker) Wake() { w.kick("", wakeNote{}) }
 
 // kick wakes the poll loop; etag, if not "", is the wake object's new ETag,
-// written by a Submit of this process, so that the loop need not list
-// again when it sees it, and key, if not "", the marker it announced,
-// which the loop then visits even if it left it alone for a while (see
-// wakeNews).
-func (w *Worker) kick(etag, key string) {
-	if etag != "" || key != "" {
-		w.kickMu.Lock()
-		if etag != "" {
-			w.kickETag = etag
-		}
-		if key != "" && len(w.kickKeys) < wakeKeep {
-			w.kickKeys = append(w.kickKeys, key)
-		}
-		w.kickMu.Unlock()
+// written by a Submit of this process, so that the loop need not look at
+// it again when it sees it, and note, if its key is not "", what the
+// write announced: the loop visits the marker as if it had read the
+// announcement (see wakeNews). A note without a key, or "*", makes it
+// list.
+func (w *Worker) kick(etag string, note wakeNote) {
+	w.kickMu.Lock()
+	if etag != "" {
+		w.kickETag = etag
 	}
+	switch {
+	case note.key == "" || note.key == "*" || len(w.kickNotes) >= wakeKeep:
+		w.kickList = true
+	default:
+		w.kickNotes = append(w.kickNotes, note)
+	}
+	w.kickMu.Unlock()
 	select {
 	case w.kicked <- struct{}{}:
 	default:
@@ -159,14 +163,14 @@ func (w *Worker) announced(key string) {
 	w.notices.lift(key)
 }
 
-// takeKick returns the ETag left by the latest local kick, if any, and
-// the markers the kicks announced.
-func (w *Worker) takeKick() (string, []string) {
+// takeKick returns the ETag left by the latest local kick, if any, what
+// the kicks announced, and whether one asked for a listing.
+func (w *Worker) takeKick() (string, []wakeNote, bool) {
 	w.kickMu.Lock()
 	defer w.kickMu.Unlock()
-	etag, keys := w.kickETag, w.kickKeys
-	w.kickETag, w.kickKeys = "", nil
-	return etag, keys
+	etag, notes, list := w.kickETag, w.kickNotes, w.kickList
+	w.kickETag, w.kickNotes, w.kickList = "", nil, false
+	return etag, notes, list
 }
 
 // errAlreadyRunning is returned by a second concurrent Run.
@@ -307,7 +311,7 @@ func (w *Worker) loop(ctx, base context.Context) {
 	bctx, cancel := w.bounded(ctx)
 	if etag, body, _, err := w.checkWake(bctx, ""); err == nil {
 		wakeETag = etag
-		w.wakeNews(bctx, body) // notes what was announced so far
+		w.wakeNews(body) // notes what was announced so far
 	}
 	cancel()
 	rec := w.newReconciler()
@@ -318,14 +322,11 @@ func (w *Worker) loop(ctx, base context.Context) {
 		w.wg.Go(rec.release)
 	}()
 	kicked := func() {
-		listNow = true
-		etag, keys := w.takeKick()
+		etag, notes, list := w.takeKick()
 		if etag != "" {
 			wakeETag = etag
 		}
-		for _, key := range keys {
-			w.announced(key)
-		}
+		listNow = w.told(notes, &due) || list || listNow
 	}
 	var (
 		checkAt time.Time // local clock: when the wake object is next checked
@@ -377,7 +378,7 @@ func (w *Worker) loop(ctx, base context.Context) {
 				wakeETag = etag
 				if changed {
 					var later time.Time
-					listNow, later = w.wakeNews(bctx, body)
+					listNow, later = w.wakeNews(body)
 					due = sooner(due, later)
 				}
 				cancel()

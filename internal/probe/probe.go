@@ -69,6 +69,8 @@ var Branches = map[string]string{
 	"wake/fallback":             "a Pause or Resume that kept losing its compare-and-set on the wake object, written blind as 'list now, paused types unknown'",
 	"wake/batched":              "an announcement written by another call of the same Store, in one write with its own (group commit)",
 	"wake/lost":                 "an announcement's compare-and-set on the wake object lost to another writer, tried again after a jittered wait",
+	"wake/stale-copy":           "an announcement written over the Store's copy of the wake object, refused because another writer had changed it, read and written again",
+	"wake/visit":                "a marker the wake object announced, visited directly, with no LIST",
 	"stop/hurry":                "running handlers cancelled at once because a Stop's context ended",
 	"clock/lower-edge":          "a server-clock estimate the Date headers ruled out moved to their lower edge",
 }

@@ -54,6 +54,8 @@ var Required = []string{
 	"schedule/announced",
 	"wake/batched",
 	"wake/lost",
+	"wake/stale-copy",
+	"wake/visit",
 	"stop/hurry",
 	"clock/lower-edge",
 }
