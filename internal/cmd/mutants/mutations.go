@@ -252,6 +252,20 @@ var mutations = []mutation{
 		New:     `	notes := b.notes[:max(len(b.notes)-1, 1)]`,
 	},
 	{
+		Name:    "wake-copy-blind",
+		Promise: "A Store writes an announcement over its copy of the wake object only if no one changed the object since it wrote it (If-Match on the copy's ETag), so no other process's announcement or pause is overwritten: here the write over the copy is blind.",
+		File:    "wake.go",
+		Old:     `		newETag, err := s.putWake(ctx, formatWakeBody(b), etag)`,
+		New:     `		newETag, err := s.putWake(ctx, formatWakeBody(b), map[bool]string{true: "-", false: etag}[copied])`,
+	},
+	{
+		Name:    "wake-visit-drops-last",
+		Promise: "An idle worker that sees the wake object announce markers due now visits every one of them, with no LIST: here it visits all but the last, and neither lists for it.",
+		File:    "wake.go",
+		Old:     `	for _, m := range visit {`,
+		New:     `	for _, m := range visit[:max(len(visit)-1, 0)] {`,
+	},
+	{
 		Name:    "fallback-states-none",
 		Promise: "The fallback of a Pause or Resume that keeps losing its compare-and-set on the wake object, which writes it blind, says the paused types are unknown, so workers read them from the paused object and no pause is lost.",
 		File:    "wake.go",
