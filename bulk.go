@@ -169,7 +169,8 @@ func (r *BulkReport) add(results ...BulkResult) {
 // IDs there is no listing. A dry run adds nothing to the listing with a
 // filter, and one GET per task with IDs. A run adds, per task it
 // retries, what Retry costs: GET, HEAD, PUT marker, PUT record, the wake
-// object's GET and PUT (more when the calls in flight contend for it), and
+// object's PUT (its GET too, once, unless this Store wrote it last; the
+// Retries in flight share its writes), and
 // a DELETE of the old marker of a task that was waiting for its retry; per
 // task it skips, the GET that finds it so.
 //

@@ -433,7 +433,7 @@
 //
 // A stalled S3, one that accepts connections but stops answering, never
 // wedges a worker: each of its requests has a deadline. A request of the
-// poll loop (the wake object's GET and HEAD, the LIST, a record's GET, a
+// poll loop (the wake object's GET, the LIST, a record's GET, a
 // marker's DELETE), a record read of the notifier and the wait for the
 // answer to [Job.OpenInput]'s GET are given up after a third of the lease
 // (HeartbeatInterval; at least PollInterval and one second), and the loop
@@ -596,14 +596,18 @@
 // Create: 1 PUT; with a Key, 2 PUTs (the key's object, then the record),
 // and a repeat of a key that names a task already: 1 refused PUT and 2
 // GETs. Get: 1 GET. Submit: GET, HEAD, then PUTs of the marker and
-// the record, and a GET and a PUT of the wake object. Cancel: GET, PUT, and a DELETE of the marker
+// the record, and a PUT of the wake object (with a GET before it, the
+// first time a Store writes it, and while another process writes it too;
+// a refused PUT more when another process wrote it since this Store's
+// last write). Cancel: GET, PUT, and a DELETE of the marker
 // of a task that had one; with an OnTerminal hook, a PUT of a marker due
 // now first for a task whose marker named a later time (or that had none),
 // and a PUT of the record once the hook has run. Retry: GET, HEAD, then
-// PUTs of the marker and the record, a GET and a PUT of the wake object,
+// PUTs of the marker and the record, the wake object's PUT as Submit's,
 // and a DELETE of the old marker of a task that was waiting for its retry.
 // Schedule: GET, PUT of the new marker, PUT of the record, DELETE of the
-// old marker, and the wake object's GET and PUT when the task is queued.
+// old marker, and the wake object's PUT as Submit's when the task is
+// queued.
 // Pause and Resume: a GET of the wake object and one of the paused
 // object, then a PUT of each, or nothing more when the type already is (or
 // is not) paused; Paused: 1 GET.
@@ -638,9 +642,10 @@
 // events does) announces itself as rarely, and a negative PresenceInterval
 // turns presence off at no request. Submit and Retry add their task's marker
 // to the wake object, so new work is picked up within PollInterval plus a
-// few round trips; the first idle worker to notice lists, and the others,
-// finding the announced marker gone (one HEAD), do not; a Worker in the
-// process that called Submit starts at once (see [Worker.Wake] for waking
+// few round trips: an idle worker that notices visits the task named, with
+// no LIST (one GET of its record, which finds it running if another worker
+// came first); a Worker in the process that called Submit visits it at
+// once (see [Worker.Wake] for waking
 // workers from a signal of the host's own). Once the record has changed,
 // the announcement goes out even if the call's context has ended: it has up
 // to 2 seconds of its own, which the call may take past its deadline.

@@ -42,7 +42,7 @@ var lifeFloor = []floorItem{
 	{labelKey{"submit", "HEAD input"}, 1, "verify the input: there, within the size limit, and its ETag to pin"},
 	{labelKey{"submit", "PUT marker"}, 1, "make the task findable by the workers' LIST, before it turns queued"},
 	{labelKey{"submit", "PUT record If-Match"}, 1, "created → queued"},
-	{labelKey{"pickup", "LIST markers"}, 1, "discovery: the only way a worker learns of a task; one LIST serves every task it finds"},
+	{labelKey{"pickup", "LIST markers"}, 1, "discovery: one LIST serves every task it finds; a worker the wake object or an event names the task to visits it without one"},
 	{labelKey{"pickup", "GET record"}, 1, "the worker needs the record and its ETag to claim"},
 	{labelKey{"pickup", "PUT marker"}, 1, "markers are named after the time a task is due, so that a poll reads the due ones at the head of one page: the claim moves the marker to the lease's end, before the record changes, so that polls pass over a running task and find it again if its lease runs out"},
 	{labelKey{"pickup", "PUT record If-Match"}, 1, "the claim: queued → running with a lease, compare-and-set"},
@@ -59,9 +59,9 @@ var lifeFloor = []floorItem{
 var lifeExtras = map[labelKey]string{
 	{"submit", "GET wake"}:               "read the wake object to add this task's marker to its announcements (compare-and-set)",
 	{"submit", "GET wake →404"}:          "read the wake object to add this task's marker to its announcements (none yet)",
-	{"submit", "PUT wake If-Match"}:      "the wake object: tells idle workers to look, naming the marker. One PUT per submit lets every idle worker poll with a conditional GET instead of a LIST (see the idle scenario), and lets all but the first skip the LIST",
+	{"submit", "PUT wake If-Match"}:      "the wake object, written over the copy the Store kept of its last write (no GET while no other process writes it): tells idle workers to look, naming the marker. One PUT per submit lets every idle worker poll with a conditional GET instead of a LIST (see the idle scenario), and the one that notices visits the task named, with no LIST",
+	{"submit", "PUT wake If-Match →412"}: "the Store's copy of the wake object was stale (another process wrote it since): refused, then read and written",
 	{"submit", "PUT wake If-None-Match"}: "the wake object, created by the first submit",
-	{"pickup", "HEAD marker"}:            "the idle worker checks that the announced marker is still there before it lists; other idle workers find it gone and do not list",
 	{"handler", "PUT record If-Match"}:   "heartbeat: renews the lease and carries progress, one per HeartbeatInterval; none for a task shorter than one",
 	{"finish", "GET record"}:             "after deleting a failed task's marker the worker re-reads the record, in case an operator's Retry raced the delete",
 	{"finish", "PUT record If-Match"}:    "the failed record (attempt 1)",
@@ -72,7 +72,6 @@ var lifeExtras = map[labelKey]string{
 	{"retry", "PUT record If-Match"}:     "failed → queued",
 	{"retry", "GET wake"}:                "read the wake object to add the marker to its announcements",
 	{"retry", "PUT wake If-Match"}:       "wake the idle workers",
-	{"pickup 2", "HEAD marker"}:          "the idle worker checks the announced marker before it lists",
 }
 
 // lifeSpec is one variant of a task's life.
