@@ -88,9 +88,9 @@ func TestSmall(t *testing.T) {
 		if measured < floor {
 			t.Errorf("a task's life took %s requests, below the floor of %s: the floor or the counting is wrong", num(measured), num(floor))
 		}
-		// Above the floor, on purpose: the wake object's read and write (it
-		// names the task's marker) and the idle worker's HEAD of that marker
-		// before it lists. Each must be explained in lifeExtras.
+		// Above the floor, on purpose: the wake object's write (it names
+		// the task's marker, which the idle worker visits with no LIST).
+		// Each must be explained in lifeExtras.
 		if measured > floor+3 {
 			t.Errorf("a task's life took %s requests, more than 3 above the floor of %s: %v", num(measured), num(floor), short.extraOverFloor())
 		}
@@ -403,10 +403,12 @@ func checkFleet(t *testing.T, res *fleetResult, svgDir string) {
 	}
 	goal("delayed", d.listsBefore == 0, "%d LISTs between Submit and RunAt (%v), want none", d.listsBefore, d.lists)
 
-	// 7f: LISTs per submitted task: one per idle worker that saw the wake.
+	// 7f: LISTs per submitted task: none; the idle workers that see the
+	// announcement visit the task it names (a listing of MaxPollInterval
+	// may fall in the run now and then).
 	for _, row := range res.idle {
-		if got := row.perTask(row.c.kinds["LIST"]); got < 0.9 || got > float64(row.workers)+0.5 {
-			t.Errorf("%d idle workers: %.2f LISTs per submitted task, want between 1 and %d", row.workers, got, row.workers)
+		if got := row.perTask(row.c.kinds["LIST"]); got > 0.5 {
+			t.Errorf("%d idle workers: %.2f LISTs per submitted task, want about none", row.workers, got)
 		}
 	}
 
