@@ -286,8 +286,13 @@ func (w *World) partner(p *proc, until time.Time) {
 			return
 		}
 		p.purge(time.Now(), s3task.PurgeOptions{})
-		for i := range 2 {
-			w.restartIngester(w.ingester(i))
+		// Both, each once: taken before the first restart, which puts its
+		// replacement last, where ingester(1) would find it and crash it
+		// at the instant it started, before or after its first request
+		// as the Go scheduler has it (a history that did not replay).
+		olds := []*proc{w.ingester(0), w.ingester(1)}
+		for _, old := range olds {
+			w.restartIngester(old)
 		}
 	}
 }
