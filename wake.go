@@ -534,8 +534,9 @@ func (w *Worker) wakeNews(body []byte) (list bool, due time.Time) {
 }
 
 // told takes announcements the worker has not seen (poll loop only): a
-// marker due now it visits as one an event named, a marker due later
-// moves *due, the time the loop lists at, to its time. It reports whether
+// marker due now (within ClockMargin, as an event's) it visits as one an
+// event named, a marker due later moves *due, the time the loop lists at,
+// to its time. It reports whether
 // the worker should list instead: news without a marker, or more markers
 // to visit than it keeps.
 func (w *Worker) told(notes []wakeNote, due *time.Time) (list bool) {
@@ -551,14 +552,16 @@ func (w *Worker) told(notes []wakeNote, due *time.Time) (list bool) {
 		switch {
 		case n.key == "*" || !ok:
 			return true
-		case m.due.After(now):
+		case m.due.After(w.soon(now)):
 			// Scheduled for later: the marker's name says when, and the
-			// poll loop lists then, not now. (Not by the horizon of a
-			// visit, soon: a start a second ahead would cost a LIST now
-			// and another at its time.)
+			// poll loop lists then, not now.
 			*due = sooner(*due, m.due.Add(s.dueLead())) // a start is judged by serverEarliest
 			continue
 		}
+		// Due now, or within ClockMargin (see soon): the writer's reading
+		// of the server's clock may lead this worker's, and the record
+		// decides. A start truly ahead the visit finds so, and the worker
+		// comes back to the marker at that time, with no LIST.
 		visit = append(visit, m)
 	}
 	if len(w.marked)+len(visit) > maxNoted {
