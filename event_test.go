@@ -586,3 +586,26 @@ func TestNotifyFanOutStagger(t *testing.T) {
 		})
 	}
 }
+
+// TestRivalsMetCount: a rival met again is counted once, so that once
+// every rival met is forgotten the worker visits at once again, as one
+// that never met any.
+func TestRivalsMetCount(t *testing.T) {
+	e := newAdvEnv(t)
+	w, err := NewWorker(e.admin, HandlerFunc(advSucceed), &WorkerOptions{ID: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.rivalSeen("a")
+	w.rivalSeen("a")
+	w.rivalSeen("b")
+	if w.met != 2 {
+		t.Fatalf("met %d rivals after meeting a twice and b once, want 2", w.met)
+	}
+	w.dropRival("a")
+	w.dropRival("b")
+	w.peerSeen("c", false) // heard of by its presence only: not met
+	if w.met != 0 || w.rank("some task", nil) != 0 {
+		t.Errorf("after forgetting every rival met: met %d, rank %d; want 0 and 0 (only c, never met, is left)", w.met, w.rank("some task", nil))
+	}
+}

@@ -64,7 +64,9 @@ type rival struct {
 func (w *Worker) rivalSeen(id string) {
 	if w.heardOf(id) {
 		w.store.reached("fanout/rival")
-		w.met++
+		if !w.rivals[id].met {
+			w.met++
+		}
 		w.rivals[id] = rival{seen: w.store.serverNow(), met: true}
 	}
 }
