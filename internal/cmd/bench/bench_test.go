@@ -257,8 +257,8 @@ func checkEvents(t *testing.T, res *eventsResult) {
 	if poll.idle.total() <= ev.idle.total() {
 		t.Errorf("idle for %s, the polling worker made %d requests and the one with events %d", res.window, poll.idle.total(), ev.idle.total())
 	}
-	if l := poll.c.kinds["LIST"]; l < len(poll.pickups) {
-		t.Errorf("the polling worker listed %d times in %d pickups; it finds a task by listing", l, len(poll.pickups))
+	if n := labelCount(poll.c, "GET wake"); n < len(poll.pickups) {
+		t.Errorf("the polling worker checked the wake object %d times in %d pickups; it finds a task by those checks", n, len(poll.pickups))
 	}
 	// Far faster: a quarter of polling's p50 or of its mean, whichever is
 	// larger, so that a run of lucky polls cannot fail it.
@@ -381,8 +381,10 @@ func checkFleet(t *testing.T, res *fleetResult, svgDir string) {
 		if len(row.pickups) != cfg.samples {
 			t.Errorf("%s: %d pickups, want %d", row.variant, len(row.pickups), cfg.samples)
 		}
-		if l := row.c.kinds["LIST"]; l != len(row.pickups) {
-			t.Errorf("%s: %d LISTs for %d pickups, want one each", row.variant, l, len(row.pickups))
+		// The local Submit's kick, or the wake object, names the task:
+		// the worker visits it with no LIST.
+		if l := row.c.kinds["LIST"]; l > len(row.pickups)/2 {
+			t.Errorf("%s: %d LISTs for %d pickups, want about none", row.variant, l, len(row.pickups))
 		}
 	}
 	local, remote := res.pickup[0], res.pickup[1]
@@ -398,16 +400,19 @@ func checkFleet(t *testing.T, res *fleetResult, svgDir string) {
 	if d.late < -time.Second/2 {
 		t.Errorf("the task was claimed %s before its RunAt", -d.late)
 	}
-	if d.listsAfter != 1 {
-		t.Errorf("%d LISTs from RunAt to the claim (%v), want 1", d.listsAfter, d.lists)
+	// Announced within ClockMargin of now, the marker is visited at once
+	// and again at its time, with no LIST; one further ahead is listed
+	// for once, at its time.
+	if d.listsAfter > 1 {
+		t.Errorf("%d LISTs from RunAt to the claim (%v), want at most 1", d.listsAfter, d.lists)
 	}
 	goal("delayed", d.listsBefore == 0, "%d LISTs between Submit and RunAt (%v), want none", d.listsBefore, d.lists)
 
 	// 7f: LISTs per submitted task: none; the idle workers that see the
-	// announcement visit the task it names (a listing of MaxPollInterval
-	// may fall in the run now and then).
+	// announcement visit the task it names (their safety listing is an
+	// hour apart here).
 	for _, row := range res.idle {
-		if got := row.perTask(row.c.kinds["LIST"]); got > 0.5 {
+		if got := row.perTask(row.c.kinds["LIST"]); got > 0 {
 			t.Errorf("%d idle workers: %.2f LISTs per submitted task, want about none", row.workers, got)
 		}
 	}

@@ -270,7 +270,7 @@ func (r *fleetResult) tables() []*table {
 	for _, l := range r.delayed.lists {
 		at = append(at, fmt.Sprintf("%+.2fs", l.Seconds()))
 	}
-	e.add(r.delayed.late, r.delayed.listsBefore, r.delayed.listsAfter, strings.Join(at, ", "), "1 LIST in all, at or after RunAt")
+	e.add(r.delayed.late, r.delayed.listsBefore, r.delayed.listsAfter, strings.Join(at, ", "), "at most 1 LIST, at or after RunAt")
 	e.note("One idle worker on a Store of its own at the default PollInterval; the producer on another. Counted from Create's start to the claim: %s.", labelList(r.delayed.c, 1, "×"))
 	e.note("Submit announces the task's marker in the wake object; the worker reads RunAt from the marker's name (its key starts with it), lists nothing then, and sleeps until RunAt instead of polling; the LIST at RunAt claims the task. RunAt counts to the millisecond here, as the marker's key holds it: the worker's wait ends at that millisecond.")
 
@@ -279,7 +279,7 @@ func (r *fleetResult) tables() []*table {
 	for _, row := range r.idle {
 		f.add(row.workers, span(row.poll), row.samples, row.perTask(row.c.kinds["LIST"]), row.perTask(labelCount(row.c, "GET wake")), row.perTask(row.c.total()), percentile(row.pickups, 50), percentile(row.pickups, 100))
 	}
-	f.note("Each worker on a Store of its own, the producer on another; each Submit lands at a random point of the poll cycle, once every worker had a PollInterval (and 250ms) to notice the one before. Counted from the first measured Submit to a PollInterval after the last. Every idle worker that sees the wake object change lists once, so a Submit costs about one LIST per idle worker; this run documents today's cost (nothing changed here).")
+	f.note("Each worker on a Store of its own, the producer on another; each Submit lands at a random point of the poll cycle, once every worker had a PollInterval (and 250ms) to notice the one before. Counted from the first measured Submit to a PollInterval after the last. An idle worker that sees the wake object change visits the task it names (a GET of its record, and the claim for the first), with no LIST. The workers' MaxPollInterval is an hour here, so that their safety listing (one a minute each at the default, scenario 2) stays out of the count.")
 	if r.cfg.small {
 		f.note("At -small the PollInterval is %s, so the pickup times are for that interval.", span(fc.idlePoll))
 	}
@@ -361,6 +361,6 @@ func (r *fleetResult) fleetGoals() (lines []string, met []bool) {
 		check(n*16 <= o*5/4, "reconcile: %d record GETs against %d before, %.4f (goal about 1/16 = 0.0625)", n, o, float64(n)/float64(max(o, 1)))
 	}
 	d := r.delayed
-	check(d.listsBefore == 0 && d.listsAfter == 1, "delayed start: %d LISTs before RunAt, %d from RunAt to the claim (goal: 0 and 1)", d.listsBefore, d.listsAfter)
+	check(d.listsBefore == 0 && d.listsAfter <= 1, "delayed start: %d LISTs before RunAt, %d from RunAt to the claim (goal: 0, and at most 1)", d.listsBefore, d.listsAfter)
 	return lines, met
 }

@@ -232,7 +232,10 @@ func fleetIdleLists(ctx context.Context, cfg *config, n int) (fleetIdleRow, erro
 			return row, err
 		}
 		w, err := s3task.NewWorker(ws, noWork, &s3task.WorkerOptions{
-			ID: fmt.Sprintf("idle-%d", i), PollInterval: fc.idlePoll, ReconcileInterval: -1, Hooks: p.hooks(),
+			// MaxPollInterval an hour: the safety listing (once a
+			// minute per idle worker at the default; scenario 2 counts
+			// it) stays out of what a Submit costs.
+			ID: fmt.Sprintf("idle-%d", i), PollInterval: fc.idlePoll, MaxPollInterval: time.Hour, ReconcileInterval: -1, Hooks: p.hooks(),
 		})
 		if err != nil {
 			return row, err

@@ -60,6 +60,7 @@ var lifeExtras = map[labelKey]string{
 	{"submit", "GET wake"}:               "read the wake object to add this task's marker to its announcements (compare-and-set)",
 	{"submit", "PUT wake If-Match"}:      "the wake object, written over the copy the Store kept of its last write (no GET while no other process writes it): tells idle workers to look, naming the marker. One PUT per submit lets every idle worker poll with a conditional GET instead of a LIST (see the idle scenario), and the one that notices visits the task named, with no LIST",
 	{"submit", "PUT wake If-Match →412"}: "the Store's copy of the wake object was stale (another process wrote it since): refused, then read and written",
+	{"pickup", "LIST markers"}:           "none: the idle worker visits the task the wake object names, so the floor's discovery LIST is saved",
 	{"handler", "PUT record If-Match"}:   "heartbeat: renews the lease and carries progress, one per HeartbeatInterval; none for a task shorter than one",
 	{"finish", "GET record"}:             "after deleting a failed task's marker the worker re-reads the record, in case an operator's Retry raced the delete",
 	{"finish", "PUT record If-Match"}:    "the failed record (attempt 1)",

@@ -140,6 +140,6 @@ func (r *producersResult) tables() []*table {
 	if r.cfg.latMax > 0 {
 		lat = fmt.Sprintf("%s-%s of latency added to every request", r.cfg.latMin, r.cfg.latMax)
 	}
-	t.note("Same S3 (%s), %s. Each producer creates its tasks and uploads their inputs, then all submit theirs at once, one after another; requests per task count all three calls (8 when nothing contends: Create's PUT, the upload's PUT and GET, Submit's GET, HEAD, PUT marker, PUT record, and the wake object's GET and PUT). Each Stores = producers row gives every producer a Store and client of its own, as separate processes; the last row runs the producers as goroutines of one Store.", r.where, lat)
+	t.note("Same S3 (%s), %s. Each producer creates its tasks and uploads their inputs, then all submit theirs at once, one after another; requests per task count all three calls (8 when nothing contends: Create's PUT, the upload's PUT and GET, Submit's GET, HEAD, PUT marker, PUT record, and the wake object's PUT, with a GET before it the first time a Store writes it and while others write it too). Each Stores = producers row gives every producer a Store and client of its own, as separate processes; the last row runs the producers as goroutines of one Store.", r.where, lat)
 	return []*table{t}
 }
