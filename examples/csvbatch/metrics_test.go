@@ -159,13 +159,16 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s = %v (present %t), want %v", name, got, ok, v)
 		}
 	}
-	for _, name := range []string{"s3task_worker_polls_total", "s3task_worker_poll_started_total", "s3task_worker_poll_duration_seconds_count", "s3task_stats_last_success_timestamp_seconds", "go_goroutines", "process_resident_memory_bytes"} {
+	for _, name := range []string{"s3task_worker_polls_total", "s3task_worker_poll_duration_seconds_count", "s3task_stats_last_success_timestamp_seconds", "go_goroutines", "process_resident_memory_bytes"} {
 		if m[name] <= 0 {
 			t.Errorf("%s = %v, want it to have moved", name, m[name])
 		}
 	}
-	if got := m["s3task_worker_poll_started_total"]; got < 2 {
-		t.Errorf("s3task_worker_poll_started_total = %v, want at least the 2 tasks", got)
+	// The Submits of this process kick its worker, which visits each task
+	// named with no listing; a listing starts one only if it came first
+	// (the worker's start-up listing on a loaded machine, say).
+	if got := m["s3task_worker_poll_started_total"]; got > 2 {
+		t.Errorf("s3task_worker_poll_started_total = %v, want at most the 2 tasks", got)
 	}
 
 	// The API's rule: a bearer token.
