@@ -242,8 +242,15 @@ func fleetIdleLists(ctx context.Context, cfg *config, n int) (fleetIdleRow, erro
 		}
 		running = append(running, startWorker(ctx, w))
 	}
-	// Every worker has noticed a Submit within a PollInterval of it, and
-	// listed, given a margin for the round trips.
+	// Every worker's start-up listing is behind it before anything is
+	// counted: on a loaded machine a worker may start late.
+	if err := waitUntil(ctx, 30*time.Second, "every idle worker's first listing", func() bool {
+		return wm.snapshot().kinds["LIST"] >= n
+	}); err != nil {
+		return row, err
+	}
+	// Every worker has noticed a Submit within a PollInterval of it, given
+	// a margin for the round trips.
 	settle := fc.idlePoll + 250*time.Millisecond
 	pickup := func(id string) (time.Duration, error) {
 		start := time.Now()
