@@ -332,9 +332,11 @@ func checkFleet(t *testing.T, res *fleetResult, svgDir string) {
 		goal("gets", row.recordGETsPerDone() <= 1.3, "backlog %d: %.3f record GETs per completed task, want ≤ 1.3", row.backlog, row.recordGETsPerDone())
 		goal("deletes", row.markerDELETEs() <= 1.1, "backlog %d: %.3f marker DELETEs per claim, want ≤ 1.1", row.backlog, row.markerDELETEs())
 		// What the design needs in any case: the claim's move of the
-		// marker (a DELETE) and the completion's (another).
-		if row.markerDELETEs() < 2 {
-			t.Errorf("backlog %d: %.3f marker DELETEs per claim; a claim and a completion delete one each", row.backlog, row.markerDELETEs())
+		// marker (a DELETE) and the completion's (another), counted for
+		// the claims and completions of the window (on a loaded machine
+		// some claims of its end complete after it).
+		if got, want := labelCount(row.c, "DELETE marker"), row.claims+row.completes; got < want {
+			t.Errorf("backlog %d: %d marker DELETEs for %d claims and %d completions; a claim and a completion delete one each", row.backlog, got, row.claims, row.completes)
 		}
 	}
 	for i := 0; i+1 < len(res.drain); i += 2 {
