@@ -467,11 +467,17 @@
 // after it, so a task that needs a worker is never without a marker, and
 // deleting the marker of a phase that is over can never delete the next
 // one's. A worker lists the marker folder from its head, where the markers
-// due first are, and serves them oldest first, 16 at a time per free slot,
-// at random within each 16 (so that workers polling at once do not all
-// reach for the same task), going on to the next 16, and to the next page,
-// while those started nothing, and stops at the first marker not yet due,
-// whose time tells it when to look again. A visit that failed for a
+// due first are, and serves them oldest first, a few at a time per free
+// slot, going on to the next few, and to the next page, while those
+// started nothing, and stops at the first marker not yet due, whose time
+// tells it when to look again. Workers polling at once must not all reach
+// for the same task: a worker alone takes each few in random order; one
+// that met others in the head (a task it went for taken by another)
+// lists the presence objects once, ranks itself for each task among the
+// workers it found, by a hash every worker computes alike, and takes the
+// tasks it ranks first for, so that each worker of a fleet takes tasks of
+// its own. With none of its own left in the head it helps with the
+// others', leaving a worker's last task to it for a PollInterval. A visit that failed for a
 // passing reason (a read or a claim that S3 did not answer) is tried again
 // at the next poll, a PollInterval later. The holder of
 // a running task moves its marker on to the end of the lease about once a

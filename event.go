@@ -214,14 +214,11 @@ func (w *Worker) visitNoted(ctx, base context.Context) (failed bool) {
 	slices.SortFunc(todo, func(a, b marker) int { return strings.Compare(a.key, b.key) })
 	for _, m := range todo {
 		delete(w.skip, m.key)
-		full, vfailed, started := w.serve(ctx, base, []marker{m}, func(time.Time) {}, nil)
+		full, vfailed, _ := w.serve(ctx, base, []marker{m}, func(time.Time) {}, nil)
 		if full {
 			break // every slot is taken: the loop comes back when one frees
 		}
 		s.reached("event/visit")
-		if started > 0 && m.rush {
-			w.claimedTold(m.id)
-		}
 		n := w.marked[m.key]
 		until, skipped := w.skip[m.key]
 		switch {

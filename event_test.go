@@ -596,16 +596,16 @@ func TestRivalsMetCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.rivalSeen("a")
-	w.rivalSeen("a")
-	w.rivalSeen("b")
+	w.rivalSeen("a", true)
+	w.rivalSeen("a", true)
+	w.rivalSeen("b", true)
 	if w.met != 2 {
 		t.Fatalf("met %d rivals after meeting a twice and b once, want 2", w.met)
 	}
 	w.dropRival("a")
 	w.dropRival("b")
 	w.peerSeen("c", false) // heard of by its presence only: not met
-	if w.met != 0 || w.rank("some task", nil) != 0 {
-		t.Errorf("after forgetting every rival met: met %d, rank %d; want 0 and 0 (only c, never met, is left)", w.met, w.rank("some task", nil))
+	if w.met != 0 || w.stagger("some task") != 0 {
+		t.Errorf("after forgetting every rival met: met %d, stagger %s; want 0 and none (only c, never met, is left)", w.met, w.stagger("some task"))
 	}
 }

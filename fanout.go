@@ -1,37 +1,48 @@
 package s3task
 
 import (
+	"context"
 	"encoding/binary"
 	"hash/fnv"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
-// Fan-out without a stampede. Where every worker of a fleet is told of
-// every event (a broker without a queue group), every idle worker would
-// visit a new task at the same instant and race for its claim: each loser
-// pays a GET, the PUT and DELETE of the marker it wrote for the claim, and a
-// refused PUT of the record. So a worker told of a task due now visits it
-// after a stagger that is zero for one worker of those that compete for it,
-// and one step longer for each of the others, in an order drawn afresh for
-// each task: the first claims at once, and the claim's events (the
-// marker's DELETE above all, see takeNotes) reach the others before their
-// turn, so that they drop the visit, or find the task running at a GET's
-// cost.
+// Workers that go for the same tasks without racing. Two cases need it.
 //
-// A worker cannot see the fleet, so it learns its rivals from the visits
-// that found a task told by an event and due now already claimed by
-// another worker, or lost the claim to one: the workers that are told of
-// the same tasks. Alone, or told of each task alone (a webhook, a queue
-// group), it never meets one and visits at once, as before. Once it has met
-// one, the others it is told of by the events of their presence objects
-// (written when a worker starts and every PresenceInterval, deleted when it
-// stops) count too: every worker of a fan-out hears of all the others as
-// they start, instead of one at a time as each beats it to a claim. A
-// worker ranked ahead that lets this one claim staggerMisses times in a row
+// Fan-out: where every worker of a fleet is told of every event (a broker
+// without a queue group), every idle worker would visit a new task at the
+// same instant and race for its claim: each loser pays a GET, the PUT and
+// DELETE of the marker it wrote for the claim, and a refused PUT of the
+// record. So a worker told of a task due now visits it after a stagger
+// that is zero for one worker of those that compete for it, and one step
+// longer for each of the others, in an order drawn afresh for each task:
+// the first claims at once, and the claim's events (the marker's DELETE
+// above all, see takeNotes) reach the others before their turn, so that
+// they drop the visit, or find the task running at a GET's cost.
+//
+// A backlog: every worker of a fleet lists the same head of the marker
+// folder, the tasks due first. A worker that knows its rivals goes for the
+// tasks of the head it ranks first for, in the same order, so that the
+// fleet's workers each take tasks of their own (see pick).
+//
+// Both orders are a hash of the task's ID and each worker's, which every
+// worker computes alike; a worker ranks itself among the rivals it knows.
+// It learns them from the visits that found a task it went for already
+// claimed by another worker, or lost the claim to one; from the events of
+// their presence objects (written when a worker starts and every
+// PresenceInterval, deleted when it stops), if it is told of them; and,
+// where it meets contention in its listings, from a LIST of the presence
+// objects (see learnFleet). The stagger waits only for the rivals met on
+// tasks told by an event and due now: alone, or told of each task alone (a
+// webhook, a queue group), a worker never meets one and visits at once, as
+// before; once it has met one, every rival it knows counts. A rival ranked
+// ahead that lets this one claim a told task staggerMisses times in a row
 // is forgotten (stopped, busy, or no longer told), until it wins a task
-// from this one, or writes its presence object, again. The order of a
-// task's workers is a hash of the task's ID and each worker's, which every
-// worker computes alike.
+// from this one, or writes its presence object, again; a listing forgets
+// the rivals whose presence objects are gone or stale.
 
 // maxRivals bounds the rivals a worker remembers: past it, the one seen
 // least recently goes.
@@ -59,16 +70,28 @@ type rival struct {
 	misses int       // claims in a row it was ranked ahead of this worker and left the task to it
 }
 
-// rivalSeen notes that worker id claimed a task this worker was told of,
-// due now (poll loop only).
-func (w *Worker) rivalSeen(id string) {
-	if w.heardOf(id) {
+// rivalSeen notes that worker id claimed a task this worker went for:
+// told of it by an event while due (told), or found in its listing (see
+// pick). Either way the rival's misses start again, and the worker lists
+// the fleet at its next poll if it has not for fleetRelist (see
+// learnFleet) (poll loop only).
+func (w *Worker) rivalSeen(id string, told bool) {
+	if !w.heardOf(id) {
+		return
+	}
+	w.contended, w.racedAt = true, w.store.serverNow()
+	r := w.rivals[id]
+	r.seen, r.misses = w.racedAt, 0
+	if told {
 		w.store.reached("fanout/rival")
-		if !w.rivals[id].met {
+		if !r.met {
 			w.met++
 		}
-		w.rivals[id] = rival{seen: w.store.serverNow(), met: true}
+		r.met = true
+	} else {
+		w.store.reached("poll/rival")
 	}
+	w.rivals[id] = r
 }
 
 // peerSeen notes an event that worker id wrote its presence object, or
@@ -114,12 +137,9 @@ func (w *Worker) dropRival(id string) {
 }
 
 // rank returns the rank of the worker for task id among itself and its
-// rivals: 0 if it goes first, and always while it has met none. ahead, if
+// rivals: 0 if it goes first, and always while it knows none. ahead, if
 // not nil, is called with each rival ranked ahead of it.
 func (w *Worker) rank(id string, ahead func(rival string)) int {
-	if w.met == 0 {
-		return 0
-	}
 	own, n := staggerHash(w.opts.ID, id), 0
 	for r := range w.rivals {
 		if h := staggerHash(r, id); h < own || h == own && r < w.opts.ID {
@@ -136,6 +156,9 @@ func (w *Worker) rank(id string, ahead func(rival string)) int {
 // the worker visits it: its rank times a step (see rank), at most
 // maxStagger (poll loop only).
 func (w *Worker) stagger(id string) time.Duration {
+	if w.met == 0 {
+		return 0 // told of each task alone, as far as it knows
+	}
 	n := w.rank(id, nil)
 	if n == 0 {
 		return 0
@@ -145,11 +168,17 @@ func (w *Worker) stagger(id string) time.Duration {
 	return min(time.Duration(n)*step, maxStagger)
 }
 
-// claimedTold notes that the worker claimed task id, told of it by an event
-// and due then: the rivals ranked ahead of it left it the task (poll loop
-// only).
-func (w *Worker) claimedTold(id string) {
-	w.rank(id, func(k string) {
+// claimed notes that the worker claimed the task of marker m. Told of it
+// by an event while due, after it met a rival told of the same tasks, the
+// rivals ranked ahead of it left it the task: a miss for each. A task it
+// listed says nothing of the rivals ahead (busy with a task of their own,
+// most likely): what tells the poll loop of a stopped one is its
+// presence object (see learnFleet) (poll loop only).
+func (w *Worker) claimed(m marker) {
+	if !m.event || !m.rush || w.met == 0 {
+		return
+	}
+	w.rank(m.id, func(k string) {
 		r := w.rivals[k]
 		if r.misses++; r.misses >= staggerMisses {
 			w.store.reached("fanout/forget")
@@ -158,6 +187,73 @@ func (w *Worker) claimedTold(id string) {
 		}
 		w.rivals[k] = r
 	})
+}
+
+// A worker lists the presence objects to learn its fleet (see learnFleet)
+// at most fleetRelearn after it first did, then after twice as long each
+// time, up to fleetRelist.
+const (
+	fleetRelearn = 200 * time.Millisecond
+	fleetRelist  = time.Minute
+)
+
+// learnFleet lists the presence objects, one page, and counts among its
+// rivals every worker whose object was written within two of this
+// worker's PresenceIntervals and its ClockMargin: the fleet that reads the
+// same head of the marker folder (see pick). A rival it knew that the
+// listing does not show fresh, and that it has not heard of otherwise in
+// that time, is forgotten: stopped, or killed.
+//
+// The poll loop calls it only with presence on: at its first poll that
+// finds more tasks due than it has free slots, before it picks among them;
+// then when another worker took a task this one went for, fleetRelearn
+// after the listing before, twice as long after each, up to fleetRelist.
+// So a quiet fleet, or a worker with its tasks to itself, never lists; a
+// fleet that starts on a backlog lists once per worker, then again as the
+// workers that started beside it come in, instead of learning its rivals
+// one lost claim at a time; and a busy fleet lists once a minute per
+// worker. A listing that fails counts as one (poll loop only).
+func (w *Worker) learnFleet(ctx context.Context) {
+	s := w.store
+	w.fleetGap = min(max(2*w.fleetGap, fleetRelearn), fleetRelist)
+	if w.fleetAt.IsZero() {
+		w.fleetGap = fleetRelearn
+	}
+	w.contended, w.fleetAt = false, s.serverNow()
+	lctx, cancel := w.bounded(ctx)
+	defer cancel()
+	dir := s.presenceDir()
+	out, err := s.client.ListObjectsV2(lctx, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &dir, MaxKeys: aws.Int32(MaxWorkers)})
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Debug("s3task: list the fleet", "err", err)
+		}
+		return
+	}
+	s.observe(out.ResultMetadata)
+	s.reached("poll/fleet")
+	now := s.serverNow()
+	fresh := 2*w.opts.PresenceInterval + w.opts.ClockMargin
+	listed := map[string]bool{}
+	for _, obj := range out.Contents {
+		id, ok := s.presenceID(aws.ToString(obj.Key))
+		if ok && now.Sub(aws.ToTime(obj.LastModified)) <= fresh {
+			listed[id] = true
+		}
+	}
+	for id, r := range w.rivals {
+		if !listed[id] && now.Sub(r.seen) > fresh {
+			s.reached("poll/fleet-forget")
+			w.dropRival(id)
+		}
+	}
+	for id := range listed {
+		if w.heardOf(id) {
+			r := w.rivals[id]
+			r.seen = now
+			w.rivals[id] = r
+		}
+	}
 }
 
 // noteRTT folds the duration of a record read into the worker's measure of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -35,6 +36,9 @@ func (w *Worker) poll(ctx, base context.Context, known time.Time) (saturated boo
 	start, started, seen := time.Now(), 0, 0
 	soonest := func(t time.Time) { due = sooner(due, t) }
 	now := s.serverNow()
+	if w.contended && w.present() && now.Sub(w.fleetAt) >= w.fleetGap {
+		w.learnFleet(ctx)
+	}
 	for at, until := range w.skip {
 		if !now.Before(until) {
 			delete(w.skip, at)
@@ -110,19 +114,23 @@ func (w *Worker) poll(ctx, base context.Context, known time.Time) (saturated boo
 			}
 			todo = append(todo, m)
 		}
-		// A head at a time, at random: going on in order through a listing
-		// that others read too would have every worker reach for the same
-		// markers. A head that started nothing gives way to the next one,
-		// unless a visit failed for a passing reason (S3 not answering),
-		// which the next ones would meet too.
+		if w.fleetAt.IsZero() && len(todo) > cap(w.slots)-len(w.slots) && w.present() {
+			// More due than this worker can take: if others poll the same
+			// head, they had better know one another before they pick.
+			w.learnFleet(ctx)
+		}
+		// A head at a time, in the order pick gives: going on in order
+		// through a listing that others read too would have every worker
+		// reach for the same markers. A head that started nothing gives
+		// way to the next one, unless a visit failed for a passing reason
+		// (S3 not answering), which the next ones would meet too.
 		rest := todo
 		for len(rest) > 0 && started == 0 && ctx.Err() == nil {
-			head := min(len(rest), w.spread*(cap(w.slots)-len(w.slots)))
+			head := min(len(rest), w.head())
 			if head == 0 {
 				return true, due // every slot taken (RunTask) with markers left
 			}
-			s.shuffle("poll", head, func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
-			full, failed := serve(rest[:head])
+			full, failed := serve(w.pick(rest[:head], now, soonest))
 			if full {
 				return true, due
 			}
@@ -310,13 +318,15 @@ func (w *Worker) visit(ctx, base context.Context, m marker) (started bool, due t
 			// listing does; the task's own marker has events of its own.
 			// Told of it while due, the claimer was told too: a rival.
 			if m.rush && t.Status == StatusRunning {
-				w.rivalSeen(t.WorkerID)
+				w.rivalSeen(t.WorkerID, true)
 			}
 			return false, due, false, false
 		case staleMarker(m, t, now) && now.Sub(t.UpdatedAt) < cleanupGrace:
 			// The change that ended this marker's phase was just made
 			// (another worker claimed the task, and may have finished it
-			// already); its writer deletes the marker itself.
+			// already); its writer deletes the marker itself. That worker
+			// reads the same head of the folder: a rival.
+			w.rivalSeen(t.WorkerID, false)
 			return false, t.UpdatedAt.Add(cleanupGrace), true, false
 		case staleMarker(m, t, now):
 			s.reached("poll/stale-marker")
@@ -433,10 +443,104 @@ func (w *Worker) adapt(taken bool) {
 // maxSpread bounds how wide a worker's pick may grow.
 const maxSpread = 512
 
+// head is how many of the markers due first a poll picks among, per free
+// slot: spread, or pickPerWorker for each worker of the fleet it knows
+// (itself and its rivals) if that is more.
+func (w *Worker) head() int {
+	return max(w.spread, pickPerWorker*(len(w.rivals)+1)) * (cap(w.slots) - len(w.slots))
+}
+
+// pickPerWorker is how many markers of the head a poll picks among per
+// worker it knows of, itself included: enough that a worker is seldom
+// first for none of them.
+const pickPerWorker = 8
+
+// pick returns the markers of a head the poll visits, in the order it
+// visits them. A worker that knows no rival shuffles them. One that does
+// ranks itself for each task among itself and its rivals (see rank): the
+// tasks it ranks first for, its own, come first, oldest first, so that
+// workers that know the same fleet work through tasks of their own instead
+// of racing for the same ones; every task of the head is some worker's
+// own. A worker with none of its own left in the head (the others' tasks
+// filled it while it took its own) helps out: first with the tasks it
+// ranks second for, which no other worker ranks second for, then third,
+// and so on; within a rank those of the worker with the most tasks of its
+// own in the head first, newest first, which that worker, working oldest
+// first, reaches last. Within fleetRelist of a race (another worker took a
+// task this one went for), it leaves another worker's last task in the head
+// to that worker for a PollInterval from when it first did (the tail of a
+// queue, where every idle worker would race the owner for it), passing
+// the time it may help to soonest. So a task whose worker is busy, stopped,
+// serves other types or is unknown to this one waits a PollInterval at
+// most, and only while workers race; and the help seldom races the owner.
+// now is the server's time.
+func (w *Worker) pick(head []marker, now time.Time, soonest func(time.Time)) []marker {
+	if len(w.rivals) == 0 {
+		w.store.shuffle("poll", len(head), func(i, j int) { head[i], head[j] = head[j], head[i] })
+		return head
+	}
+	type place struct {
+		rank  int
+		owner string // the worker ranked first
+	}
+	places := make(map[string]place, len(head))
+	owns := make(map[string]int, len(w.rivals)+1) // tasks of the head each worker ranks first for
+	for _, m := range head {
+		p := place{owner: w.opts.ID}
+		own := staggerHash(w.opts.ID, m.id)
+		best := own
+		p.rank = w.rank(m.id, func(r string) {
+			if h := staggerHash(r, m.id); h < best || h == best && r < p.owner {
+				best, p.owner = h, r
+			}
+		})
+		places[m.key] = p
+		owns[p.owner]++
+	}
+	slices.SortStableFunc(head, func(a, b marker) int {
+		pa, pb := places[a.key], places[b.key]
+		if c := pa.rank - pb.rank; c != 0 || pa.rank == 0 {
+			return c // its own: in the listing's order, oldest first
+		}
+		if c := owns[pb.owner] - owns[pa.owner]; c != 0 {
+			return c
+		}
+		return strings.Compare(b.key, a.key)
+	})
+	// While workers race, the last task of its worker in the head is left
+	// to that worker for a PollInterval, which it takes next (the tail of a
+	// queue, where every idle worker would race its owner for it) unless
+	// it is busy or gone.
+	raced := now.Sub(w.racedAt) < fleetRelist
+	passed := make(map[string]time.Time, len(w.passed))
+	visit := head[:0:0]
+	for _, m := range head {
+		p := places[m.key]
+		if raced && p.rank > 0 && owns[p.owner] == 1 {
+			since, ok := w.passed[m.key]
+			if !ok {
+				since = now
+			}
+			if until := since.Add(w.opts.PollInterval); now.Before(until) {
+				w.store.reached("poll/leave")
+				passed[m.key] = since
+				soonest(until)
+				continue
+			}
+		}
+		visit = append(visit, m)
+	}
+	w.passed = passed
+	if len(visit) > 0 && places[visit[0].key].rank > 0 {
+		w.store.reached("poll/help")
+	}
+	return visit
+}
+
 // pageSize is how many markers a poll lists: enough for the pick, and the
 // first not yet due behind it, without decoding a thousand keys per claim.
 func (w *Worker) pageSize() int {
-	return min(max(4*w.spread*(cap(w.slots)-len(w.slots)), 100), markerPageSize)
+	return min(max(4*w.head(), 100), markerPageSize)
 }
 
 // soon is the server time up to which this worker takes a marker for due
@@ -492,11 +596,15 @@ func (w *Worker) claim(ctx, base context.Context, m marker, t *record, etag stri
 		if !lost && errors.Is(err, errLost) {
 			w.store.reached("poll/claim-refused")
 		}
-		if lost && m.rush && got != nil && got.Status == StatusRunning {
-			w.rivalSeen(got.WorkerID)
+		if lost {
+			w.store.reached("poll/claim-lost")
+			if got != nil && got.Status == StatusRunning && (m.rush || !m.event) {
+				w.rivalSeen(got.WorkerID, m.rush)
+			}
 		}
 		return false, lost
 	}
+	w.claimed(m)
 	w.begin(base, got, gotETag)
 	return true, false
 }

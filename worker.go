@@ -40,13 +40,18 @@ type Worker struct {
 	pause    workerPause     // the paused task types as the worker knows them (see pause.go)
 
 	noteMu    sync.Mutex
-	notes     []ObjectEvent    // what Notify was told since the loop last took it
-	notesLost bool             // Notify dropped events: too many waited
-	noted     chan struct{}    // pinged by Notify
-	marked    map[string]noted // poll loop only: markers named by events, to visit
-	rivals    map[string]rival // poll loop only: workers told of the same tasks (see fanout.go)
-	met       int              // poll loop only: how many of the rivals this worker met
-	rtt       time.Duration    // poll loop only: a record read's round trip, averaged
+	notes     []ObjectEvent        // what Notify was told since the loop last took it
+	notesLost bool                 // Notify dropped events: too many waited
+	noted     chan struct{}        // pinged by Notify
+	marked    map[string]noted     // poll loop only: markers named by events, to visit
+	rivals    map[string]rival     // poll loop only: workers told of the same tasks (see fanout.go)
+	met       int                  // poll loop only: how many of the rivals this worker met
+	contended bool                 // poll loop only: another worker took a task this one went for, since learnFleet last listed
+	fleetAt   time.Time            // poll loop only: when learnFleet last listed the presence objects, by the server's clock
+	fleetGap  time.Duration        // poll loop only: how long after fleetAt learnFleet may list again
+	passed    map[string]time.Time // poll loop only: markers of another worker's last task in the head, left to it since (see pick)
+	racedAt   time.Time            // poll loop only: when another worker last took a task this one went for, by the server's clock
+	rtt       time.Duration        // poll loop only: a record read's round trip, averaged
 
 	kickMu    sync.Mutex
 	kickETag  string        // the wake object's ETag as the latest local Submit left it
