@@ -266,6 +266,13 @@ var mutations = []mutation{
 		New:     `	for _, m := range visit[:max(len(visit)-1, 0)] {`,
 	},
 	{
+		Name:    "poll-leave-renewed",
+		Promise: "While workers race, a worker leaves the last task of another worker in the head of its listing to that worker for one PollInterval from when it first did, then takes it: a task whose worker is busy, stopped or does not serve its type waits a PollInterval at most. Here each poll starts the PollInterval again, so the task waits for its worker as long as the race lasts.",
+		File:    "poll.go",
+		Old:     `			since, ok := w.passed[m.key]`,
+		New:     `			since, ok := now, false`,
+	},
+	{
 		Name:    "fallback-states-none",
 		Promise: "The fallback of a Pause or Resume that keeps losing its compare-and-set on the wake object, which writes it blind, says the paused types are unknown, so workers read them from the paused object and no pause is lost.",
 		File:    "wake.go",
