@@ -382,9 +382,14 @@ type WorkerOptions struct {
 	// has gone unwritten for [PresenceStaleAfter]. Each write is one PUT
 	// (at the default, 21,900 a month: $0.11 at S3 Standard prices), sent
 	// apart from the poll loop with a request deadline of its own, so a
-	// write that fails or hangs is logged and delays nothing else. Negative
-	// turns presence off: no request, and the worker is not in
-	// Store.Workers. At most [MaxPresenceInterval]. Default
+	// write that fails or hangs is logged and delays nothing else. Workers
+	// that meet one another in the head of the marker folder (more tasks
+	// due than free slots, a task taken by another) list the folder to
+	// learn who else polls it, and then each take tasks of their own
+	// rather than race: one LIST at the first such poll, then at most
+	// once a minute while contention lasts. Negative turns presence off:
+	// no request, the worker is not in Store.Workers, and it races its
+	// fleet at random as before. At most [MaxPresenceInterval]. Default
 	// [DefaultPresenceInterval], or MaxPollInterval if that is longer (up
 	// to MaxPresenceInterval): a worker told to list rarely, as one fed S3
 	// events is, announces itself as rarely, and presence never adds more
