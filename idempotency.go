@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/s3task/s3task/internal/kit"
 	"github.com/s3task/s3task/internal/s3x"
 )
 
@@ -70,10 +71,27 @@ const (
 // key's object before it returns ErrConflict.
 const keyTries = 4
 
-// keyObject returns the object key of an idempotency key's object.
-func (s *Store) keyObject(key string) string {
-	sum := sha256.Sum256([]byte(key))
+// keyObject returns the object key of the idempotency key's object, key in
+// scope: the SHA-256 of the key alone in the empty scope (as earlier
+// versions name it), and of the scope, a NUL and the key in any other. A
+// key and a scope are printable, so no two pairs share a name.
+func (s *Store) keyObject(scope, key string) string {
+	name := key
+	if scope != "" {
+		name = scope + "\x00" + key
+	}
+	sum := sha256.Sum256([]byte(name))
 	return s.opts.Prefix + "_keys/" + hex.EncodeToString(sum[:])
+}
+
+// foundKeyed returns t, the task a keyed create found its key naming, as
+// Get would: through the middleware, as an OpGet with t as Call.Task, so
+// that a check that refuses to read t refuses the create too.
+func (s *Store) foundKeyed(ctx context.Context, t *record) (*Task, error) {
+	if kit.Bypassed(ctx) {
+		return t.task(), nil
+	}
+	return s.do(ctx, &Call{Op: OpGet, TaskID: t.ID, Task: t.Task.clone(), read: true, readID: t.ID, rec: t})
 }
 
 // checkKey validates an idempotency key: 1 to 256 bytes of printable UTF-8.
@@ -180,7 +198,7 @@ func (s *Store) entomb(ctx context.Context, t *record, k keyRef) error {
 	if k.id != t.ID || k.purged {
 		return nil
 	}
-	obj := s.keyObject(t.IdempotencyKey)
+	obj := s.keyObject(t.KeyScope, t.IdempotencyKey)
 	body := tombstonePrefix + t.ID
 	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: &s.bucket, Key: &obj, Body: strings.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
@@ -212,7 +230,7 @@ func (s *Store) entomb(ctx context.Context, t *record, k keyRef) error {
 // another call's write made the task returned. pol says what to do with a
 // key whose task was purged or may be replaced.
 func (s *Store) createKeyed(ctx context.Context, t *record, pol keyPolicy) (_ *record, found bool, _ error) {
-	obj := s.keyObject(t.IdempotencyKey)
+	obj := s.keyObject(t.KeyScope, t.IdempotencyKey)
 	etag := "" // the key's object to take over; "": create it
 	for try := 0; ; try++ {
 		if try == keyTries {
@@ -278,7 +296,7 @@ func (s *Store) createKeyed(ctx context.Context, t *record, pol keyPolicy) (_ *r
 // keyHold ago, so a Create of the key may still write its record. It
 // returns the key's object as read, for entomb. Requests: one GET.
 func (s *Store) keyHolds(ctx context.Context, t *record) (bool, keyRef, error) {
-	k, err := s.readKey(ctx, s.keyObject(t.IdempotencyKey))
+	k, err := s.readKey(ctx, s.keyObject(t.KeyScope, t.IdempotencyKey))
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return false, keyRef{}, nil

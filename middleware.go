@@ -49,7 +49,9 @@ type Op string
 // those that create or change one and those that read one, the listings,
 // and pausing and resuming a task type. [Store.CreateForUpload] and
 // [Store.Ingest] are an OpCreate; [Store.PresignUploadForm] is an
-// OpPresignUpload. The bulk actions pass each of their tasks through as
+// OpPresignUpload. A keyed create that finds its key's task (see
+// [CreateParams.Key]) then passes that task through as an OpGet, with
+// Call.Task set, and returns it only if the middleware lets the read by. The bulk actions pass each of their tasks through as
 // the single call would: [Store.RetryMany] as an OpRetry,
 // [Store.CancelMany] as an OpCancel, [Store.PurgeMany] as an OpPurge, and
 // their listing, when they select by a filter, as an OpList.

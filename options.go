@@ -127,9 +127,11 @@ type StoreOptions struct {
 	// Logger receives the library's logs. Default: slog.Default().
 	Logger *slog.Logger
 
-	// Middleware wraps the calls that create or change a task (Create,
-	// Submit, Cancel, Retry, Schedule), outermost first. See
-	// [StoreMiddleware].
+	// Middleware wraps the Store's calls, outermost first: those that
+	// create or change a task, those that read one (Get, the presigned
+	// URLs, OpenOutput), the listings, Stats and Workers, and pausing and
+	// resuming a task type; [Op] lists them, and [StoreMiddleware] says how
+	// they pass.
 	Middleware []StoreMiddleware
 
 	// OnTerminal, if set, is called once a task is finished (completed,

@@ -249,7 +249,21 @@ type CreateParams struct {
 	// own; a repeated one costs one PUT, refused, and two GETs, and writes
 	// nothing; one after a purge costs a refused PUT, a GET of the
 	// tombstone and a PUT that takes the key over, beside the task's own.
+	//
+	// A Key names one task within its KeyScope. A keyed Create that finds
+	// its key's task returns it only as [Store.Get] would: the task passes
+	// through StoreOptions.Middleware as an [OpGet] call, with [Call.Task]
+	// set (no request more), so that a check that refuses a read of it
+	// refuses the Create too.
 	Key string
+	// KeyScope is the namespace of Key: one Key in two scopes names two
+	// tasks. A host with tenants sets it to the caller's tenant, best in
+	// its StoreMiddleware (c.Params.KeyScope = tenant), so that no
+	// tenant's key can ever name another tenant's task. Empty is the scope
+	// of every key of earlier versions. At most 256 bytes of printable
+	// UTF-8. It is stored in the record with the Key (Task.KeyScope), and
+	// ignored without one, so a middleware may set it on every create.
+	KeyScope string
 	// CreatedBy names who asked for the task, at most 256 bytes. Optional.
 	CreatedBy string
 	// Metadata is the host's own context for the task, such as a tenant,
@@ -298,6 +312,11 @@ func (p *CreateParams) validate(maxPayload int) error {
 	if p.Key != "" {
 		if err := checkKey(p.Key); err != nil {
 			return err
+		}
+	}
+	if p.KeyScope != "" {
+		if err := checkKey(p.KeyScope); err != nil {
+			return invalidArg("CreateParams.KeyScope must be at most %d bytes of printable UTF-8", maxKeyLen)
 		}
 	}
 	if err := checkMetadata(p.Metadata); err != nil {
@@ -397,6 +416,9 @@ func (s *Store) create(ctx context.Context, c *Call) (*Task, error) {
 		RunAt:          runAt(p.RunAt),
 		IdempotencyKey: p.Key,
 	}}
+	if p.Key != "" {
+		t.KeyScope = p.KeyScope
+	}
 	if len(p.Metadata) > 0 {
 		t.Metadata = maps.Clone(p.Metadata)
 	}
@@ -413,6 +435,9 @@ func (s *Store) create(ctx context.Context, c *Call) (*Task, error) {
 			return nil, fmt.Errorf("s3task: create task with key %q: %w", truncate(p.Key, 64), err)
 		}
 		c.Found = found
+		if found {
+			return s.foundKeyed(ctx, got)
+		}
 		return got.task(), nil
 	}
 	got, _, err := s.commit(ctx, nil, "", t)

@@ -140,6 +140,9 @@ type Task struct {
 	// IdempotencyKey is the caller's key the task was created with, if any
 	// (see [CreateParams.Key]).
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// KeyScope is the scope of IdempotencyKey, if any (see
+	// [CreateParams.KeyScope]).
+	KeyScope string `json:"key_scope,omitempty"`
 	// Metadata is the host's context for the task, as given at create time
 	// ([CreateParams.Metadata]); nil if none. No change of the task alters
 	// it.
