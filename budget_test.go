@@ -404,6 +404,19 @@ var budgetRows = []struct {
 		b.call("UploadInput", b.st.UploadInput(b.ctx, task.ID, strings.NewReader(testInput)))
 		b.end()
 	}},
+	{phase: "Enqueue (Create, UploadInput and Submit in one call)", want: []spent{
+		{"PUT record If-None-Match", 1, "the record, create-only"},
+		{"PUT input If-None-Match", 1, "the file, create-only; the record just written is the upload's check, with no read"},
+		{"HEAD input", 1, "as Submit: the input is there, within MaxInputSize; its ETag is pinned for the worker's read"},
+		{"PUT marker", 1, "as Submit"},
+		{"PUT record If-Match", 1, "created → queued, over the ETag the create got: no read"},
+		{"PUT wake If-Match", 1, whyWakeWrite + "; over this Store's copy"},
+	}, run: func(b *budgetEnv) {
+		b.begin()
+		_, err := b.st.Enqueue(b.ctx, s3task.CreateParams{Name: "t"}, strings.NewReader(testInput))
+		b.call("Enqueue", err)
+		b.end()
+	}},
 	{phase: "Submit", want: []spent{
 		{"GET record", 1, "status and ETag, for the compare-and-set"},
 		{"HEAD input", 1, "the input is there, within MaxInputSize; its ETag is pinned for the worker's read"},

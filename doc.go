@@ -102,9 +102,17 @@
 // one, [Store.Cancel] abandons one, [Store.Retry] queues a failed one
 // again, [Store.Schedule] moves its start, and [Store.PresignDownload] (or
 // [Store.OpenOutput]) hands out the output of a completed one. A producer
-// that holds the input itself uses [Store.Create] and [Store.UploadInput]
-// instead of the presigned upload ([Store.PresignUpload] and
-// [Store.PresignUploadForm] sign again for a created task).
+// that holds the input itself (a cron job, another service) queues a task
+// in one call with [Store.Enqueue], which creates it, uploads the input
+// and submits it; with a Key a retry after a crash finishes what the first
+// call began. A task type declared without input ([FileOptions.NoInput])
+// is enqueued with none:
+//
+//	task, err := store.Enqueue(ctx, s3task.CreateParams{Type: "csv_import", Key: eventID}, bytes.NewReader(csv))
+//
+// [Store.Create] and [Store.UploadInput] do the same in steps, and
+// [Store.PresignUpload] and [Store.PresignUploadForm] sign again for a
+// created task.
 //
 // Every ID that comes from outside is validated before it becomes part of an
 // object key ([ErrInvalidID]); nothing like "../x" or "active" can address

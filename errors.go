@@ -72,6 +72,12 @@ var (
 	// another file, create another task.
 	ErrInputExists = errors.New("s3task: input already uploaded")
 
+	// ErrNoInput reports a task without an input: [Job.OpenInput] of a task
+	// whose type takes none ([FileOptions.NoInput]), and [Store.Enqueue]
+	// given an input for such a type, or none for any other (wrapped with
+	// ErrInvalidArgument).
+	ErrNoInput = errors.New("s3task: task has no input")
+
 	// ErrInputTooLarge means the input is larger than the configured maximum.
 	// See [InputSizeError].
 	ErrInputTooLarge = errors.New("s3task: input too large")

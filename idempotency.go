@@ -226,45 +226,45 @@ func (s *Store) entomb(ctx context.Context, t *record, k keyRef) error {
 }
 
 // createKeyed creates t under the idempotency key t.IdempotencyKey, or
-// returns the task the key already names; found says which: true when
-// another call's write made the task returned. pol says what to do with a
-// key whose task was purged or may be replaced.
-func (s *Store) createKeyed(ctx context.Context, t *record, pol keyPolicy) (_ *record, found bool, _ error) {
+// returns the task the key already names, with its record's ETag; found
+// says which: true when another call's write made the task returned. pol
+// says what to do with a key whose task was purged or may be replaced.
+func (s *Store) createKeyed(ctx context.Context, t *record, pol keyPolicy) (_ *record, etag string, found bool, _ error) {
 	obj := s.keyObject(t.KeyScope, t.IdempotencyKey)
-	etag := "" // the key's object to take over; "": create it
+	keyETag := "" // the key's object to take over; "": create it
 	for try := 0; ; try++ {
 		if try == keyTries {
-			return nil, false, fmt.Errorf("%w: idempotency key %s changed %d times in a row", ErrConflict, obj, try)
+			return nil, "", false, fmt.Errorf("%w: idempotency key %s changed %d times in a row", ErrConflict, obj, try)
 		}
 		if try > 0 && !sleepCtx(ctx, s.backoff("key/"+obj, try-1, 20*time.Millisecond, time.Second)) {
-			return nil, false, ctx.Err()
+			return nil, "", false, ctx.Err()
 		}
-		k, err := s.claimKey(ctx, obj, etag, t.ID)
+		k, err := s.claimKey(ctx, obj, keyETag, t.ID)
 		if errors.Is(err, ErrNotFound) {
-			etag = "" // deleted since (by hand)
+			keyETag = "" // deleted since (by hand)
 			continue
 		}
 		if err != nil {
-			return nil, false, err
+			return nil, "", false, err
 		}
 		if k.id == t.ID && !k.purged {
 			return s.writeKeyed(ctx, t, k)
 		}
 		purged := k.purged
 		if !purged {
-			got, _, err := s.read(ctx, k.id)
+			got, gotETag, err := s.read(ctx, k.id)
 			age := s.serverNow().Sub(k.written)
 			switch {
 			case err == nil && got.Purging:
 				purged = true // the key is free as soon as the record is marked
 			case err == nil && pol.renew != nil && pol.renew(got):
 				s.reached("key/renew")
-				etag = k.etag
+				keyETag = k.etag
 				continue
 			case err == nil:
-				return got, true, nil
+				return got, gotETag, true, nil
 			case !errors.Is(err, ErrNotFound):
-				return nil, false, err
+				return nil, "", false, err
 			case age < keyAdoptWithin:
 				// The key's writer has not written the task yet, or never will:
 				// write it ourselves, under the ID the key names. Whichever of us
@@ -276,18 +276,18 @@ func (s *Store) createKeyed(ctx context.Context, t *record, pol keyPolicy) (_ *r
 				return s.writeKeyed(ctx, adopt, k)
 			case age < keyStaleAfter:
 				s.reached("key/conflict")
-				return nil, false, fmt.Errorf("%w: idempotency key %s names task %s, which its writer has not written since %s; try again after %s",
+				return nil, "", false, fmt.Errorf("%w: idempotency key %s names task %s, which its writer has not written since %s; try again after %s",
 					ErrConflict, obj, k.id, k.written.Format(time.RFC3339), k.written.Add(keyStaleAfter).Format(time.RFC3339))
 			}
 		}
 		if purged && pol.keepPurged {
 			s.reached("key/purged")
-			return nil, false, &PurgedError{Key: t.IdempotencyKey, ID: k.id}
+			return nil, "", false, &PurgedError{Key: t.IdempotencyKey, ID: k.id}
 		}
 		// A key left behind by a task that was purged, being purged, or
 		// never written: take it over.
 		s.reached("key/takeover")
-		etag = k.etag
+		keyETag = k.etag
 	}
 }
 
@@ -310,18 +310,18 @@ func (s *Store) keyHolds(ctx context.Context, t *record) (bool, keyRef, error) {
 // must be sent within keyAdoptWithin of the key's object; past that, a
 // later Create may take the key over, and the write is given up. Another
 // Create of the same key may have written the record first: then that is
-// the task, found.
-func (s *Store) writeKeyed(ctx context.Context, t *record, k keyRef) (_ *record, found bool, _ error) {
+// the task, found. It returns the record with its ETag.
+func (s *Store) writeKeyed(ctx context.Context, t *record, k keyRef) (_ *record, etag string, found bool, _ error) {
 	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(k.written.Add(keyAdoptWithin).Sub(s.serverClock())))
 	defer cancel()
-	got, _, err := s.commit(ctx, nil, "", t)
+	got, etag, err := s.commit(ctx, nil, "", t)
 	switch {
 	case errors.Is(err, errLost):
-		return got, true, nil // made by the key's other writer
+		return got, etag, true, nil // made by the key's other writer
 	case errors.Is(err, errOvertaken):
-		return got, false, nil // ours, and changed since
+		return got, etag, false, nil // ours, and changed since
 	case err != nil:
-		return nil, false, err
+		return nil, "", false, err
 	}
-	return got, false, nil
+	return got, etag, false, nil
 }

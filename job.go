@@ -51,7 +51,9 @@ func (j *Job) discardOpen() {
 // reads exactly the object Submit verified: if the input was replaced since,
 // or is gone, or is over the size limit, the error is permanent (wrapping
 // [ErrInputChanged], [ErrInputMissing] or [ErrInputTooLarge]) so returning it
-// from the handler ends the task at once. Requests: one GET.
+// from the handler ends the task at once. Requests: one GET. A task
+// without input (Task.NoInput) gets a permanent error wrapping
+// [ErrNoInput], with no request.
 //
 // The read ends, whatever ctx it is given, once the handler's context has
 // ended (the lease lost, the task cancelled, the worker stopping). A worker
@@ -60,6 +62,9 @@ func (j *Job) discardOpen() {
 // is a plain one, so the attempt can be retried.
 func (j *Job) OpenInput(ctx context.Context) (io.ReadCloser, error) {
 	s := j.store
+	if j.Task.NoInput {
+		return nil, Permanent(fmt.Errorf("%w: task %s is of type %q, declared without input (FileOptions.NoInput)", ErrNoInput, j.Task.ID, j.Task.Type))
+	}
 	key := s.inputOf(&j.Task)
 	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key}
 	if j.inputETag != "" {

@@ -141,6 +141,9 @@ type Call struct {
 	etag    string
 	readErr error
 
+	made     *record // OpCreate: the record it wrote, if it made the task
+	madeETag string  // and its ETag
+
 	form   bool         // OpPresignUpload: a POST form rather than a PUT
 	keys   keyPolicy    // OpCreate with a key: Ingest's rules for its key
 	stats  StatsOptions // OpStats's options

@@ -161,6 +161,12 @@ type FileOptions struct {
 	InputExt         string // as StoreOptions.InputExt: "" means none
 	OutputExt        string // as StoreOptions.OutputExt: "" means none
 	InputContentType string // as StoreOptions.InputContentType: "" means not pinned
+	// NoInput declares that the type's tasks take no input, as a nightly
+	// export from a database does: [Store.Enqueue] queues one without
+	// any, Submit checks none, an upload is refused (a *TransitionError),
+	// and the handler's [Job.OpenInput] returns [ErrNoInput]. It is
+	// recorded in each task as it is created (Task.NoInput).
+	NoInput bool
 }
 
 // validExt reports whether ext may end an input or output object's name:

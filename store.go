@@ -419,6 +419,9 @@ func (s *Store) create(ctx context.Context, c *Call) (*Task, error) {
 	if p.Key != "" {
 		t.KeyScope = p.KeyScope
 	}
+	if s.files(p.Type).NoInput {
+		t.NoInput, t.InputPath = true, ""
+	}
 	if len(p.Metadata) > 0 {
 		t.Metadata = maps.Clone(p.Metadata)
 	}
@@ -430,7 +433,7 @@ func (s *Store) create(ctx context.Context, c *Call) (*Task, error) {
 		t.Payload = buf.Bytes()
 	}
 	if t.IdempotencyKey != "" {
-		got, found, err := s.createKeyed(ctx, t, c.keys)
+		got, etag, found, err := s.createKeyed(ctx, t, c.keys)
 		if err != nil {
 			return nil, fmt.Errorf("s3task: create task with key %q: %w", truncate(p.Key, 64), err)
 		}
@@ -438,15 +441,17 @@ func (s *Store) create(ctx context.Context, c *Call) (*Task, error) {
 		if found {
 			return s.foundKeyed(ctx, got)
 		}
+		c.made, c.madeETag = got, etag
 		return got.task(), nil
 	}
-	got, _, err := s.commit(ctx, nil, "", t)
+	got, etag, err := s.commit(ctx, nil, "", t)
 	if errors.Is(err, errOvertaken) {
 		err = nil // created, and already changed by another
 	}
 	if err != nil {
 		return nil, fmt.Errorf("s3task: create task %s: %w", id, err)
 	}
+	c.made, c.madeETag = got, etag
 	return got.task(), nil
 }
 
@@ -520,7 +525,7 @@ func (s *Store) submit(ctx context.Context, c *Call) (*Task, error) {
 	}
 	e := event{kind: evSubmit}
 	adopted := false
-	if t.Status == StatusCreated {
+	if t.Status == StatusCreated && !t.NoInput {
 		e.inputETag, e.inputSize, err = s.checkInput(ctx, s.inputOf(&t.Task))
 		if errors.Is(err, ErrInputMissing) {
 			adopted = true

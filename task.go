@@ -143,6 +143,10 @@ type Task struct {
 	// KeyScope is the scope of IdempotencyKey, if any (see
 	// [CreateParams.KeyScope]).
 	KeyScope string `json:"key_scope,omitempty"`
+	// NoInput says the task has no input: its type was declared so
+	// ([FileOptions.NoInput]) when it was created. Its InputPath is empty,
+	// Submit checks no input, and [Job.OpenInput] returns [ErrNoInput].
+	NoInput bool `json:"no_input,omitempty"`
 	// Metadata is the host's context for the task, as given at create time
 	// ([CreateParams.Metadata]); nil if none. No change of the task alters
 	// it.
@@ -412,6 +416,9 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 
 	switch e.kind {
 	case evUpload:
+		if t.NoInput {
+			return deny("its type takes no input (FileOptions.NoInput)")
+		}
 		if t.Status != StatusCreated {
 			return deny("the input is fixed once a task is submitted")
 		}

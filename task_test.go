@@ -92,6 +92,7 @@ func startStates() []startState {
 	return []startState{
 		{"created", fresh(func(*record) {})},
 		{"created, scheduled", fresh(func(t *record) { t.RunAt = startRunAt })},
+		{"created, without input", fresh(func(t *record) { t.NoInput, t.InputPath = true, "" })},
 		{"queued", submittedAs(StatusQueued, 1, "", func(t *record) { // back in the queue after a lost lease
 			t.LastError = "attempt 1: lease expired"
 			t.Progress = Progress{RowCount: 10, ProcessedCount: 4, SuccessCount: 4}
@@ -410,6 +411,12 @@ func TestTransitionEveryPair(t *testing.T) {
 			// created an hour before the table's cutoff (evRunAt)
 			evNoInput: toAbandoned,
 		}),
+		"created, without input": except(map[eventKind]outcome{ // its type takes none: no upload
+			evSubmit:   toQueued(transitionNow),
+			evCancel:   toAbandoned,
+			evSchedule: scheduledCreated,
+			evNoInput:  toAbandoned, // never submitted, as any created task
+		}),
 		createdScheduled: except(map[eventKind]outcome{
 			evUpload:   unchanged,
 			evSubmit:   toQueued(startRunAt), // due at its start, not now
@@ -507,8 +514,8 @@ func TestTransitionEveryPair(t *testing.T) {
 			steps = append(steps, step{name: st.name + "/" + k.String(), start: st.build(), ev: tableEvent(k), want: row[k]})
 		}
 	}
-	if want := len(startStates()) * len(allEventKinds); len(steps) != want || want != 140 {
-		t.Errorf("checking %d pairs, want %d (10 start states x 14 events)", len(steps), want)
+	if want := len(startStates()) * len(allEventKinds); len(steps) != want || want != 154 {
+		t.Errorf("checking %d pairs, want %d (11 start states x 14 events)", len(steps), want)
 	}
 	for name, row := range expect {
 		if !slices.ContainsFunc(startStates(), func(s startState) bool { return s.name == name }) {
@@ -1218,6 +1225,7 @@ func TestTransitionCancel(t *testing.T) {
 	withNotice := map[string]outcome{
 		"created":                 abandonedWith(true, transitionNow), // had no due time at all
 		"created, scheduled":      abandonedWith(true, transitionNow), // nor this one: it was never queued
+		"created, without input":  abandonedWith(true, transitionNow), // as created
 		"queued":                  abandonedWith(true, time.Time{}),   // due already: keeps its marker
 		"queued, scheduled":       abandonedWith(true, transitionNow), // not at its start, half an hour ahead
 		"running":                 abandonedWith(true, transitionNow), // not at its lease's end

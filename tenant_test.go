@@ -65,7 +65,9 @@ func TestTenantsShareAKey(t *testing.T) {
 	if !strings.Contains(string(readme), "c.Params.KeyScope = tenant") {
 		t.Fatal("README.md's guard does not set c.Params.KeyScope: this test runs it as written")
 	}
-	as := func(tenant string) context.Context { return context.WithValue(context.Background(), tenantCtxKey{}, tenant) }
+	as := func(tenant string) context.Context {
+		return context.WithValue(context.Background(), tenantCtxKey{}, tenant)
+	}
 	p := s3task.CreateParams{Name: "export", Key: "form-1"}
 
 	t.Run("scoped", func(t *testing.T) {
