@@ -164,3 +164,17 @@ func TestEnqueueCrashes(t *testing.T) {
 		})
 	}
 }
+
+// Ingest refuses a type declared without input: an object cannot be the
+// input of a task that takes none.
+func TestIngestRefusesTypeWithoutInput(t *testing.T) {
+	s3 := s3tasktest.NewS3(t)
+	store := s3.NewStore(t, enqueueOpts)
+	_, err := store.Ingest(context.Background(), s3task.Object{Key: "incoming/a.csv", ETag: "abc"}, s3task.CreateParams{Type: "export"})
+	if !errors.Is(err, s3task.ErrInvalidArgument) || !errors.Is(err, s3task.ErrNoInput) {
+		t.Errorf("Ingest of a type without input: %v, want ErrInvalidArgument and ErrNoInput", err)
+	}
+	if keys := s3.Keys(""); len(keys) != 0 {
+		t.Errorf("the refused Ingest wrote %v", keys)
+	}
+}

@@ -112,7 +112,8 @@ const (
 // not there, the HEAD alone.
 //
 // Errors: [ErrInvalidArgument] for an object without a key, or without a
-// version ID or an ETag, one under the Store's prefix, or p with a Key;
+// version ID or an ETag, one under the Store's prefix, or p with a Key or
+// of a type declared without input (wrapping [ErrNoInput] too);
 // [ErrSourceGone]; a *[PurgedError]; those of [Store.Create],
 // [Store.UploadInput] and [Store.Submit]; S3 errors reading the source.
 func (s *Store) Ingest(ctx context.Context, o Object, p CreateParams) (*Task, error) {
@@ -133,6 +134,9 @@ func (s *Store) Ingest(ctx context.Context, o Object, p CreateParams) (*Task, er
 	}
 	if err := p.typeFromArgs(); err != nil {
 		return nil, err
+	}
+	if s.files(p.Type).NoInput {
+		return nil, fmt.Errorf("%w: %w: tasks of type %q take no input (FileOptions.NoInput): an object cannot be one", ErrInvalidArgument, ErrNoInput, p.Type)
 	}
 	p.Key = IngestKey(o, s.bucket)
 	meta := make(map[string]string, len(p.Metadata)+4)

@@ -81,8 +81,14 @@ type Task struct {
 	// [CategoryPanic], [CategoryLeaseExpired], [CategoryShutdown],
 	// [CategoryTimeout], [CategoryBadPayload], [CategoryUnknownType],
 	// [CategoryInputChanged].
-	ErrorCategory string    `json:"error_category,omitempty"`
-	RetryAt       time.Time `json:"retry_at,omitzero"` // set on a failed task that will be retried, not before this time
+	ErrorCategory string `json:"error_category,omitempty"`
+	// RetryAt is set on a failed task that will be retried, not before
+	// this time: the end of the failed attempt (when the worker recorded
+	// the failure, by the server's clock, its History entry's end) plus
+	// the backoff ([WorkerOptions.Backoff], or [RetryAfter]'s wait). It
+	// does not count from UpdatedAt, which a later change of the record
+	// (a notice delivered, a Schedule) moves.
+	RetryAt time.Time `json:"retry_at,omitzero"`
 	// RunAt, if set, is the earliest time (by the S3 server's clock) the
 	// task may start: see [CreateParams.RunAt] and [Store.Schedule]. A
 	// queued task waiting for it is scheduled ([Task.Scheduled]).

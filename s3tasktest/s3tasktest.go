@@ -112,7 +112,12 @@ func (f RoundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // Unless opts set a Clock, the Store reads the server's clock itself,
 // exactly, rather than estimating it from the one-second Date headers as a
 // Store on a real S3 does: after [S3.Advance](d), what falls due at d is
-// due, to the millisecond.
+// due, to the millisecond. The Store's judgement is exact; its workers'
+// waits are timers, though, and only inside a testing/synctest bubble
+// (synctest.Test), where time moves when every goroutine waits, does a
+// worker act at the very moment a task falls due. Outside one it acts
+// when its wait ends, within its PollInterval; a test that asserts when
+// something happens belongs in a bubble.
 func (s *S3) NewStore(t testing.TB, opts *s3task.StoreOptions, wrap ...func(http.RoundTripper) http.RoundTripper) *s3task.Store {
 	t.Helper()
 	var o s3task.StoreOptions
