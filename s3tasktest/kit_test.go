@@ -97,6 +97,74 @@ func TestDrainLeftSaysWhy(t *testing.T) {
 	}
 }
 
+// A task of a paused type is left behind with the reason, as one of a
+// type the handler does not serve is, and not a failure of the test; it
+// runs at the drain after Resume. A paused task whose retry is not yet
+// due says both.
+func TestDrainLeavesPausedTypes(t *testing.T) {
+	s3 := s3tasktest.NewS3(t)
+	store := s3.NewStore(t, nil)
+	ctx := context.Background()
+	var mux s3task.Mux
+	if err := mux.HandleFunc("upper", func(ctx context.Context, job *s3task.Job) error {
+		if job.Task.Name == "flaky" && job.Task.Attempt == 1 {
+			return s3task.RetryAfter(errors.New("busy"), time.Minute)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	flaky := s3tasktest.Submit(t, store, s3task.CreateParams{Type: "upper", Name: "flaky"}, []byte("x"))
+	if ran := s3tasktest.Drain(t, store, &mux); len(ran) != 1 || ran[0].Task.Status != s3task.StatusFailed {
+		t.Fatalf("first drain ran %d tasks, want the flaky one failed", len(ran))
+	}
+	if err := store.Pause(ctx, "upper"); err != nil {
+		t.Fatal(err)
+	}
+	queued := s3tasktest.Submit(t, store, s3task.CreateParams{Type: "upper", Name: "queued"}, []byte("x"))
+
+	ran, left := s3tasktest.DrainLeft(t, store, &mux)
+	if len(ran) != 0 || len(left) != 2 {
+		t.Fatalf("paused: ran %d, left %d (%v); want 0 and 2", len(ran), len(left), left)
+	}
+	got := map[string]string{}
+	for _, l := range left {
+		got[l.Task.ID] = l.Why
+	}
+	const paused = `type "upper" paused (Store.Pause)`
+	if why := got[queued.ID]; !strings.HasPrefix(why, paused) || strings.Contains(why, "; and") {
+		t.Errorf("queued task left because %q; want only the pause", why)
+	}
+	if why := got[flaky.ID]; !strings.HasPrefix(why, paused) || !strings.Contains(why, "; and retry due at") {
+		t.Errorf("retrying task left because %q; want the pause and the retry", why)
+	}
+
+	// Due now, still paused: Drain leaves it and does not fail the test.
+	s3.Advance(time.Minute)
+	if ran := s3tasktest.Drain(t, store, &mux); len(ran) != 0 {
+		t.Fatalf("paused, retry due: ran %d tasks, want none", len(ran))
+	}
+	_, left = s3tasktest.DrainLeft(t, store, &mux)
+	for _, l := range left {
+		if l.Why != paused+": no worker claims it until Store.Resume" {
+			t.Errorf("task %s (%s) left because %q; want the pause alone", l.Task.ID, l.Task.Name, l.Why)
+		}
+	}
+
+	if err := store.Resume(ctx, "upper"); err != nil {
+		t.Fatal(err)
+	}
+	ran, left = s3tasktest.DrainLeft(t, store, &mux)
+	if len(ran) != 2 || len(left) != 0 {
+		t.Fatalf("resumed: ran %d, left %d (%v); want both run", len(ran), len(left), left)
+	}
+	for _, res := range ran {
+		if res.Task.Status != s3task.StatusCompleted {
+			t.Errorf("task %s (%s): %s, want completed", res.Task.ID, res.Task.Name, res.Task.Status)
+		}
+	}
+}
+
 // The kit's HTTP client follows a Store's presigned URLs: an upload with
 // its signed headers, and the download of the output.
 func TestPresignedURLsThroughTheKit(t *testing.T) {

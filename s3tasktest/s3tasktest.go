@@ -278,7 +278,9 @@ func Run(t testing.TB, store *s3task.Store, h s3task.Handler, id string, opts ..
 // it ran them. A task that fails with a retry falls due again only when its
 // backoff has passed by the server's clock: advance it ([S3.Advance]) and
 // drain again to run the retry. Tasks of types h does not serve (see
-// [s3task.TypedHandler]) are left queued. The unfinished tasks it leaves,
+// [s3task.TypedHandler]) and tasks of a paused type ([s3task.Store.Pause])
+// are left as they are, to run once served or resumed. The unfinished
+// tasks it leaves,
 // and why, go to t's log; [DrainLeft] returns them. It fails t on any
 // error other than a handler's.
 func Drain(t testing.TB, store *s3task.Store, h s3task.Handler, opts ...*s3task.WorkerOptions) []*Result {
@@ -296,7 +298,8 @@ type Left struct {
 	// Why says what keeps the task from running now, for example
 	// "created: never submitted", "scheduled for 2026-01-02T15:04:05Z, in
 	// 1h0m0s by the server's clock", "retry due at ..., in 30s", "type
-	// \"resize\" not served by the handler", "running, leased until ...".
+	// \"resize\" not served by the handler", "type \"resize\" paused
+	// (Store.Pause) ...", "running, leased until ...".
 	Why string
 }
 
@@ -320,28 +323,47 @@ func DrainLeft(t testing.TB, store *s3task.Store, h s3task.Handler, opts ...*s3t
 			}
 			res, err := r.run(ctx, task.ID)
 			switch {
-			case errors.Is(err, s3task.ErrInvalidTransition), errors.Is(err, s3task.ErrUnknownTaskType):
-				continue // not due, or not served
+			case errors.Is(err, s3task.ErrInvalidTransition), errors.Is(err, s3task.ErrUnknownTaskType),
+				errors.Is(err, s3task.ErrTypePaused):
+				continue // not due, not served, or paused
 			case err != nil:
 				t.Fatalf("s3tasktest: drain: run %s: %v", task.ID, err)
 			}
 			ran = append(ran, res)
 		}
 		if len(ran) == before {
+			var paused []string
+			if len(tasks) > 0 {
+				if paused, err = store.Paused(kit.Bypass(ctx)); err != nil {
+					t.Fatalf("s3tasktest: drain: %v", err)
+				}
+			}
 			left := make([]Left, 0, len(tasks))
 			for _, task := range tasks {
-				left = append(left, Left{Task: task, Why: why(store, h, task)})
+				left = append(left, Left{Task: task, Why: why(store, h, paused, task)})
 			}
 			return ran, left
 		}
 	}
 }
 
-// why says what keeps task from running now.
-func why(store *s3task.Store, h s3task.Handler, task *s3task.Task) string {
+// why says what keeps task from running now; paused are the paused types.
+func why(store *s3task.Store, h s3task.Handler, paused []string, task *s3task.Task) string {
 	now := store.Now()
 	at := func(when time.Time) string {
 		return fmt.Sprintf("%s, in %s by the server's clock", when.UTC().Format(time.RFC3339Nano), when.Sub(now))
+	}
+	// wait says what the task waits for besides a worker, if anything.
+	wait := func() string {
+		switch {
+		case task.Status == s3task.StatusQueued && task.RunAt.After(now):
+			return "scheduled for " + at(task.RunAt)
+		case task.Status == s3task.StatusFailed && task.RetryAt.After(now):
+			return "retry due at " + at(task.RetryAt)
+		case task.Status == s3task.StatusRunning:
+			return "running, leased until " + at(task.LeaseExpiresAt)
+		}
+		return ""
 	}
 	th, typed := h.(s3task.TypedHandler)
 	switch {
@@ -349,12 +371,15 @@ func why(store *s3task.Store, h s3task.Handler, task *s3task.Task) string {
 		return "created: never submitted"
 	case typed && !slices.Contains(th.Types(), task.Type):
 		return fmt.Sprintf("type %q not served by the handler (it serves %q)", task.Type, th.Types())
-	case task.Status == s3task.StatusQueued && task.RunAt.After(now):
-		return "scheduled for " + at(task.RunAt)
-	case task.Status == s3task.StatusFailed && task.RetryAt.After(now):
-		return "retry due at " + at(task.RetryAt)
-	case task.Status == s3task.StatusRunning:
-		return "running, leased until " + at(task.LeaseExpiresAt)
+	case slices.Contains(paused, task.Type):
+		r := fmt.Sprintf("type %q paused (Store.Pause): no worker claims it until Store.Resume", task.Type)
+		if w := wait(); w != "" {
+			r += "; and " + w
+		}
+		return r
+	}
+	if w := wait(); w != "" {
+		return w
 	}
 	return fmt.Sprintf("%s, and not due", task.Status)
 }
