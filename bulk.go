@@ -24,8 +24,8 @@ const (
 )
 
 // BulkOptions selects the tasks of a bulk action and bounds one call. The
-// tasks are selected either by ID (IDs) or by a filter (Statuses, Types,
-// Metadata), never both: a call that sets neither is refused, so that no
+// tasks are selected either by ID (IDs) or by a filter (Statuses, States,
+// Types, Metadata), never both: a call that sets neither is refused, so that no
 // call acts on every task by mistake.
 //
 // Either way the tasks are taken in listing order, newest first, each
@@ -40,12 +40,21 @@ type BulkOptions struct {
 	// without a Cursor (not again by the calls that continue it).
 	IDs []string
 
-	// Statuses, Types and Metadata select the tasks that pass them, as the
-	// filters of [ListOptions] do (and with their rules), by listing the
-	// tasks newest first and reading their records. A filter that selects
-	// few tasks among many reads through many records to find them:
-	// MaxScan bounds how far one call reads.
+	// Statuses, States, Types and Metadata select the tasks that pass
+	// them, as the filters of [ListOptions] do (and with their rules), by
+	// listing the tasks newest first and reading their records. A filter
+	// that selects few tasks among many reads through many records to find
+	// them: MaxScan bounds how far one call reads.
 	Statuses []Status
+	// States selects by [State], as ListOptions.States does. A state can
+	// change without a write (a scheduled task becomes ready), and by
+	// another's write between the listing and the action, so each task is
+	// judged against States again when its turn comes, by its record as it
+	// is then: one no longer in them is skipped, with a *[TransitionError]
+	// that names its state. So RetryMany with States [StateDead] retries
+	// the tasks failed for good and never pulls forward one that is only
+	// waiting for its backoff.
+	States   []State
 	Types    []string          // see Statuses
 	Metadata map[string]string // see Statuses
 	// MaxScan is the most entries of the listing one call scans, as
@@ -87,7 +96,8 @@ const (
 	// against its record as it stands (not as the listing saw it):
 	// BulkResult.Err is a *[TransitionError] whose Reason says why (not
 	// failed, for a Retry; finished, for a Cancel; not finished, its
-	// notice still to go out, or its key still held, for a Purge), or
+	// notice still to go out, or its key still held, for a Purge; no
+	// longer in BulkOptions.States, for any of them), or
 	// wraps [ErrNotFound] for a task that does not exist (or no longer
 	// does).
 	BulkSkipped BulkOutcome = "skipped"
@@ -234,9 +244,10 @@ func (s *Store) PurgeMany(ctx context.Context, opts BulkOptions) (*BulkReport, e
 
 // bulkAction is the single call a bulk action makes for each task.
 type bulkAction struct {
-	op     Op     // OpRetry, OpCancel or OpPurge
-	reason string // OpCancel's reason
-	force  bool   // OpPurge: BulkOptions.DropPendingNotices
+	op     Op             // OpRetry, OpCancel or OpPurge
+	reason string         // OpCancel's reason
+	force  bool           // OpPurge: BulkOptions.DropPendingNotices
+	states map[State]bool // BulkOptions.States, checked again per task (nil: any)
 }
 
 // bulk runs action a over the selection of opts.
@@ -252,21 +263,23 @@ func (s *Store) bulk(ctx context.Context, a bulkAction, opts BulkOptions) (*Bulk
 			return nil, err
 		}
 	}
-	filter := ListOptions{Statuses: opts.Statuses, Types: opts.Types, Metadata: opts.Metadata, MaxScan: opts.MaxScan}
-	filtered := len(opts.Statuses) > 0 || len(opts.Types) > 0 || len(opts.Metadata) > 0
+	filter := ListOptions{Statuses: opts.Statuses, States: opts.States, Types: opts.Types, Metadata: opts.Metadata, MaxScan: opts.MaxScan}
+	filtered := len(opts.Statuses) > 0 || len(opts.States) > 0 || len(opts.Types) > 0 || len(opts.Metadata) > 0
 	switch {
 	case len(opts.IDs) > 0 && (filtered || opts.MaxScan != 0):
-		return nil, invalidArg("BulkOptions selects by IDs or by a filter (Statuses, Types, Metadata, MaxScan), not both")
+		return nil, invalidArg("BulkOptions selects by IDs or by a filter (Statuses, States, Types, Metadata, MaxScan), not both")
 	case len(opts.IDs) > MaxBulkIDs:
 		return nil, invalidArg("BulkOptions.IDs holds %d IDs, want at most %d", len(opts.IDs), MaxBulkIDs)
 	case len(opts.IDs) > 0:
 		return s.bulkIDs(ctx, a, opts, after, limit)
 	case !filtered:
-		return nil, invalidArg("BulkOptions selects no task: set IDs, or a filter (Statuses, Types or Metadata)")
+		return nil, invalidArg("BulkOptions selects no task: set IDs, or a filter (Statuses, States, Types or Metadata)")
 	}
-	if _, err := newListQuery(filter); err != nil {
+	q, err := newListQuery(filter)
+	if err != nil {
 		return nil, err
 	}
+	a.states = q.states
 	return s.bulkFilter(ctx, a, opts, filter, limit)
 }
 
@@ -420,7 +433,7 @@ func (s *Store) actAll(ctx context.Context, a bulkAction, dry bool, ids []string
 // task's record as a listing read it, which a dry run judges instead of
 // reading it again.
 func (s *Store) act(ctx context.Context, a bulkAction, dry bool, id string, rec *record) BulkResult {
-	c := &Call{Op: a.op, TaskID: id, Reason: a.reason, dry: dry, force: a.force}
+	c := &Call{Op: a.op, TaskID: id, Reason: a.reason, dry: dry, force: a.force, states: a.states}
 	var task *Task
 	var err error
 	if rec != nil && dry {

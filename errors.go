@@ -3,6 +3,7 @@ package s3task
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -173,6 +174,25 @@ func (e *RecordError) Error() string {
 
 // Unwrap returns the underlying error.
 func (e *RecordError) Unwrap() error { return e.Err }
+
+// StateError reports a value that names no [State], given where a state
+// is wanted ([ParseState], [ListOptions.States], [BulkOptions.States]). It
+// wraps [ErrInvalidArgument].
+type StateError struct {
+	Value string // the value given, as it was
+}
+
+// Error names the value and the states there are.
+func (e *StateError) Error() string {
+	names := make([]string, len(states))
+	for i, s := range states {
+		names[i] = string(s)
+	}
+	return fmt.Sprintf("%v: %q is not a task state (want %s)", ErrInvalidArgument, truncate(e.Value, 40), strings.Join(names, ", "))
+}
+
+// Unwrap returns [ErrInvalidArgument].
+func (e *StateError) Unwrap() error { return ErrInvalidArgument }
 
 // InputSizeError reports an input larger than allowed. It wraps
 // [ErrInputTooLarge].

@@ -26,9 +26,9 @@ const (
 // listBatch is the most keys one LIST returns (S3's own cap).
 const listBatch = 1000
 
-// ListOptions selects a page of tasks. The filters (Statuses, Types,
-// Metadata) combine: a task is in the page only if it passes every filter
-// that is set. An unset filter passes every task.
+// ListOptions selects a page of tasks. The filters (Statuses, States,
+// Types, Metadata) combine: a task is in the page only if it passes every
+// filter that is set. An unset filter passes every task.
 type ListOptions struct {
 	// Limit is the most tasks a page holds, 1 to [MaxListLimit]; zero means
 	// [DefaultListLimit].
@@ -42,6 +42,17 @@ type ListOptions struct {
 	// Statuses, if not empty, keeps the tasks in any of these statuses.
 	// Each must be one of the Status constants.
 	Statuses []Status
+	// States, if not empty, keeps the tasks in any of these states, each
+	// one of the State constants: [StateDead] for the tasks failed for
+	// good, [StateRetrying] for those failed and waiting for their retry,
+	// [StateScheduled] for those queued with a start still to come,
+	// [StateReady] for those queued and due. A task's state is judged as
+	// its record is read, by the Store's estimate of the server's clock
+	// ([Task.State] at [Store.Now]), so a scheduled task is ready from its
+	// RunAt on, as workers see it. A value that is not a state is refused
+	// with a *[StateError]. States and Statuses combine as any two filters
+	// do; States alone is enough, for each state belongs to one status.
+	States []State
 	// Types, if not empty, keeps the tasks of any of these types ("" is
 	// the type of a task created without one). Each is at most 128 bytes
 	// of UTF-8, as [CreateParams.Type].
@@ -118,7 +129,8 @@ type Page struct {
 // of them costs 10 or 11 LISTs and 1,000 to 1,007 GETs.
 //
 // Errors: [ErrInvalidArgument] for a bad limit, scan bound or filter (a
-// status that is not one, a type or metadata entry no task could have);
+// status that is not one; a state that is not one, as a *[StateError]; a
+// type or metadata entry no task could have);
 // [ErrInvalidCursor]; S3 errors for the LIST (a failed record read lands
 // in Page.Broken instead); the context's error if it ends.
 func (s *Store) List(ctx context.Context, opts ListOptions) (*Page, error) {
@@ -160,6 +172,7 @@ func (s *Store) list(ctx context.Context, opts ListOptions) (*Page, []*record, e
 			if err := ctx.Err(); err != nil {
 				return nil, nil, err
 			}
+			now := s.serverNow() // the states are judged as the records are read
 			for i, e := range batch {
 				if taken == q.limit {
 					break
@@ -169,7 +182,7 @@ func (s *Store) list(ctx context.Context, opts ListOptions) (*Page, []*record, e
 				after = max(after, e.pos) // positions only grow; an object named as the prefix itself is at ""
 				switch {
 				case tasks[i] != nil:
-					if q.match(tasks[i]) {
+					if q.match(tasks[i], now) {
 						page.Tasks = append(page.Tasks, &tasks[i].Task)
 						recs = append(recs, tasks[i])
 						taken++
@@ -197,6 +210,7 @@ type listQuery struct {
 	scan     int               // entries the call may scan
 	all      bool              // no filter: every folder takes a place
 	statuses map[Status]bool   // nil: any status
+	states   map[State]bool    // nil: any state
 	types    map[string]bool   // nil: any type
 	metadata map[string]string // nil: any metadata
 }
@@ -224,6 +238,15 @@ func newListQuery(opts ListOptions) (*listQuery, error) {
 			q.statuses = map[Status]bool{}
 		}
 		q.statuses[st] = true
+	}
+	for _, st := range opts.States {
+		if !st.Valid() {
+			return nil, &StateError{Value: string(st)}
+		}
+		if q.states == nil {
+			q.states = map[State]bool{}
+		}
+		q.states[st] = true
 	}
 	for _, typ := range opts.Types {
 		if len(typ) > 128 || !utf8.ValidString(typ) {
@@ -254,16 +277,20 @@ func newListQuery(opts ListOptions) (*listQuery, error) {
 	if len(opts.Metadata) > 0 {
 		q.metadata = opts.Metadata
 	}
-	q.all = q.statuses == nil && q.types == nil && q.metadata == nil
+	q.all = q.statuses == nil && q.states == nil && q.types == nil && q.metadata == nil
 	if q.all {
 		q.scan = min(q.scan, q.limit)
 	}
 	return q, nil
 }
 
-// match reports whether t passes the query's filters.
-func (q *listQuery) match(t *record) bool {
+// match reports whether t passes the query's filters at now, the
+// server's time its state is judged by.
+func (q *listQuery) match(t *record, now time.Time) bool {
 	if q.statuses != nil && !q.statuses[t.Status] {
+		return false
+	}
+	if q.states != nil && !q.states[t.State(now)] {
 		return false
 	}
 	if q.types != nil && !q.types[t.Type] {

@@ -652,7 +652,7 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOption
 	_, werr := s.walk(ctx, olderThan.Add(-time.Millisecond), time.Time{}, 0, nil, func(t *record) bool {
 		r.Tasks++
 		var k keyRef
-		if k, err = s.purgeable(ctx, t, opts.DropPendingNotices); err != nil {
+		if k, err = s.purgeable(ctx, t, event{kind: evPurge, force: opts.DropPendingNotices}); err != nil {
 			if errors.Is(err, ErrInvalidTransition) {
 				r.Kept++ // not finished, its notice not out yet, or its key held
 				err = nil
@@ -665,7 +665,7 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOption
 			return opts.Limit == 0 || len(r.Purged) < opts.Limit
 		}
 		var n int
-		_, n, err = s.purgeTask(ctx, t, "", opts.DropPendingNotices, k)
+		_, n, err = s.purgeTask(ctx, t, "", event{kind: evPurge, force: opts.DropPendingNotices}, k)
 		r.Objects += n
 		switch {
 		case errors.Is(err, ErrInvalidTransition):
@@ -681,16 +681,18 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOption
 	return r, errors.Join(werr, err)
 }
 
-// purgeable applies Purge's rules to t, a task's record as read: it
-// returns nil if the task may be purged now, a *TransitionError saying why
-// not (it is not finished; its OnTerminal notice is still to go out, unless
-// force; it was created with a key written less than keyHold ago, so a
+// purgeable applies Purge's rules to t, a task's record as read, with
+// lock the evPurge event that would lock it: it returns nil if the task
+// may be purged now, a *TransitionError saying why not (it is not
+// finished; its OnTerminal notice is still to go out, unless lock.force;
+// it is not in the states of a bulk action's selection, lock.states; it
+// was created with a key written less than keyHold ago, so a
 // Create of the key may still be under way: see CreateParams.Key), or the
 // error of the read of its key's object. For a task created with a key it
 // returns the key's object as read, for purgeTask to entomb. Requests: for
 // a task created with a key, one GET.
-func (s *Store) purgeable(ctx context.Context, t *record, force bool) (keyRef, error) {
-	if _, _, err := transition(t, event{kind: evPurge, force: force}, s.serverNow()); err != nil {
+func (s *Store) purgeable(ctx context.Context, t *record, lock event) (keyRef, error) {
+	if _, _, err := transition(t, lock, s.serverNow()); err != nil {
 		return keyRef{}, err
 	}
 	if t.IdempotencyKey == "" {
@@ -711,11 +713,11 @@ func (s *Store) purgeable(ctx context.Context, t *record, force bool) (keyRef, e
 // purgeTask locks a finished task's record for deletion, makes its key's
 // object (k, as purgeable read it) a tombstone if it was created with a
 // key, and deletes its folder, marker and record, in that order. t is the
-// record as read, with its ETag, or "" to read it again first. It returns
-// the record as locked and the number of objects deleted.
-func (s *Store) purgeTask(ctx context.Context, t *record, etag string, force bool, k keyRef) (*record, int, error) {
+// record as read, with its ETag, or "" to read it again first; lock is
+// the evPurge event that locks it. It returns the record as locked and the
+// number of objects deleted.
+func (s *Store) purgeTask(ctx context.Context, t *record, etag string, lock event, k keyRef) (*record, int, error) {
 	id := t.ID
-	lock := event{kind: evPurge, force: force}
 	var err error
 	if etag == "" {
 		t, _, err = s.change(ctx, id, lock)
@@ -781,12 +783,13 @@ func (s *Store) purgeOne(ctx context.Context, c *Call) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, err := s.purgeable(ctx, t, c.force)
+	lock := event{kind: evPurge, force: c.force, states: c.states}
+	k, err := s.purgeable(ctx, t, lock)
 	if err != nil {
 		return nil, err
 	}
 	if !c.dry {
-		if t, _, err = s.purgeTask(ctx, t, etag, c.force, k); err != nil {
+		if t, _, err = s.purgeTask(ctx, t, etag, lock, k); err != nil {
 			return nil, err
 		}
 	}

@@ -151,9 +151,10 @@ type Call struct {
 	result any          // what a call that returns more than a Task returns
 
 	// A bulk action's call (see bulk.go).
-	dry   bool      // OpRetry, OpCancel, OpPurge: judge only, write nothing
-	force bool      // OpPurge: PurgeOptions.DropPendingNotices
-	recs  []*record // OpList: the records of the page's tasks, in order
+	dry    bool           // OpRetry, OpCancel, OpPurge: judge only, write nothing
+	force  bool           // OpPurge: PurgeOptions.DropPendingNotices
+	states map[State]bool // OpRetry, OpCancel, OpPurge: BulkOptions.States (nil: any)
+	recs   []*record      // OpList: the records of the page's tasks, in order
 }
 
 // DryRun reports whether the call is one task of a bulk action's dry run
@@ -248,12 +249,12 @@ func (s *Store) perform(ctx context.Context, c *Call) (*Task, error) {
 			if err := checkReason(c.Reason); err != nil {
 				return nil, err // a middleware's change
 			}
-			return s.judge(ctx, c, event{kind: evCancel, reason: c.Reason, notify: s.opts.OnTerminal != nil})
+			return s.judge(ctx, c, event{kind: evCancel, reason: c.Reason, notify: s.opts.OnTerminal != nil, states: c.states})
 		}
 		return s.cancel(ctx, c)
 	case OpRetry:
 		if c.dry {
-			return s.judge(ctx, c, event{kind: evRetry})
+			return s.judge(ctx, c, event{kind: evRetry, states: c.states})
 		}
 		return s.retry(ctx, c)
 	case OpPurge:

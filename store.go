@@ -642,7 +642,7 @@ func (s *Store) retry(ctx context.Context, c *Call) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := event{kind: evRetry}
+	e := event{kind: evRetry, states: c.states}
 	if t.Retryable() {
 		// Verify the input again: the attempt may have failed because it
 		// was replaced after Submit, and retrying those same checks forever
@@ -711,7 +711,7 @@ func (s *Store) cancel(ctx context.Context, c *Call) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	got, changed, err := s.apply(ctx, t, etag, event{kind: evCancel, reason: reason, notify: s.opts.OnTerminal != nil})
+	got, changed, err := s.apply(ctx, t, etag, event{kind: evCancel, reason: reason, notify: s.opts.OnTerminal != nil, states: c.states})
 	if err != nil {
 		return nil, err
 	}

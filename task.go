@@ -45,6 +45,98 @@ func (s Status) Valid() bool {
 	return false
 }
 
+// State is where a task stands, one step finer than its [Status]: it
+// tells a queued task that waits for its start (scheduled) from one that
+// waits for a worker (ready), and a failed task that will be retried
+// (retrying) from one that will not (dead). Every task is in exactly one
+// state, and every state belongs to one status. [Task.State] says which;
+// [ListOptions.States] and [BulkOptions.States] select by it.
+//
+// A state depends on the time as well as on the record: a scheduled task
+// becomes ready when its RunAt comes, by the S3 server's clock, without a
+// write. The Store judges it by its estimate of that clock ([Store.Now]),
+// as its workers judge whether a task may start.
+type State string
+
+// The states, by the status they belong to.
+const (
+	// StateCreated: status created, waiting for its input and Submit.
+	StateCreated State = "created"
+	// StateScheduled: status queued, with a start (Task.RunAt) still to
+	// come: see [Task.Scheduled].
+	StateScheduled State = "scheduled"
+	// StateReady: status queued and due: it waits for a worker.
+	StateReady State = "ready"
+	// StateRunning: status running.
+	StateRunning State = "running"
+	// StateCompleted: status completed.
+	StateCompleted State = "completed"
+	// StateRetrying: status failed, with a retry to come (Task.RetryAt is
+	// set, due or not yet): a worker runs it again.
+	StateRetrying State = "retrying"
+	// StateDead: status failed for good: no attempt left, or a failure no
+	// retry can fix ([Permanent]). Only [Store.Retry] runs it again. Such
+	// a task is [Task.Terminal].
+	StateDead State = "dead"
+	// StateAbandoned: status abandoned.
+	StateAbandoned State = "abandoned"
+)
+
+// states are the states, in the order of the lifecycle.
+var states = []State{StateCreated, StateScheduled, StateReady, StateRunning, StateCompleted, StateRetrying, StateDead, StateAbandoned}
+
+// Valid reports whether s is one of the defined states.
+func (s State) Valid() bool { return slices.Contains(states, s) }
+
+// Status returns the status the state belongs to, or "" for a state that
+// is not one.
+func (s State) Status() Status {
+	switch s {
+	case StateCreated:
+		return StatusCreated
+	case StateScheduled, StateReady:
+		return StatusQueued
+	case StateRunning:
+		return StatusRunning
+	case StateCompleted:
+		return StatusCompleted
+	case StateRetrying, StateDead:
+		return StatusFailed
+	case StateAbandoned:
+		return StatusAbandoned
+	}
+	return ""
+}
+
+// ParseState returns the state named s, or a *[StateError] (which wraps
+// [ErrInvalidArgument]) if s names none. It is for a state a user typed:
+// a query parameter, a flag.
+func ParseState(s string) (State, error) {
+	if st := State(s); st.Valid() {
+		return st, nil
+	}
+	return "", &StateError{Value: s}
+}
+
+// State returns the task's state at now, a time by the S3 server's clock
+// ([Store.Now]): its Status, with a queued task told scheduled or ready,
+// and a failed one retrying or dead.
+func (t *Task) State(now time.Time) State {
+	switch t.Status {
+	case StatusQueued:
+		if t.Scheduled(now) {
+			return StateScheduled
+		}
+		return StateReady
+	case StatusFailed:
+		if t.RetryAt.IsZero() {
+			return StateDead
+		}
+		return StateRetrying
+	}
+	return State(t.Status)
+}
+
 // Progress holds the counters a handler reports. They reach the record with
 // each heartbeat and at completion. A new attempt starts them at zero.
 type Progress struct {
@@ -339,6 +431,10 @@ type event struct {
 	margin  time.Duration // claim, heartbeat: how long after the lease's end others may take the task
 	move    bool          // heartbeat: move the marker to the new lease's end
 	at      time.Time     // schedule: the earliest start (zero: now); abandon-unsent: created before this
+	// states, for a retry, a cancel or a purge of a bulk action, are the
+	// states its selection holds (BulkOptions.States): a task no longer in
+	// one of them is left alone. Nil: any state.
+	states map[State]bool
 
 	// earliest, for a claim, is the earliest the server's clock may read
 	// (zero: now), by which RunAt and RetryAt are judged: now, the
@@ -418,6 +514,9 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 			return t, false, nil
 		}
 		return deny("it is being purged")
+	}
+	if st := t.State(now); e.states != nil && !e.states[st] {
+		return deny("it is %s now, a state the selection does not hold", st)
 	}
 
 	switch e.kind {
