@@ -531,32 +531,40 @@ type listResponse struct {
 }
 
 // listFilter is a value of GET /tasks?status=: one of the library's
-// statuses, which Store.List filters by, or a part of one that the API
-// keeps from the pages of its status.
+// statuses, or one of its states that tells a part of a status
+// (s3task.ListOptions.States); Store.List filters by either.
 type listFilter struct {
-	status s3task.Status
-	keep   func(t *s3task.Task, now time.Time) bool // nil: every task of status
+	status s3task.Status // "" for a state
+	state  s3task.State  // "" for a status
 }
 
-// listFilters are the values of status= besides the library's statuses.
-var listFilters = map[string]listFilter{
-	// Queued to start at a run_at still to come.
-	"scheduled": {s3task.StatusQueued, func(t *s3task.Task, now time.Time) bool { return t.Scheduled(now) }},
-	// Failed, with a retry due at retry_at.
-	"retrying": {s3task.StatusFailed, func(t *s3task.Task, _ time.Time) bool { return !t.Terminal() }},
-	// Failed for good: no retry left or wanted.
-	"dead": {s3task.StatusFailed, func(t *s3task.Task, _ time.Time) bool { return t.Terminal() }},
+// listStates are the values of status= besides the library's statuses:
+// the parts of a status the page's state views show.
+var listStates = map[string]s3task.State{
+	"scheduled": s3task.StateScheduled, // queued to start at a run_at still to come
+	"retrying":  s3task.StateRetrying,  // failed, with a retry due at retry_at
+	"dead":      s3task.StateDead,      // failed for good: no retry left or wanted
 }
 
 // parseListFilter returns the filter a status= value names.
 func parseListFilter(v string) (listFilter, bool) {
-	if f, ok := listFilters[v]; ok {
-		return f, true
+	if st, ok := listStates[v]; ok {
+		return listFilter{state: st}, true
 	}
 	if s := s3task.Status(v); s.Valid() {
 		return listFilter{status: s}, true
 	}
 	return listFilter{}, false
+}
+
+// options sets f in opts, the filters of List or of a bulk action.
+func (f listFilter) options(statuses *[]s3task.Status, states *[]s3task.State) {
+	switch {
+	case f.status != "":
+		*statuses = []s3task.Status{f.status}
+	case f.state != "":
+		*states = []s3task.State{f.state}
+	}
 }
 
 // statusValues lists the values status= takes, for error messages.
@@ -621,17 +629,16 @@ func (a *api) list(w http.ResponseWriter, r *http.Request, _ string) error {
 	if opts.MaxScan, err = intParam(q, "max_scan", 0, 1, s3task.MaxListScan, "invalid_query"); err != nil {
 		return err
 	}
-	var filter listFilter
 	status, err := oneParam(q, "status")
 	if err != nil {
 		return err
 	}
 	if status != "" {
-		var ok bool
-		if filter, ok = parseListFilter(status); !ok {
+		filter, ok := parseListFilter(status)
+		if !ok {
 			return badRequest("invalid_query", "status %q: want one of %s", clip(status, maxEcho), statusValues())
 		}
-		opts.Statuses = []s3task.Status{filter.status}
+		filter.options(&opts.Statuses, &opts.States)
 	}
 	typ, err := oneParam(q, "type")
 	if err != nil {
@@ -643,7 +650,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request, _ string) error {
 		}
 		opts.Types = []string{typ}
 	}
-	page, err := listKept(r.Context(), a.store, opts, filter.keep)
+	page, err := a.store.List(r.Context(), opts)
 	if errors.Is(err, s3task.ErrInvalidCursor) {
 		return badRequest("invalid_cursor", "cursor %q is not a next_cursor of this API: pass one back as it is", clip(opts.Cursor, maxEcho))
 	}
@@ -662,48 +669,6 @@ func (a *api) list(w http.ResponseWriter, r *http.Request, _ string) error {
 	resp.Broken = taskview.BrokenOf(page.Broken)
 	writeJSON(w, http.StatusOK, resp)
 	return nil
-}
-
-// listKept is Store.List keeping only the tasks keep accepts (all of them
-// if keep is nil), with pages that stay full: when keep leaves a page
-// short it lists on from the page's cursor, asking each time for as many
-// tasks as the page still lacks, so that a page fills exactly at the end
-// of a listing call and its cursor stands right after its last task. It
-// stops when the page is full, the listing ends, or the entries scanned
-// reach opts.MaxScan (the library's default if zero), all calls together:
-// then the page is short and ScanLimited. Each call costs what List does,
-// a LIST included, so a rare keep over many tasks of its status costs a
-// LIST per call; the scan bound caps the GETs.
-func listKept(ctx context.Context, store *s3task.Store, opts s3task.ListOptions, keep func(*s3task.Task, time.Time) bool) (*s3task.Page, error) {
-	if keep == nil {
-		return store.List(ctx, opts)
-	}
-	limit, budget := cmpOr(opts.Limit, s3task.DefaultListLimit), cmpOr(opts.MaxScan, s3task.DefaultListScan)
-	out := &s3task.Page{NextCursor: opts.Cursor}
-	for {
-		call := opts
-		call.Cursor, call.Limit, call.MaxScan = out.NextCursor, limit-len(out.Tasks), budget-out.Scanned
-		p, err := store.List(ctx, call)
-		if err != nil {
-			return nil, err
-		}
-		now := time.Now()
-		for _, t := range p.Tasks {
-			if keep(t, now) {
-				out.Tasks = append(out.Tasks, t)
-			}
-		}
-		out.Broken = append(out.Broken, p.Broken...)
-		out.Scanned += p.Scanned
-		out.NextCursor = p.NextCursor
-		switch {
-		case out.NextCursor == "" || len(out.Tasks) == limit || p.Scanned == 0:
-			return out, nil
-		case p.ScanLimited || out.Scanned >= budget:
-			out.ScanLimited = true
-			return out, nil
-		}
-	}
 }
 
 // cmpOr returns n, or def if n is zero.

@@ -17,12 +17,12 @@ import (
 //
 // Every call first judges the selection as a dry run (the library's
 // BulkOptions.DryRun), then, unless dry_run is set, acts by ID on the
-// tasks that dry run would act on. That one path serves the three kinds of
-// selection alike (IDs, a status the library filters by, and the page's
-// derived states scheduled, retrying and dead, which the library cannot
-// filter by and which the API lists itself), and it lets the service keep
-// its own rule: a bulk retry leaves alone the failed tasks it offers no
-// retry for (retryable false, such as a final bad_input failure).
+// tasks that dry run would act on. That one path serves both kinds of
+// selection alike (IDs, and a filter by status or by one of the page's
+// states scheduled, retrying and dead, which the library filters by), and
+// it lets the service keep its own rule: a bulk retry leaves alone the
+// failed tasks it offers no retry for (retryable false, such as a final
+// bad_input failure).
 
 // bulkActions are the actions POST /tasks/bulk takes.
 var bulkActions = map[string]bool{"retry": true, "cancel": true, "purge": true}
@@ -259,44 +259,20 @@ func (resp *bulkResponse) add(results ...bulkResult) {
 	resp.Results = append(resp.Results, results...)
 }
 
-// judgeBulk runs sel as a dry run and reports what the action would do
-// with each task it selects: with IDs, or with a status the library
-// filters by, through the library's bulk call; with a derived state
-// (scheduled, retrying, dead), by listing the state as GET /tasks does,
-// limit tasks at most, then judging those by ID.
+// judgeBulk runs sel as a dry run, through the library's bulk call with
+// its IDs or its filter, and reports what the action would do with each
+// task it selects.
 func (a *api) judgeBulk(ctx context.Context, sel *bulkSelection, reason string) (*s3task.BulkReport, error) {
 	req := sel.req
 	opts := s3task.BulkOptions{IDs: req.IDs, Cursor: req.Cursor, Limit: sel.limit, DryRun: true}
-	if req.Filter == nil {
-		return a.callBulk(ctx, req.Action, reason, opts)
-	}
-	if sel.filter.status != "" {
-		opts.Statuses = []s3task.Status{sel.filter.status}
-	}
-	if req.Filter.Type != "" {
-		opts.Types = []string{req.Filter.Type}
-	}
-	opts.MaxScan = req.MaxScan
-	if sel.filter.keep == nil {
-		return a.callBulk(ctx, req.Action, reason, opts)
-	}
-	page, err := listKept(ctx, a.store, s3task.ListOptions{Statuses: opts.Statuses, Types: opts.Types,
-		Limit: sel.limit, MaxScan: req.MaxScan, Cursor: req.Cursor}, sel.filter.keep)
-	if err != nil {
-		return nil, err
-	}
-	judged := &s3task.BulkReport{DryRun: true}
-	if len(page.Tasks) > 0 {
-		ids := make([]string, len(page.Tasks))
-		for i, t := range page.Tasks {
-			ids[i] = t.ID
+	if req.Filter != nil {
+		sel.filter.options(&opts.Statuses, &opts.States)
+		if req.Filter.Type != "" {
+			opts.Types = []string{req.Filter.Type}
 		}
-		if judged, err = a.callBulk(ctx, req.Action, reason, s3task.BulkOptions{IDs: ids, Limit: len(ids), DryRun: true}); err != nil {
-			return nil, err
-		}
+		opts.MaxScan = req.MaxScan
 	}
-	judged.Scanned, judged.ScanLimited, judged.Broken, judged.NextCursor = page.Scanned, page.ScanLimited, page.Broken, page.NextCursor
-	return judged, nil
+	return a.callBulk(ctx, req.Action, reason, opts)
 }
 
 // callBulk runs the library's bulk call for action.
