@@ -5,8 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/s3task/s3task"
 	"github.com/s3task/s3task/examples/internal/taskview"
@@ -15,38 +17,29 @@ import (
 // bulkFlags select the tasks of retry, cancel and purge over several tasks
 // (Store.RetryMany, CancelMany, PurgeMany): task IDs, or a filter.
 type bulkFlags struct {
-	statuses []s3task.Status
-	types    []string
-	meta     map[string]string
-	dryRun   bool
-	limit    int
-	maxScan  int
-	cursor   string
-	set      bool // a flag that only a bulk action takes was given
+	status  statusFilter
+	types   []string
+	meta    map[string]string
+	dryRun  bool
+	limit   int
+	maxScan int
+	cursor  string
+	set     bool // a flag that only a bulk action takes was given
 }
 
 // register adds the selection flags to fs; dryRun adds -dry-run, and
 // limit -limit (purge has a -limit of its own).
 func (b *bulkFlags) register(fs *flag.FlagSet, verb string, dryRun, limit bool) {
-	fs.Func("status", "act on the tasks in these statuses, comma-separated", func(v string) error {
+	fs.Func("status", "act on the tasks in these statuses or states (scheduled, ready, retrying, dead), comma-separated", func(v string) error {
 		b.set = true
-		for s := range strings.SplitSeq(v, ",") {
-			if s = strings.TrimSpace(s); s == "" {
-				continue
-			}
-			if !s3task.Status(s).Valid() {
-				return fmt.Errorf("%q: want created, queued, running, completed, failed or abandoned", s)
-			}
-			b.statuses = append(b.statuses, s3task.Status(s))
-		}
-		return nil
+		return b.status.add(v)
 	})
 	fs.BoolFunc("failed", "act on the failed tasks (the same as -status failed)", func(v string) error {
 		if v != "true" {
 			return errors.New("-failed takes no value")
 		}
 		b.set = true
-		b.statuses = append(b.statuses, s3task.StatusFailed)
+		b.status.statuses = append(b.status.statuses, s3task.StatusFailed)
 		return nil
 	})
 	fs.Func("type", "act on the tasks of these types, comma-separated", func(v string) error {
@@ -99,7 +92,7 @@ func (b *bulkFlags) register(fs *flag.FlagSet, verb string, dryRun, limit bool) 
 
 // filtered reports whether a filter was given.
 func (b *bulkFlags) filtered() bool {
-	return len(b.statuses) > 0 || len(b.types) > 0 || len(b.meta) > 0
+	return !b.status.empty() || len(b.types) > 0 || len(b.meta) > 0
 }
 
 // options returns the library's options for the tasks ids or the filter.
@@ -112,10 +105,80 @@ func (b *bulkFlags) options(ids []string) (s3task.BulkOptions, error) {
 	case len(ids) > 0 && b.maxScan > 0:
 		return s3task.BulkOptions{}, usageErr(errors.New("-max-scan bounds a filter's listing; it does not apply to task IDs"))
 	}
+	statuses, states := b.status.filters()
 	return s3task.BulkOptions{
-		IDs: ids, Statuses: b.statuses, Types: b.types, Metadata: b.meta,
+		IDs: ids, Statuses: statuses, States: states, Types: b.types, Metadata: b.meta,
 		MaxScan: b.maxScan, Cursor: b.cursor, Limit: b.limit, DryRun: b.dryRun,
 	}, nil
+}
+
+// statusFilter is what -status names: statuses, and states, the parts of
+// a status the library tells apart (s3task.State: scheduled and ready for
+// queued, retrying and dead for failed). A task passes if it is in any of
+// them.
+type statusFilter struct {
+	statuses []s3task.Status
+	states   []s3task.State
+}
+
+// allStates are the library's states, each the part of one status.
+var allStates = []s3task.State{s3task.StateCreated, s3task.StateScheduled, s3task.StateReady, s3task.StateRunning,
+	s3task.StateCompleted, s3task.StateRetrying, s3task.StateDead, s3task.StateAbandoned}
+
+// add adds the statuses and states of v, comma-separated.
+func (f *statusFilter) add(v string) error {
+	for s := range strings.SplitSeq(v, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if st := s3task.Status(s); st.Valid() {
+			f.statuses = append(f.statuses, st)
+			continue
+		}
+		st, err := s3task.ParseState(s)
+		if err != nil {
+			return fmt.Errorf("%q: want created, queued, running, completed, failed or abandoned, or a part of one: scheduled, ready, retrying or dead", s)
+		}
+		f.states = append(f.states, st)
+	}
+	return nil
+}
+
+// empty reports whether f names nothing.
+func (f statusFilter) empty() bool { return len(f.statuses) == 0 && len(f.states) == 0 }
+
+// filters returns f as the library's filters. The library keeps a task
+// only if it passes both Statuses and States, so f, which keeps a task
+// in any of its statuses or states, is Statuses alone, or, with a state
+// among them, States alone, each status given as its states.
+func (f statusFilter) filters() ([]s3task.Status, []s3task.State) {
+	if len(f.states) == 0 {
+		return f.statuses, nil
+	}
+	states := slices.Clone(f.states)
+	for _, st := range allStates {
+		if slices.Contains(f.statuses, st.Status()) && !slices.Contains(states, st) {
+			states = append(states, st)
+		}
+	}
+	return nil, states
+}
+
+// match reports whether t passes f at now, the server's time (Store.Now).
+func (f statusFilter) match(t *s3task.Task, now time.Time) bool {
+	return slices.Contains(f.statuses, t.Status) || slices.Contains(f.states, t.State(now))
+}
+
+// names returns the statuses and states of f, as given.
+func (f statusFilter) names() []string {
+	var out []string
+	for _, s := range f.statuses {
+		out = append(out, string(s))
+	}
+	for _, s := range f.states {
+		out = append(out, string(s))
+	}
+	return out
 }
 
 // bulkDoc is what retry, cancel and purge over several tasks print with

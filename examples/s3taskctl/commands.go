@@ -28,7 +28,10 @@ task, whatever the bucket holds. The output ends with the -cursor that
 continues the listing.
 
 -status keeps only the tasks in the given statuses (created, queued,
-running, completed, failed, abandoned). S3 cannot filter, so the filter is
+running, completed, failed, abandoned) or states, the parts of a status:
+scheduled (queued, its start to come by the S3 server's clock) and ready
+(queued and due), retrying (failed, a retry to come) and dead (failed for
+good). S3 cannot filter, so the filter is
 client-side, page by page: the command reads one page of -limit tasks and
 shows those that match, which may be fewer than -limit, or none at all
 while more matches lie further on. The output then says so and gives the
@@ -65,8 +68,11 @@ gets one more. Exit 4 if the task is not failed.
 With several IDs, or a filter instead of IDs, it retries each failed task
 of the selection and reports every task: done, skipped and why (not
 failed), or failed and the error. -failed -type T retries every failed task
-of type T; -status, -type and -meta (key=value, repeatable) combine, and
-the selection is read newest first, one GET per task folder scanned.
+of type T, and -status dead every task failed for good, leaving those
+waiting for their backoff alone (-status retrying picks those); -status
+takes the statuses and states list does. -status, -type and -meta
+(key=value, repeatable) combine, and the selection is read newest first,
+one GET per task folder scanned.
 -dry-run reports what would be retried and changes nothing. One run acts on
 at most -limit tasks (default 100) and scans at most -max-scan task folders
 (default 1000); when it stops before the end it prints the -cursor that goes
@@ -185,19 +191,10 @@ func listCmd(fs *flag.FlagSet) runFunc {
 	limit := intFlag(fs, "limit", 20, 1, s3task.MaxListLimit, "tasks per page, 1 to 1000")
 	cursor := fs.String("cursor", "", "continue from this cursor (printed by the previous page)")
 	var status string
-	var want []s3task.Status
-	fs.Func("status", "show only these statuses, comma-separated; filtered client-side, page by page", func(v string) error {
-		status, want = v, nil
-		for s := range strings.SplitSeq(v, ",") {
-			if s = strings.TrimSpace(s); s == "" {
-				continue
-			}
-			if !s3task.Status(s).Valid() {
-				return fmt.Errorf("%q: want created, queued, running, completed, failed or abandoned", s)
-			}
-			want = append(want, s3task.Status(s))
-		}
-		return nil
+	var want statusFilter
+	fs.Func("status", "show only these statuses or states (scheduled, ready, retrying, dead), comma-separated; filtered client-side, page by page", func(v string) error {
+		status, want = v, statusFilter{}
+		return want.add(v)
 	})
 	return func(ctx context.Context, c *cli, _ []string) error {
 		store, err := c.open(ctx)
@@ -209,15 +206,14 @@ func listCmd(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		doc := listDoc{Tasks: []taskview.Task{}, Broken: taskview.BrokenOf(page.Broken), NextCursor: page.NextCursor, Read: len(page.Tasks)}
+		serverNow := store.Now() // a state is judged by the server's clock, as workers judge it
 		for _, t := range page.Tasks {
-			if len(want) == 0 || slices.Contains(want, t.Status) {
+			if want.empty() || want.match(t, serverNow) {
 				doc.Tasks = append(doc.Tasks, taskview.Of(t))
 			}
 		}
-		if len(want) > 0 {
-			for _, s := range want {
-				doc.StatusFilter = append(doc.StatusFilter, string(s))
-			}
+		if !want.empty() {
+			doc.StatusFilter = want.names()
 			if len(doc.Tasks) < *limit {
 				doc.Note = fmt.Sprintf("-status is applied here, not by S3: this page read %d tasks and %d matched", doc.Read, len(doc.Tasks))
 				if page.NextCursor != "" {
