@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/s3task/s3task"
 	"github.com/s3task/s3task/s3tasktest"
@@ -290,6 +291,56 @@ func TestCreateForUploadOnlyWhileCreated(t *testing.T) {
 	again, up, err = store.CreateForUpload(ctx, p, 60e9)
 	if err != nil || again.ID != task.ID || again.Status != s3task.StatusQueued || up != nil {
 		t.Fatalf("repeat after submit: %v, %v, %v; want the queued task and no upload", again, up, err)
+	}
+}
+
+// CreateOrGetForUpload says whether the key found the task: false for the
+// call that made it, true for each repeat, with a fresh upload before the
+// submit and none after it; without a key, false every time.
+func TestCreateOrGetForUploadFound(t *testing.T) {
+	s3 := s3tasktest.NewS3(t)
+	store := s3.NewStore(t, nil)
+	ctx := context.Background()
+	p := s3task.CreateParams{Key: "upload-2"}
+	steps := []struct {
+		name      string
+		submitted bool // submit the task before this step
+		found     bool
+		upload    bool
+	}{
+		{"first call", false, false, true},
+		{"repeat before the upload", false, true, true},
+		{"repeat after submit", true, true, false},
+	}
+	var first *s3task.Task
+	for _, step := range steps {
+		if step.submitted {
+			if err := store.UploadInput(ctx, first.ID, strings.NewReader("a,b\n")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.Submit(ctx, first.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		task, up, found, err := store.CreateOrGetForUpload(ctx, p, time.Minute)
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if first == nil {
+			first = task
+		}
+		if task.ID != first.ID || found != step.found || (up != nil) != step.upload {
+			t.Errorf("%s: task %s, found %v, upload %v; want task %s, found %v, upload %v", step.name, task.ID, found, up != nil, first.ID, step.found, step.upload)
+		}
+	}
+	for i := range 2 {
+		task, up, found, err := store.CreateOrGetForUpload(ctx, s3task.CreateParams{Name: "no key"}, time.Minute)
+		if err != nil || found || up == nil || task.ID == first.ID {
+			t.Errorf("call %d without a key: %v, upload %v, found %v, %v; want a new task with an upload, not found", i, task, up != nil, found, err)
+		}
+	}
+	if _, _, found, err := store.CreateOrGetForUpload(ctx, p, 0); found || !errors.Is(err, s3task.ErrInvalidArgument) {
+		t.Errorf("zero TTL: found %v, %v; want ErrInvalidArgument", found, err)
 	}
 }
 

@@ -152,29 +152,42 @@ type Upload struct {
 // An upload is issued only while the task can take one: when p.Key names a
 // task already submitted (a resent request after the upload), the task is
 // returned with a nil Upload, and no URL that could reach its input.
+// [Store.CreateOrGetForUpload] also says whether p.Key found the task.
 //
 // Errors: as Create, and [ErrInvalidArgument] for a TTL outside 1s to 7
 // days (nothing is created then).
 func (s *Store) CreateForUpload(ctx context.Context, p CreateParams, ttl time.Duration) (*Task, *Upload, error) {
+	t, up, _, err := s.CreateOrGetForUpload(ctx, p, ttl)
+	return t, up, err
+}
+
+// CreateOrGetForUpload is [Store.CreateForUpload] that also says whether
+// the call found the task rather than made it, as [Store.CreateOrGet]
+// does: found is true when p.Key named a task an earlier call made, which
+// is returned as it is now, with an Upload only if it is still created
+// (fresh URLs for the same input, as for a client that resends its
+// request before it uploads). Without a Key found is always false.
+// Requests and errors: as CreateForUpload.
+func (s *Store) CreateOrGetForUpload(ctx context.Context, p CreateParams, ttl time.Duration) (t *Task, up *Upload, found bool, err error) {
 	if err := checkTTL(ttl); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	t, err := s.Create(ctx, p)
+	t, found, err = s.CreateOrGet(ctx, p)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	if t.Status != StatusCreated {
-		return t, nil, nil
+		return t, nil, found, nil
 	}
 	put, err := s.presignPut(ctx, t, ttl)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	form, err := s.presignForm(ctx, t, ttl)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	return t, &Upload{Put: put, Form: form}, nil
+	return t, &Upload{Put: put, Form: form}, found, nil
 }
 
 func (s *Store) presignPut(ctx context.Context, t *Task, ttl time.Duration) (*PresignedRequest, error) {
