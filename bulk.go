@@ -2,6 +2,7 @@ package s3task
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"sync"
@@ -107,39 +108,74 @@ const (
 	BulkFailed BulkOutcome = "failed"
 )
 
-// BulkResult is what a bulk action did with one task.
+// BulkResult is what a bulk action did with one task. In JSON (see
+// [BulkResult.MarshalJSON]) it is an object with task_id, outcome, task
+// and error, the message of Err.
 type BulkResult struct {
 	// ID is the task's ID, as given.
-	ID string
+	ID string `json:"task_id"`
 	// Outcome is what was done with it.
-	Outcome BulkOutcome
+	Outcome BulkOutcome `json:"outcome"`
 	// Err says why a task was skipped or failed; nil otherwise.
-	Err error
+	Err error `json:"-"`
 	// Task is the task as the call returned it: as the action left it
 	// (done; for a purged task, its record as locked before the delete),
 	// or as it was judged (would_do). Nil for a task skipped or failed.
-	Task *Task
+	Task *Task `json:"task,omitempty"`
 }
 
-// BulkReport says what a bulk action found and did.
+// MarshalJSON encodes r as a JSON object: task_id, outcome, task (left
+// out when nil) and error, Err's message (left out when Err is nil). An
+// error value has no JSON form of its own; its message is what a client
+// of an API or a log can use.
+func (r BulkResult) MarshalJSON() ([]byte, error) {
+	type plain BulkResult // r's fields, without this method
+	return json.Marshal(struct {
+		plain
+		Error string `json:"error,omitempty"`
+	}{plain(r), errorText(r.Err)})
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes. Err is then an error
+// with the message encoded, nil if there was none; it wraps none of the
+// package's errors, so errors.Is and errors.As do not see through it.
+func (r *BulkResult) UnmarshalJSON(data []byte) error {
+	type plain BulkResult
+	v := struct {
+		*plain
+		Error string `json:"error"`
+	}{plain: (*plain)(r)}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	r.Err = textError(v.Error)
+	return nil
+}
+
+// BulkReport says what a bulk action found and did. It encodes to JSON
+// with the snake_case names of its tags, each result as
+// [BulkResult.MarshalJSON] has it and each broken record as
+// [RecordError.MarshalJSON] does, so a host can answer with it as it is.
 type BulkReport struct {
 	// DryRun is BulkOptions.DryRun: nothing was written.
-	DryRun bool
+	DryRun bool `json:"dry_run"`
 	// Results holds each task the call reached, in the order it took
 	// them: newest first (the IDs that are not task IDs first).
-	Results []BulkResult
+	Results []BulkResult `json:"results"`
 	// Acted, Skipped and Failed count Results by outcome; Acted counts
 	// the tasks done, or in a dry run those that would be.
-	Acted, Skipped, Failed int
+	Acted   int `json:"acted"`
+	Skipped int `json:"skipped"` // see Acted
+	Failed  int `json:"failed"`  // see Acted
 	// Broken holds the records the listing scanned and could not read
 	// (a filter only); they are left alone.
-	Broken []*RecordError
+	Broken []*RecordError `json:"broken,omitempty"`
 	// Scanned is how many entries of the listing the call went through (a
 	// filter only; see Page.Scanned).
-	Scanned int
+	Scanned int `json:"scanned"`
 	// ScanLimited reports that the call stopped at MaxScan before acting
 	// on Limit tasks, with more of the listing left (a filter only).
-	ScanLimited bool
+	ScanLimited bool `json:"scan_limited"`
 	// NextCursor continues the selection right after the last task the
 	// call reached (see BulkOptions.Cursor): a task it skipped or failed
 	// is behind it, to be acted on again by ID. It is empty once the call
@@ -147,7 +183,7 @@ type BulkReport struct {
 	// (the listing failed, or ctx ended) returns the report of what it did
 	// and a NextCursor to resume from: empty there means it had reached no
 	// task, and resuming starts over.
-	NextCursor string
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // add appends results to r and counts them.

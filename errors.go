@@ -1,6 +1,7 @@
 package s3task
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -162,9 +163,54 @@ func (e *TransitionError) Unwrap() error { return ErrInvalidTransition }
 // RecordError reports a status.json that cannot be used, with its key. It
 // wraps [ErrCorruptRecord] or [ErrUnsupportedSchema], and the decoding error
 // if there is one.
+//
+// In JSON (see [RecordError.MarshalJSON]) it is an object with key and
+// error, the message of Err.
 type RecordError struct {
-	Key string // the object key of the record
-	Err error  // why: it wraps [ErrCorruptRecord] or [ErrUnsupportedSchema], and the decoding error if any
+	Key string `json:"key"` // the object key of the record
+	Err error  `json:"-"`   // why: it wraps [ErrCorruptRecord] or [ErrUnsupportedSchema], and the decoding error if any
+}
+
+// MarshalJSON encodes e as a JSON object: key, and error, Err's message
+// (left out when Err is nil).
+func (e RecordError) MarshalJSON() ([]byte, error) {
+	type plain RecordError // e's fields, without this method
+	return json.Marshal(struct {
+		plain
+		Error string `json:"error,omitempty"`
+	}{plain(e), errorText(e.Err)})
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes. Err is then an error
+// with the message encoded, nil if there was none; it wraps none of the
+// package's errors.
+func (e *RecordError) UnmarshalJSON(data []byte) error {
+	type plain RecordError
+	v := struct {
+		*plain
+		Error string `json:"error"`
+	}{plain: (*plain)(e)}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	e.Err = textError(v.Error)
+	return nil
+}
+
+// errorText returns err's message, "" for nil.
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// textError returns an error with message msg, nil for "".
+func textError(msg string) error {
+	if msg == "" {
+		return nil
+	}
+	return errors.New(msg)
 }
 
 // Error describes the problem for people.
