@@ -50,7 +50,10 @@
 //
 // completed and abandoned are terminal; failed is terminal once no retry is
 // scheduled (Task.RetryAt is zero) — because attempts ran out or the handler
-// returned a [Permanent] error — until an operator calls [Store.Retry]. One
+// returned a [Permanent] error — until an operator calls [Store.Retry].
+// [Task.State] tells the parts of a status apart: a queued task is
+// scheduled (its RunAt still to come) or ready, a failed one retrying or
+// dead (failed for good), and [ListOptions.States] lists by it. One
 // pure function decides every transition; the [Store] and the [Worker] only
 // read the record, ask it, and write the answer back.
 //
@@ -577,16 +580,18 @@
 //     never one that is queued, running or waiting for a retry.
 //   - [Store.RetryMany], [Store.CancelMany] and [Store.PurgeMany] act on a
 //     selection: task IDs (from a user interface, at most [MaxBulkIDs]) or
-//     the filters of List (statuses, types, metadata), such as every failed
-//     task of one type. A dry run (BulkOptions.DryRun) reports what would
+//     the filters of List (statuses, states, types, metadata), such as
+//     every failed task of one type, or every dead one ([StateDead]),
+//     leaving those that wait for their retry alone. A dry run (BulkOptions.DryRun) reports what would
 //     be done and writes nothing. One call acts on at most Limit tasks,
 //     [BulkConcurrency] at a time, scans at most MaxScan task folders, and
 //     returns a cursor to go on from. Each task goes through the single
 //     call's code and the Store middleware (OpRetry, OpCancel, [OpPurge]),
 //     is decided against its record as it is then, and is reported: done,
 //     skipped with the reason (a Retry of a task that is not failed, a
-//     Cancel of a finished one, a purge Purge would not make), or failed
-//     with the error.
+//     Cancel of a finished one, a purge Purge would not make, a task no
+//     longer in the states selected), or failed with the error. The
+//     [BulkReport] encodes to JSON as a host's API would answer it.
 //   - [Store.Pause] stops workers from claiming the tasks of one type (say
 //     while the service their handler calls is down); running attempts
 //     finish, new tasks of the type wait, queued, and [Store.Resume] lets
