@@ -1357,6 +1357,7 @@ func TestTaskPredicates(t *testing.T) {
 	want := map[string]preds{
 		"created":                 {Cancelable: true},
 		"created, scheduled":      {Cancelable: true}, // not queued yet
+		"created, without input":  {Cancelable: true},
 		"queued":                  {Cancelable: true, Pending: true},
 		"queued, scheduled":       {Cancelable: true, Pending: true, Scheduled: true},
 		"running":                 {Cancelable: true, Pending: true},
@@ -1532,6 +1533,8 @@ func goldenTask() *record {
 		StartedAt:        time.Date(2026, 6, 21, 10, 4, 0, 0, time.UTC),
 		Metadata:         map[string]string{"tenant": "acme", "request_id": "req-7"},
 		IdempotencyKey:   "june-import-2026",
+		KeyScope:         "acme",
+		NoInput:          true, // pinned here with the rest; a real task without input has no InputPath
 		Revision:         "6b1f0c2e9a7d4e58",
 		ReleasedAttempts: 1,
 		History: []Attempt{{

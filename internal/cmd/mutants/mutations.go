@@ -203,9 +203,9 @@ var mutations = []mutation{
 		Promise: "CreateOrGet (and Call.Found) says a keyed call found the task when an earlier call made it: of all the calls with one key, only the one whose write made the task says it made it.",
 		File:    "idempotency.go",
 		Old: `			case err == nil:
-				return got, true, nil`,
+				return got, gotETag, true, nil`,
 		New: `			case err == nil:
-				return got, false, nil`,
+				return got, gotETag, false, nil`,
 	},
 	{
 		Name:    "expiry-leaves-attempt-open",
