@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"mime"
 	"net/http"
 	"net/url"
 	"path"
@@ -150,8 +152,11 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, caller string) err
 
 func (a *api) register(mux *http.ServeMux) {
 	a.mux = mux
+	// Each route names the query parameters it takes: any other is
+	// refused (unknown_parameter), so that a typo (stauts=dead) is an
+	// error, not a page of every task.
 	mux.Handle("POST /tasks", a.handle(a.create))
-	mux.Handle("GET /tasks", a.handle(a.list))
+	mux.Handle("GET /tasks", a.handle(a.list, "limit", "cursor", "status", "type", "max_scan"))
 	mux.Handle("GET /tasks/{id}", a.handle(a.get))
 	mux.Handle("POST /tasks/{id}/submit", a.handle(a.submit))
 	mux.Handle("POST /tasks/{id}/retry", a.handle(a.retry))
@@ -160,14 +165,14 @@ func (a *api) register(mux *http.ServeMux) {
 	mux.Handle("POST /tasks/{id}/upload", a.handle(a.reissueUpload))
 	mux.Handle("POST /tasks/{id}/schedule", a.handle(a.schedule))
 	mux.Handle("POST /tasks/bulk", a.handle(a.bulk))
-	mux.Handle("GET /stats", a.handle(a.stats))
+	mux.Handle("GET /stats", a.handle(a.stats, "span", "max_tasks"))
 	mux.Handle("GET /workers", a.handle(a.workers))
 	mux.Handle("GET /paused", a.handle(a.paused))
 	mux.Handle("POST /paused", a.handle(a.setPaused))
 	// Everything else under the API's paths answers in JSON too, not with
-	// the mux's plain-text 404 and 405.
+	// the mux's plain-text 404 and 405, whatever its query holds.
 	for _, pattern := range catchAll {
-		mux.Handle(pattern, a.handle(a.noRoute))
+		mux.Handle(pattern, a.serve(a.noRoute, false, nil))
 	}
 }
 
@@ -205,8 +210,15 @@ func (a *api) allowed(r *http.Request) []string {
 	return allow
 }
 
-// handle authenticates, limits the body, runs h and writes its error.
-func (a *api) handle(h handlerFunc) http.Handler {
+// handle authenticates, refuses a query parameter other than params and
+// a body that is not JSON, limits the body, runs h and writes its error.
+func (a *api) handle(h handlerFunc, params ...string) http.Handler {
+	return a.serve(h, true, params)
+}
+
+// serve is handle; strict false skips the checks of the query and the
+// Content-Type, for noRoute, whose 404 or 405 says more.
+func (a *api) serve(h handlerFunc, strict bool, params []string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		caller, aerr := a.auth.caller(r)
@@ -216,6 +228,16 @@ func (a *api) handle(h handlerFunc) http.Handler {
 			}
 			writeError(w, aerr)
 			return
+		}
+		if strict {
+			if err := checkQuery(r, params); err != nil {
+				writeError(w, err)
+				return
+			}
+			if err := checkContentType(r); err != nil {
+				writeError(w, err)
+				return
+			}
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBodySize)
 		// Every S3 call made for this request shares one deadline, the
@@ -307,23 +329,140 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)        // the client went away: nothing to do
 }
 
+// checkQuery refuses a query string that does not decode
+// (invalid_query) and a parameter not in params (unknown_parameter).
+func checkQuery(r *http.Request, params []string) *apiError {
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return badRequest("invalid_query", "query %q: %v", clip(r.URL.RawQuery, maxEcho), err)
+	}
+	names := slices.Sorted(maps.Keys(q))
+	for _, name := range names {
+		if slices.Contains(params, name) {
+			continue
+		}
+		takes := "takes no query parameters"
+		if len(params) > 0 {
+			takes = "takes " + strings.Join(params, ", ")
+		}
+		return badRequest(codeUnknownParameter, "unknown query parameter %q: %s %s %s", clip(name, maxEcho), r.Method, r.Pattern[strings.IndexByte(r.Pattern, ' ')+1:], takes)
+	}
+	return nil
+}
+
+// codeUnknownParameter is the code of a query parameter the path does not
+// take.
+const codeUnknownParameter = "unknown_parameter"
+
+// codeInvalidContentType is the code of a request whose Content-Type is
+// not JSON, or of a body sent without one.
+const codeInvalidContentType = "invalid_content_type"
+
+// checkContentType refuses a request whose Content-Type is given and is
+// not application/json (with charset=utf-8 or no charset). A body without
+// a Content-Type is refused where it is read (readJSON).
+func checkContentType(r *http.Request) *apiError {
+	cts := r.Header.Values("Content-Type")
+	if len(cts) == 0 {
+		return nil
+	}
+	ct := cts[0]
+	mt, params, err := mime.ParseMediaType(ct)
+	if len(cts) == 1 && err == nil && mt == "application/json" {
+		if cs, ok := params["charset"]; !ok || strings.EqualFold(cs, "utf-8") {
+			return nil
+		}
+	}
+	return badRequest(codeInvalidContentType, "Content-Type %q: the API takes application/json (charset=utf-8, if any), once", clip(ct, maxEcho))
+}
+
 // readJSON decodes the request body into v: one JSON object, no unknown
-// fields. An empty body is allowed when optional is true.
+// fields, no key twice, sent as application/json. An empty body is
+// allowed when optional is true.
 func readJSON(r *http.Request, v any, optional bool) error {
-	err := decodeStrict(r.Body, v)
+	data, err := io.ReadAll(r.Body)
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
 		return &apiError{status: http.StatusRequestEntityTooLarge, code: "body_too_large",
 			message: fmt.Sprintf("the request body is over %d bytes", tooBig.Limit)}
-	case errors.Is(err, io.EOF) && optional:
-		return nil
-	case errors.Is(err, io.EOF):
-		return badRequest("invalid_body", "the request body is empty; a JSON object is expected")
 	case err != nil:
+		return fmt.Errorf("read the request body: %w", err)
+	case len(bytes.TrimSpace(data)) == 0 && optional:
+		return nil
+	case len(bytes.TrimSpace(data)) == 0:
+		return badRequest("invalid_body", "the request body is empty; a JSON object is expected")
+	case r.Header.Get("Content-Type") == "":
+		// checkContentType refused any other type already.
+		return badRequest(codeInvalidContentType, "the request body has no Content-Type: send it as application/json")
+	}
+	if !utf8.Valid(data) {
+		// encoding/json would quietly replace what is not UTF-8.
+		return badRequest("invalid_body", "the request body is not UTF-8")
+	}
+	if err := decodeStrict(bytes.NewReader(data), v); err != nil {
 		return badRequest("invalid_body", "the request body is not a valid JSON object of the expected shape: %v", err)
 	}
+	if key, ok := duplicateKey(data); ok {
+		return badRequest(codeDuplicateKey, "the request body has the key %q twice in one object (keys that differ only in case are the same key)", clip(key, maxEcho))
+	}
 	return nil
+}
+
+// codeDuplicateKey is the code of a body with a key twice in one object:
+// which of the two counts would be a guess.
+const codeDuplicateKey = "duplicate_key"
+
+// duplicateKey returns a key that data, one valid JSON value, holds twice
+// in one object, at any depth. Keys that differ only in case count as one,
+// as encoding/json matches them to a field alike.
+func duplicateKey(data []byte) (string, bool) {
+	type level struct {
+		keys    map[string]bool // nil for an array
+		wantKey bool
+	}
+	var stack []*level
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false // the end, or what decodeStrict refused already
+		}
+		var top *level
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &level{keys: map[string]bool{}, wantKey: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &level{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			if top = nil; len(stack) > 0 {
+				top = stack[len(stack)-1]
+			}
+		default:
+			if key, ok := tok.(string); ok && top != nil && top.keys != nil && top.wantKey {
+				folded := strings.ToLower(key)
+				if top.keys[folded] {
+					return key, true
+				}
+				top.keys[folded], top.wantKey = true, false
+				continue
+			}
+		}
+		// A value ended: the object holding it wants a key next.
+		if top != nil && top.keys != nil {
+			top.wantKey = true
+		}
+	}
 }
 
 // decodeStrict decodes the one JSON value r holds into v, refusing fields
@@ -576,6 +715,13 @@ func statusValues() string {
 // takes it (CreateParams.Type).
 const maxTypeBytes = 128
 
+// wellFormedType reports whether typ can be a task type: at most
+// maxTypeBytes bytes of UTF-8, as the library takes it, and printable
+// (no newline, no control character), as this API takes it.
+func wellFormedType(typ string) bool {
+	return len(typ) <= maxTypeBytes && utf8.ValidString(typ) && !strings.ContainsFunc(typ, func(r rune) bool { return !unicode.IsPrint(r) })
+}
+
 // queryParams decodes the request's query string. url.Values drops what
 // it cannot decode; an answer must not quietly ignore part of a question.
 func queryParams(r *http.Request) (url.Values, error) {
@@ -620,7 +766,10 @@ func (a *api) list(w http.ResponseWriter, r *http.Request, _ string) error {
 	if err != nil {
 		return err
 	}
-	opts := s3task.ListOptions{Cursor: q.Get("cursor")}
+	var opts s3task.ListOptions
+	if opts.Cursor, err = oneParam(q, "cursor"); err != nil {
+		return err
+	}
 	// limit keeps the code it always had; the filters came later and
 	// answer invalid_query, as every parameter added since does.
 	if opts.Limit, err = intParam(q, "limit", 0, 1, s3task.MaxListLimit, "invalid_argument"); err != nil {
@@ -645,8 +794,8 @@ func (a *api) list(w http.ResponseWriter, r *http.Request, _ string) error {
 		return err
 	}
 	if typ != "" {
-		if len(typ) > maxTypeBytes || !utf8.ValidString(typ) {
-			return badRequest("invalid_query", "type %q: want a task type, at most %d bytes of UTF-8", clip(typ, maxEcho), maxTypeBytes)
+		if !wellFormedType(typ) {
+			return badRequest("invalid_query", "type %q: want a task type, at most %d bytes of printable UTF-8", clip(typ, maxEcho), maxTypeBytes)
 		}
 		opts.Types = []string{typ}
 	}

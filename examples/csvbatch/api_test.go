@@ -538,6 +538,7 @@ func FuzzAPI(f *testing.F) {
 		req := httptest.NewRequest(method, "http://127.0.0.1/", strings.NewReader(body))
 		req.URL, req.RequestURI = u, u.RequestURI()
 		req.Header.Set("Authorization", "Bearer "+testToken)
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		svc.app.srv.Handler.ServeHTTP(rec, req)
 

@@ -144,8 +144,8 @@ func parseBulk(r *http.Request) (*bulkSelection, error) {
 				return nil, badRequest("invalid_body", "filter.status %q: want one of %s", clip(f.Status, maxEcho), statusValues())
 			}
 		}
-		if len(f.Type) > maxTypeBytes || !utf8.ValidString(f.Type) {
-			return nil, badRequest("invalid_argument", "filter.type %q: want a task type, at most %d bytes of UTF-8", clip(f.Type, maxEcho), maxTypeBytes)
+		if !wellFormedType(f.Type) {
+			return nil, badRequest("invalid_argument", "filter.type %q: want a task type, at most %d bytes of printable UTF-8", clip(f.Type, maxEcho), maxTypeBytes)
 		}
 	}
 	return sel, nil

@@ -135,6 +135,9 @@ func (s *service) request(method, path string, body any) (int, []byte) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range s.header {
 		req.Header[k] = v
 	}

@@ -292,6 +292,7 @@ func runProgram(t *testing.T, args ...string) string {
 		t.Fatal(err)
 	}
 	req.Header.Set("Traceparent", clientParent)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -73,6 +73,9 @@ func (s *service) send(method, path, body string) (*http.Response, []byte) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if s.token != "" {
 		req.Header.Set("Authorization", "Bearer "+s.token)
 	}
