@@ -345,7 +345,10 @@ function renderOverview(st, paused) {
 
   // Every type with tasks in the span, every type the service runs, and
   // every type paused, so that a paused type can always be resumed here.
+  // The API pauses only the types this service runs (any paused type may
+  // be resumed), so only those rows offer a Pause.
   const isPaused = new Set(paused.paused);
+  const served = new Set(paused.types);
   const types = [...new Set([...Object.keys(st.by_type), ...paused.types, ...paused.paused])].sort();
   const none = Object.fromEntries(Object.keys(st.by_status).map((s) => [s, 0]));
   $('#type-rows').replaceChildren(...types.map((typ) => {
@@ -364,12 +367,12 @@ function renderOverview(st, paused) {
       cell('Cancelled', { className: 'num' }, link('abandoned', 'cancelled')),
       cell('Unfinished', { className: 'num', textContent: String(st.unfinished_by_type[typ] || 0) }),
       cell('Workers', { className: 'pause-cell' },
-        el('span', { className: on ? 'paused-badge' : 'claiming', textContent: on ? 'paused' : 'claiming' }), ' ',
-        el('button', {
+        el('span', { className: on ? 'paused-badge' : 'claiming', textContent: on ? 'paused' : (served.has(typ) ? 'claiming' : 'not run here') }), ' ',
+        on || served.has(typ) ? el('button', {
           type: 'button', className: on ? '' : 'danger',
           dataset: { action: on ? 'resume-type' : 'pause-type', type: typ },
           textContent: on ? 'Resume' : 'Pause',
-        })));
+        }) : null));
   }));
   $('#types').hidden = types.length === 0;
 }
