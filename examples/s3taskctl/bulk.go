@@ -194,7 +194,7 @@ type bulkDoc struct {
 	ScanLimited bool              `json:"scan_limited"`
 	Broken      []taskview.Broken `json:"broken"`
 	NextCursor  string            `json:"next_cursor,omitempty"`
-	Error       string            `json:"error,omitempty"`
+	Error       *errorBody        `json:"error,omitempty"`
 }
 
 // bulkResultDoc is one task in bulkDoc.
@@ -213,17 +213,17 @@ var bulkVerbs = map[string][2]string{
 	"purge":  {"deleted", "would be deleted"},
 }
 
-// report prints what a bulk action did and returns the command's error:
-// nil if every task was done or skipped; exit 1 if a task failed or the
-// run stopped on err, after the report.
-func (c *cli) report(action string, r *s3task.BulkReport, err error, again string) error {
+// report prints what a bulk action did and returns the command's error
+// (see bulkError), which the report's "error" object says too.
+func (c *cli) report(action string, r *s3task.BulkReport, err error, again string, byID bool) error {
 	doc := bulkDoc{
 		Action: action, DryRun: r.DryRun, Results: []bulkResultDoc{},
 		Acted: r.Acted, Skipped: r.Skipped, Failed: r.Failed, Scanned: r.Scanned, ScanLimited: r.ScanLimited,
 		Broken: taskview.BrokenOf(r.Broken), NextCursor: r.NextCursor,
 	}
-	if err != nil {
-		doc.Error = err.Error()
+	failed := bulkError(action, r, err, byID)
+	if failed != nil {
+		doc.Error = failed.body()
 	}
 	for _, res := range r.Results {
 		d := bulkResultDoc{ID: res.ID, Outcome: string(res.Outcome)}
@@ -277,14 +277,42 @@ func (c *cli) report(action string, r *s3task.BulkReport, err error, again strin
 			fmt.Fprintln(c.stdout, "dry run: nothing was changed"+again)
 		}
 	}
+	if failed != nil {
+		return failed
+	}
+	return nil
+}
+
+// bulkError is how a bulk action ends: nil if every task was done (or in
+// a dry run would be); the error's exit code if the run stopped on err;
+// exit 1 if a task failed. A task skipped is no failure when a filter
+// chose it (the filter reads what the action does not fit too); a task
+// named by ID and skipped ends the command as the one-task command ends
+// for it: exit 4 for a status the action does not fit (a cancel of a task
+// abandoned already), 3 for a task that does not exist, the higher if
+// both.
+func bulkError(action string, r *s3task.BulkReport, err error, byID bool) *cmdError {
 	switch {
 	case err != nil:
 		exit, code := classify(err)
 		return &cmdError{exit: exit, code: code, documented: true, err: fmt.Errorf("%s stopped (the report says what was done): %w", action, err)}
 	case r.Failed > 0:
 		return &cmdError{exit: exitFailed, code: "some_failed", documented: true, err: fmt.Errorf("%s failed for %s (see the report)", action, plural(r.Failed, "task"))}
+	case !byID || r.Skipped == 0:
+		return nil
 	}
-	return nil
+	var worst *cmdError
+	for _, res := range r.Results {
+		if res.Outcome != s3task.BulkSkipped || res.Err == nil {
+			continue
+		}
+		exit, code := classify(res.Err)
+		if worst == nil || exit > worst.exit {
+			worst = &cmdError{exit: exit, code: code, documented: true,
+				err: fmt.Errorf("%s skipped %s named by ID (see the report); %s: %w", action, plural(r.Skipped, "task"), res.ID, res.Err)}
+		}
+	}
+	return worst
 }
 
 // bulk runs a bulk action for the command: IDs or flags select the tasks,
@@ -303,7 +331,7 @@ func (c *cli) bulk(ctx context.Context, action string, b *bulkFlags, ids []strin
 	if r == nil {
 		return err
 	}
-	return c.report(action, r, err, again)
+	return c.report(action, r, err, again, len(opts.IDs) > 0)
 }
 
 // parseCount reads a whole number from lo to hi.

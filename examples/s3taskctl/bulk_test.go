@@ -98,8 +98,13 @@ func TestBulkCommands(t *testing.T) {
 			t.Errorf("after retry -failed -type csv_enrich: %s, %s, and the other type %s", status(failed1.ID), status(failed2.ID), status(other.ID))
 		}
 
-		// By ID: each reported, a skip is no failure.
-		byID := report(t, f.store, exitOK, "retry", other.ID, done.ID)
+		// By ID: each reported; a task skipped for its status ends the
+		// command as the one-task command would, with exit 4, after the
+		// others were done.
+		byID := report(t, f.store, exitConflict, "retry", other.ID, done.ID)
+		if e := byID.Error; e == nil || e.Code != "invalid_transition" || e.ExitCode != exitConflict || !strings.Contains(e.Message, done.ID) {
+			t.Errorf("retry by ID with a completed task: error %+v", e)
+		}
 		want := map[string]bulkResultDoc{
 			other.ID: {ID: other.ID, Outcome: "done", Status: "queued"},
 			done.ID:  {ID: done.ID, Outcome: "skipped", Code: "invalid_transition", Reason: "only a failed task can be retried"},
@@ -112,8 +117,8 @@ func TestBulkCommands(t *testing.T) {
 		if byID.Acted != 1 || byID.Skipped != 1 || len(byID.Results) != 2 {
 			t.Errorf("retry by ID: %+v", byID)
 		}
-		// One ID with -dry-run is a bulk run of one.
-		if one := report(t, f.store, exitOK, "retry", done.ID, "-dry-run"); !slices.Equal(outcomes(one), []string{done.ID + " skipped"}) {
+		// One ID with -dry-run is a bulk run of one: exit 4, as without.
+		if one := report(t, f.store, exitConflict, "retry", done.ID, "-dry-run"); !slices.Equal(outcomes(one), []string{done.ID + " skipped"}) {
 			t.Errorf("retry ID -dry-run: %+v", one)
 		}
 	})
@@ -234,7 +239,7 @@ func TestBulkCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 		doc = report(t, down, exitUnavailable, "cancel", "-status", "queued")
-		if doc.Error == "" || len(doc.Results) != 0 {
+		if doc.Error == nil || doc.Error.ExitCode != exitUnavailable || doc.Error.Code != "unavailable" || len(doc.Results) != 0 {
 			t.Errorf("cancel with S3 unreachable: %+v", doc)
 		}
 	})

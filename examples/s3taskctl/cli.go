@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/s3task/s3task"
 	"github.com/s3task/s3task/examples/internal/s3client"
@@ -293,6 +294,11 @@ func (c *cli) open(ctx context.Context) (*s3task.Store, error) {
 	if err != nil {
 		return nil, &cmdError{exit: exitUnavailable, code: "config", err: err}
 	}
+	if deadline, ok := ctx.Deadline(); ok {
+		opts := client.Options()
+		opts.APIOptions = append(opts.APIOptions, boundCalls(ctx, deadline))
+		client = s3.New(opts)
+	}
 	store, err := s3task.NewStore(client, c.set.bucket, &s3task.StoreOptions{
 		Prefix: c.set.prefix,
 		Logger: slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -364,4 +370,23 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, errors.New("want a duration (24h, 7d) or an RFC 3339 time (2025-06-01T00:00:00Z)")
 	}
 	return t, nil
+}
+
+// boundCalls gives every S3 call of the client the command's deadline,
+// whatever context the library makes the call with: a call made after
+// cmd ended (the library gives some clean-ups a context of their own, as
+// CheckBackend does its deletes) ends by the deadline too, so that
+// -timeout bounds the whole command whatever S3 does. Each context it
+// derives is released when cmd ends.
+func boundCalls(cmd context.Context, deadline time.Time) func(*middleware.Stack) error {
+	return func(st *middleware.Stack) error {
+		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("s3taskctlDeadline",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				// Not cancelled when the call returns: a GetObject's body
+				// is read after it.
+				ctx, cancel := context.WithDeadline(ctx, deadline)
+				context.AfterFunc(cmd, cancel)
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+	}
 }

@@ -579,20 +579,35 @@ func (c *cli) endLine(tty bool, last string) {
 // watchResult prints the finished task and turns its outcome into the exit
 // code.
 func (c *cli) watchResult(t *s3task.Task) error {
+	var failed *cmdError
+	if t.Status != s3task.StatusCompleted {
+		why := t.LastError
+		if t.Status == s3task.StatusAbandoned {
+			why = t.CancelReason
+		}
+		failed = &cmdError{exit: exitFailed, code: "task_" + string(t.Status), documented: true,
+			err: fmt.Errorf("task %s %s: %s", t.ID, t.Status, why)}
+	}
 	if c.set.json {
-		c.writeJSON(taskview.Of(t))
+		doc := watchDoc{Task: taskview.Of(t)}
+		if failed != nil {
+			doc.Error = failed.body()
+		}
+		c.writeJSON(doc)
 	} else {
 		fmt.Fprintf(c.stdout, "task %s %s\n", t.ID, t.Status)
 	}
-	if t.Status == s3task.StatusCompleted {
-		return nil
+	if failed != nil {
+		return failed
 	}
-	why := t.LastError
-	if t.Status == s3task.StatusAbandoned {
-		why = t.CancelReason
-	}
-	return &cmdError{exit: exitFailed, code: "task_" + string(t.Status), documented: true,
-		err: fmt.Errorf("task %s %s: %s", t.ID, t.Status, why)}
+	return nil
+}
+
+// watchDoc is what watch -json prints: the task, and the error object of
+// a task that did not complete.
+type watchDoc struct {
+	taskview.Task
+	Error *errorBody `json:"error,omitempty"`
 }
 
 // ---- retry, cancel ----
@@ -673,10 +688,22 @@ func cancelCmd(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		t, err := store.Cancel(ctx, pos[0], *reason)
+		// CancelMany judges the one task as the bulk path does, and says
+		// whether the call changed it: Cancel answers a task abandoned
+		// already as if it had abandoned it. So both paths skip it, and
+		// both exit 4.
+		r, err := store.CancelMany(ctx, *reason, s3task.BulkOptions{IDs: pos})
 		if err != nil {
 			return err
 		}
+		if len(r.Results) != 1 {
+			return fmt.Errorf("cancel %s: %d results, want 1", pos[0], len(r.Results))
+		}
+		res := r.Results[0]
+		if res.Outcome != s3task.BulkDone {
+			return res.Err
+		}
+		t := res.Task
 		return c.printTask(t, fmt.Sprintf("task %s abandoned: %s", t.ID, t.CancelReason))
 	}
 }
@@ -814,7 +841,7 @@ type reconcileDoc struct {
 	Removed  []string          `json:"removed"`
 	Broken   []taskview.Broken `json:"broken"`
 	Clean    bool              `json:"clean"`
-	Error    string            `json:"error,omitempty"`
+	Error    *errorBody        `json:"error,omitempty"`
 }
 
 func reconcileCmd(fs *flag.FlagSet) runFunc {
@@ -831,8 +858,10 @@ func reconcileCmd(fs *flag.FlagSet) runFunc {
 		}
 		doc := reconcileDoc{DryRun: *dry, Tasks: r.Tasks, Restored: orEmpty(r.Restored), Removed: orEmpty(r.Removed),
 			Broken: taskview.BrokenOf(r.Broken), Clean: r.Clean()}
+		var failed *cmdError
 		if err != nil {
-			doc.Error = err.Error()
+			failed = &cmdError{exit: exitFailed, code: "repair_failed", documented: true, err: fmt.Errorf("some repairs failed (run reconcile again): %w", err)}
+			doc.Error = failed.body()
 		}
 		if c.set.json {
 			c.writeJSON(doc)
@@ -858,8 +887,8 @@ func reconcileCmd(fs *flag.FlagSet) runFunc {
 				fmt.Fprintln(c.stdout, "clean: the index matches the records")
 			}
 		}
-		if err != nil {
-			return &cmdError{exit: exitFailed, code: "repair_failed", documented: true, err: fmt.Errorf("some repairs failed (run reconcile again): %w", err)}
+		if failed != nil {
+			return failed
 		}
 		return nil
 	}
@@ -880,7 +909,7 @@ type purgeDoc struct {
 	Objects int               `json:"objects"`
 	Kept    int               `json:"kept"`
 	Broken  []taskview.Broken `json:"broken"`
-	Error   string            `json:"error,omitempty"`
+	Error   *errorBody        `json:"error,omitempty"`
 }
 
 func purgeCmd(fs *flag.FlagSet) runFunc {
@@ -928,8 +957,10 @@ func purgeCmd(fs *flag.FlagSet) runFunc {
 		} else {
 			doc.Purged = &ids
 		}
+		var failed *cmdError
 		if err != nil {
-			doc.Error = err.Error()
+			failed = &cmdError{exit: exitFailed, code: "purge_failed", documented: true, err: fmt.Errorf("purge stopped (run it again to finish): %w", err)}
+			doc.Error = failed.body()
 		}
 		if c.set.json {
 			c.writeJSON(doc)
@@ -947,8 +978,8 @@ func purgeCmd(fs *flag.FlagSet) runFunc {
 				fmt.Fprintf(c.stdout, "unreadable, left alone: %s: %s\n", b.Key, b.Error)
 			}
 		}
-		if err != nil {
-			return &cmdError{exit: exitFailed, code: "purge_failed", documented: true, err: fmt.Errorf("purge stopped (run it again to finish): %w", err)}
+		if failed != nil {
+			return failed
 		}
 		return nil
 	}
@@ -967,6 +998,27 @@ type checkDoc struct {
 	// Report is what Store.CheckBackend measured; absent when the store
 	// could not be reached.
 	Report *s3task.BackendReport `json:"report,omitempty"`
+	// Error is there when the check failed, as in any failure's document.
+	Error *errorBody `json:"error,omitempty"`
+}
+
+// checkCleanup is the time check keeps, within -timeout, for
+// Store.CheckBackend to delete its scratch objects: the library gives
+// those deletes up to 2 s of their own after the context it is given
+// ends, and every S3 call of the command ends by the command's deadline
+// (see boundCalls), so the check itself gets the deadline less this, or
+// less a quarter of the time left, whichever is shorter.
+const checkCleanup = 2 * time.Second
+
+// checkContext returns the context of Store.CheckBackend within ctx: the
+// same, with a deadline earlier by the clean-up's share.
+func checkContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	reserve := min(checkCleanup, time.Until(deadline)/4)
+	return context.WithDeadline(ctx, deadline.Add(-reserve))
 }
 
 func checkCmd(fs *flag.FlagSet) runFunc {
@@ -977,7 +1029,9 @@ func checkCmd(fs *flag.FlagSet) runFunc {
 			return err
 		}
 		doc := checkDoc{Bucket: store.Bucket(), Prefix: store.Prefix(), Endpoint: c.endpoint}
-		report, checkErr := store.CheckBackend(ctx)
+		cctx, cancel := checkContext(ctx)
+		report, checkErr := store.CheckBackend(cctx)
+		cancel()
 		switch {
 		case checkErr == nil:
 			doc.Reachable, doc.ConditionalWrites = true, true
@@ -998,6 +1052,15 @@ func checkCmd(fs *flag.FlagSet) runFunc {
 			} else {
 				doc.Listing = true
 			}
+		}
+		var failed *cmdError
+		if checkErr != nil {
+			exit, code := classify(checkErr)
+			if exit != exitUnavailable && errors.Is(checkErr, s3task.ErrConditionalWritesUnsupported) {
+				exit = exitUnavailable
+			}
+			failed = &cmdError{exit: exit, code: code, documented: true, err: checkErr}
+			doc.Error = failed.body()
 		}
 		if c.set.json {
 			c.writeJSON(doc)
@@ -1035,12 +1098,8 @@ func checkCmd(fs *flag.FlagSet) runFunc {
 				fmt.Fprintln(c.stdout, "OK: s3task can run on this store")
 			}
 		}
-		if checkErr != nil {
-			exit, code := classify(checkErr)
-			if exit != exitUnavailable && errors.Is(checkErr, s3task.ErrConditionalWritesUnsupported) {
-				exit = exitUnavailable
-			}
-			return &cmdError{exit: exit, code: code, documented: true, err: checkErr}
+		if failed != nil {
+			return failed
 		}
 		return nil
 	}

@@ -26,11 +26,14 @@ const exitCodes = `Exit codes:
   0  ok (watch: the task completed)
   1  the operation failed (watch: the task failed, was abandoned, or did not finish within -timeout;
      show: the task's record cannot be read, and show printed what it could;
-     retry, cancel, purge over several tasks: a task failed; a skipped one is no failure)
+     retry, cancel, purge over several tasks: a task failed)
   2  usage error: unknown command or flag, invalid task ID, duration or cursor
-  3  task not found (show: no record and nothing else in its folder)
+  3  task not found (show: no record and nothing else in its folder; over
+     tasks named by ID: one does not exist, and none failed)
   4  conflict: the task's status does not allow the change (retry a completed
-     task, cancel a finished one), or it kept changing under the call
+     task, cancel a finished one), or it kept changing under the call; over
+     tasks named by ID: one was skipped for its status, and none failed.
+     A task a filter chose and the action skipped is no error.
   5  store unreachable, refusing access, or not enforcing conditional writes
 `
 
@@ -49,6 +52,13 @@ type cmdError struct {
 
 func (e *cmdError) Error() string { return e.err.Error() }
 func (e *cmdError) Unwrap() error { return e.err }
+
+// body is what e says in a JSON document: the "error" object every
+// failure prints with -json, in the error document or in the command's
+// own (a bulk report, check's).
+func (e *cmdError) body() *errorBody {
+	return &errorBody{Code: e.code, Message: e.err.Error(), ExitCode: e.exit}
+}
 
 // usageErr reports a bad command line.
 func usageErr(err error) error { return &cmdError{exit: exitUsage, code: "usage", err: err} }

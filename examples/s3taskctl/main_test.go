@@ -350,6 +350,8 @@ func (f *fixture) startWorker(h s3task.HandlerFunc) {
 // The JSON documents, decoded strictly so that a renamed field fails.
 
 type taskJSON struct {
+	// Error is there in watch's document of a task that did not complete.
+	Error          *errorBody        `json:"error"`
 	SchemaVersion  int               `json:"schema_version"`
 	ID             string            `json:"task_id"`
 	Type           string            `json:"task_type"`
@@ -920,13 +922,14 @@ func TestCommands(t *testing.T) {
 		}
 		var failedDoc taskJSON
 		f.want(exitFailed, &failedDoc, "watch", fails.ID, "-json")
-		if failedDoc.Status != "failed" || !failedDoc.Terminal || failedDoc.ErrorCategory != s3task.CategoryPermanent {
+		if failedDoc.Status != "failed" || !failedDoc.Terminal || failedDoc.ErrorCategory != s3task.CategoryPermanent ||
+			failedDoc.Error == nil || failedDoc.Error.Code != "task_failed" || failedDoc.Error.ExitCode != exitFailed {
 			t.Errorf("watch -json of a failed task: %+v", failedDoc)
 		}
 		quick := f.task(f.store, "queued", "quick")
 		var doneDoc taskJSON
 		f.want(exitOK, &doneDoc, "-json", "watch", quick.ID, "-interval", "20ms", "-timeout", "30s")
-		if doneDoc.ID != quick.ID || doneDoc.Status != "completed" {
+		if doneDoc.ID != quick.ID || doneDoc.Status != "completed" || doneDoc.Error != nil {
 			t.Errorf("watch -json: %+v", doneDoc)
 		}
 		abandoned := f.task(f.store, "abandoned", "abandoned")
@@ -966,8 +969,11 @@ func TestCommands(t *testing.T) {
 		if cancelled.Status != "abandoned" || cancelled.CancelReason != "wrong file" || f.get(queued.ID).Status != s3task.StatusAbandoned {
 			t.Errorf("cancel: %+v", cancelled)
 		}
-		if r := f.want(exitOK, nil, "cancel", queued.ID); !strings.Contains(r.stdout, "abandoned: wrong file") {
-			t.Errorf("cancel of an abandoned task changes nothing: %s", r)
+		// A task abandoned already is not abandoned again: exit 4, as
+		// cancel by ID over several tasks skips it.
+		f.wantError(exitConflict, "invalid_transition", "cancel", queued.ID)
+		if got := f.get(queued.ID); got.CancelReason != "wrong file" {
+			t.Errorf("a second cancel changed the reason to %q", got.CancelReason)
 		}
 
 		done := f.task(f.store, "completed", "done")
