@@ -116,7 +116,6 @@ func TestExitCodesAgree(t *testing.T) {
 		c.store = f.store
 		return c.run(t.Context(), append(args, "-json")), out.String()
 	}
-	type state struct{ name, state string }
 	for _, tc := range []struct {
 		action string
 		state  string // the task's, "" for one that does not exist
