@@ -334,6 +334,7 @@ func advFailedTask(e *advEnv) *Task {
 // purging set.
 func advPurgeLockOnly(e *advEnv, id string) {
 	e.t.Helper()
+	time.Sleep(purgeSettle) // Purge leaves a task until then
 	dir := DefaultPrefix + id + "/"
 	st := e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
 		if r.Method == http.MethodGet && r.URL.Query().Get("prefix") == dir {

@@ -260,8 +260,8 @@ func (s *Store) CancelMany(ctx context.Context, reason string, opts BulkOptions)
 // [OpPurge] call, and reports what it did with each. A task Purge would
 // keep is skipped, with the reason: not finished (queued, running, waiting
 // for a retry), its OnTerminal notice still to go out (unless
-// DropPendingNotices), or created with a key written less than 10 minutes
-// ago. As with Purge, the record is locked by a compare-and-set before
+// DropPendingNotices), created with a key written less than 10 minutes
+// ago, or changed less than a minute ago. As with Purge, the record is locked by a compare-and-set before
 // anything is deleted, so a Retry that races with it either wins first
 // (and the task is skipped) or is refused. The selection, the bounds of
 // one call and the cursor are those of opts (see [BulkOptions]); it acts

@@ -577,7 +577,8 @@
 //     deletes its object, [PresenceStaleAfter] (24 hours) after its last
 //     write. A presence write that fails is logged and delays nothing.
 //   - [Store.Purge] deletes finished tasks older than a cutoff, record last,
-//     never one that is queued, running or waiting for a retry.
+//     never one that is queued, running or waiting for a retry, nor one
+//     changed less than a minute ago (a late write may still land).
 //   - [Store.RetryMany], [Store.CancelMany] and [Store.PurgeMany] act on a
 //     selection: task IDs (from a user interface, at most [MaxBulkIDs]) or
 //     the filters of List (statuses, states, types, metadata), such as

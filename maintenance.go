@@ -614,12 +614,20 @@ type PurgeReport struct {
 	Broken []*RecordError
 }
 
+// purgeSettle is how long after a task's last change Purge leaves it: a
+// request sent before that change is applied by S3 within it, or never
+// (the bound the library assumes, as for keys: keyAdoptWithin), so no
+// late write brings an object back into a folder Purge emptied.
+const purgeSettle = keyAdoptWithin
+
 // Purge deletes the finished tasks (completed, abandoned, or failed with no
 // retry scheduled) created before olderThan, newest first: every object in
 // the task's folder, then its marker if any, then the record last. It never
 // deletes a task that is queued, running, or waiting for a retry, nor a
 // task created with a key ([CreateParams.Key]) until 10 minutes after the
-// key was written. Before
+// key was written, nor any task until a minute after its last change (a
+// write sent before it, such as an output whose answer was lost, may still
+// land within that minute). Before
 // deleting anything it marks the record as purging with a compare-and-set,
 // after which no transition is allowed, so a Retry that races with it either
 // wins first (and the task is kept) or is refused. A purge cut short is

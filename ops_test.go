@@ -871,6 +871,7 @@ func TestPurge(t *testing.T) {
 	recent := e.prepare(t, e.createAgo(t, 0, "recent completed"), "completed")
 	finished := []string{old["completed"].ID, old["failed"].ID, old["abandoned"].ID}
 	unfinished := []string{old["created"].ID, old["queued"].ID, old["running"].ID, old["failed-waiting"].ID}
+	e.srv.Advance(time.Minute) // Purge leaves a task until a minute after its last change
 	before := e.snapshot("")
 
 	t.Run("dry run", func(t *testing.T) {
@@ -953,6 +954,7 @@ func TestPurgeCountsObjects(t *testing.T) {
 	for n := 2; n <= 3; n++ {
 		e.put(t, e.outputKey(t, task.ID, n), []byte("output"))
 	}
+	e.srv.Advance(time.Minute) // Purge leaves a task until a minute after its last change
 	r, err := e.store.Purge(e.ctx, time.Now(), s3task.PurgeOptions{})
 	if err != nil {
 		t.Fatalf("Purge: %v", err)
@@ -970,6 +972,7 @@ func TestPurgeCutoff(t *testing.T) {
 	e := setupOps(t)
 	older := e.prepare(t, e.createAgo(t, 3*time.Hour, "older"), "completed")
 	newer := e.prepare(t, e.createAgo(t, time.Hour, "newer"), "completed")
+	e.srv.Advance(time.Minute) // Purge leaves a task until a minute after its last change
 
 	for _, c := range []struct {
 		name   string
@@ -1117,6 +1120,7 @@ func TestPurgeAfterRetryLostRace(t *testing.T) {
 	e := setupOps(t)
 	task := e.prepare(t, e.createAgo(t, 0, "purged under a retry"), "failed")
 	e.setMarker(t, task.ID, false)
+	e.srv.Advance(time.Minute) // Purge leaves a task until a minute after its last change
 
 	// Retry's marker is named after the time of the retry: any PUT of a
 	// marker of the task.

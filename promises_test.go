@@ -306,6 +306,7 @@ func TestPurgedTaskNoticeIsDropped(t *testing.T) {
 		}) {
 			t.Fatal("setup: the hook was never called")
 		}
+		time.Sleep(purgeSettle) // Purge leaves a task until then
 		r, err := e.admin.Purge(e.ctx, time.Now().Add(time.Hour), PurgeOptions{DropPendingNotices: true})
 		if err != nil || len(r.Purged) != 1 {
 			t.Fatalf("setup: Purge = %+v, %v; want the task purged", r, err)

@@ -729,6 +729,12 @@ func decide(t *record, e event, now time.Time) (next *record, write bool, err er
 		if t.NotifyPending && !e.force {
 			return deny("its OnTerminal notice is not delivered yet")
 		}
+		if now.Sub(t.UpdatedAt) < purgeSettle {
+			// A write sent before the last change (an output whose answer
+			// was lost, say) may still land: deleted now, its object would
+			// come back into a folder with no record.
+			return deny("it changed less than %s ago: a write sent before may still land", purgeSettle)
+		}
 		n.Purging = true
 		n.NotifyPending = false // delivered, or given up by the caller
 		return n, true, nil

@@ -2048,6 +2048,39 @@ func TestTransitionNotice(t *testing.T) {
 	}
 }
 
+// TestTransitionPurgeSettles: Purge leaves a finished task until
+// purgeSettle after its last change, to the millisecond, whatever the
+// task's age (soak seed 60975: an output PUT told it failed landed 4.5 s
+// later, after a Purge had emptied the folder).
+func TestTransitionPurgeSettles(t *testing.T) {
+	t.Parallel()
+	judged := 0
+	for _, st := range startStates() {
+		if st.name != "completed" && st.name != "failed, final" && st.name != "abandoned" {
+			continue
+		}
+		judged++
+		r := st.build()
+		r.CreatedAt = transitionNow.Add(-24 * time.Hour)
+		for _, c := range []struct {
+			since time.Duration
+			ok    bool
+		}{{0, false}, {purgeSettle - time.Millisecond, false}, {purgeSettle, true}, {time.Hour, true}} {
+			r.UpdatedAt = transitionNow.Add(-c.since)
+			next, write, err := transition(copyTask(r), tableEvent(evPurge), transitionNow)
+			if c.ok != (err == nil) || c.ok && (!write || !next.Purging) {
+				t.Errorf("%s, changed %s ago: purge = (write %v, %v); want allowed %v", st.name, c.since, write, err, c.ok)
+			}
+			if !c.ok && !errors.Is(err, ErrInvalidTransition) {
+				t.Errorf("%s, changed %s ago: %v, want ErrInvalidTransition", st.name, c.since, err)
+			}
+		}
+	}
+	if judged != 3 {
+		t.Errorf("judged %d finished start states, want 3", judged)
+	}
+}
+
 func TestLanded(t *testing.T) {
 	t.Parallel()
 

@@ -26,6 +26,9 @@ const (
 	rateLatency = 0.02
 	maxLatency  = 3 * time.Second
 
+	// Of output writes in a world with a tidier (Config.Tidy).
+	rateTidyZombie = 0.2
+
 	rateAnswerDelay = 0.03 // answers delivered late, after S3 stamped their Date
 
 	// rateWake409 is, in worlds with a pauser, the chance that a
@@ -238,6 +241,9 @@ func (n *link) draw(r *http.Request, rng *Rand) (fault, time.Duration) {
 		// Resumes fall back now and then to the write that does not
 		// carry the paused types over.
 		return fault409, delay
+	}
+	if n.w.cfg.Tidy && r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/output-") && rng.Chance(rateTidyZombie*s) {
+		return faultZombie, delay
 	}
 	u := rng.Float64()
 	for _, c := range []struct {

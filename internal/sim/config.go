@@ -74,6 +74,13 @@ type Config struct {
 	// Store: sixteen Submits at once, whose announcements race for the
 	// wake object. Default: a quarter of the worlds.
 	Rush bool
+	// Tidy has a tidier process purge every finished task as soon as
+	// Purge allows it (cutoff: now), every 1 to 4 seconds until the
+	// turbulence ends, while the adversary lets one output write in 5
+	// land late, after its client was told it failed (a zombie): a write
+	// that lands after Purge emptied the folder would leave an orphan.
+	// Default: one seed in four, but for Long worlds.
+	Tidy bool
 	// Cap is how long after the turbulence the run waits for every task to
 	// finish before it reports the rest as stuck. Default 90 minutes, and
 	// 20 seconds more per task of a Burst and per task over 50.
@@ -111,6 +118,7 @@ func (c Config) withDefaults(rng *Rand) Config {
 	c.Pause = c.Pause || NewRand(c.Seed, "pause").Chance(0.5)
 	c.Functions = c.Functions || NewRand(c.Seed, "functions").Chance(1.0/6)
 	c.Rush = c.Rush || NewRand(c.Seed, "rush").Chance(0.25)
+	c.Tidy = c.Tidy || !c.Long && NewRand(c.Seed, "tidy").Chance(0.25)
 	if c.Planted == 0 && planted {
 		c.Planted = nPlanted
 	}

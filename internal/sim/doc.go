@@ -54,6 +54,11 @@
 //     process's one Store, sixteen Submits racing for the wake object;
 //     every Submit that returns success must have had its task announced
 //     by its process, whatever the others wrote (checkAnnounced);
+//   - in a quarter of the worlds (none of them long), a tidier purges
+//     every finished task as soon as Purge allows it, every one to four
+//     seconds, while one output write in five lands up to MaxZombieDelay
+//     after its worker was told it failed: no output may come back into
+//     a folder Purge emptied (checkCompletion counts its writes);
 //   - in a third of the worlds the workers are fed S3 event notifications
 //     of what S3 applied (Worker.Notify), lost, repeated, late by up to a
 //     minute and so out of order, to every worker or to one; half of

@@ -110,6 +110,14 @@ func Run(cfg Config) (*History, error) {
 		chaotic = append(slices.Clone(chaotic), pauser)
 		operators.Go(func() { w.pauser(pauser, calm) })
 	}
+	if cfg.Tidy {
+		tidier, err := w.newProc("tidier")
+		if err != nil {
+			return nil, err
+		}
+		chaotic = append(slices.Clone(chaotic), tidier)
+		operators.Go(func() { w.tidier(tidier, calm) })
+	}
 	opsDone := make(chan struct{})
 	go func() {
 		operators.Wait()

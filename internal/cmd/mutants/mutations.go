@@ -155,6 +155,20 @@ var mutations = []mutation{
 			n.w.gone.note(no.t.ID)`,
 	},
 	{
+		Name:    "purge-settle-from-creation",
+		Promise: "Purge leaves a task until a minute after its last change, so an output write sent before the task finished cannot land in a folder Purge emptied.",
+		File:    "task.go",
+		Old:     `		if now.Sub(t.UpdatedAt) < purgeSettle {`,
+		New:     `		if now.Sub(t.CreatedAt) < purgeSettle {`,
+	},
+	{
+		Name:    "purge-settle-second",
+		Promise: "Purge leaves a task until a minute after its last change, so an output write sent before the task finished cannot land in a folder Purge emptied.",
+		File:    "maintenance.go",
+		Old:     `const purgeSettle = keyAdoptWithin`,
+		New:     `const purgeSettle = time.Second`,
+	},
+	{
 		Name:    "stop-ignores-deadline",
 		Promise: "Once the context given to Worker.Stop ends, running handlers are cancelled at once.",
 		File:    "worker.go",
