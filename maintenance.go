@@ -607,7 +607,9 @@ type PurgeReport struct {
 	Purged []string
 	// Objects is the number of objects deleted, records included.
 	Objects int
-	// Kept is the number of tasks left because they are not finished.
+	// Kept is the number of tasks left because Purge may not delete them
+	// yet: not finished, their notice still to go out, their key held, or
+	// changed less than a minute ago.
 	Kept int
 	// Broken lists the records that could not be read; their folders are
 	// left alone.
@@ -662,7 +664,7 @@ func (s *Store) Purge(ctx context.Context, olderThan time.Time, opts PurgeOption
 		var k keyRef
 		if k, err = s.purgeable(ctx, t, event{kind: evPurge, force: opts.DropPendingNotices}); err != nil {
 			if errors.Is(err, ErrInvalidTransition) {
-				r.Kept++ // not finished, its notice not out yet, or its key held
+				r.Kept++ // not finished, its notice not out yet, its key held, or not settled
 				err = nil
 				return true
 			}

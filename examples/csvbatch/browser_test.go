@@ -856,6 +856,11 @@ func seedOperatorViews(t *testing.T, s *service) operatorViews {
 	v.badInput = s.submit("a picture", typeEnrich, nil, []byte(picture))
 	s.waitFor(v.completed, "completed", completed)
 	s.waitFor(v.badInput, "failed for good", failedForGood)
+	for _, id := range []string{v.completed, v.badInput} {
+		// As if they finished two minutes ago: past the minute Purge
+		// leaves a task after its last change.
+		s.editRecord(id, func(rec map[string]any) { rec["updated_at"] = rfc3339(time.Now().Add(-2 * time.Minute)) })
+	}
 
 	// Tasks created with their input but not submitted: no worker looks
 	// at them until the test says.

@@ -341,14 +341,15 @@ func rfc3339(at time.Time) string { return at.UTC().Format(time.RFC3339Nano) }
 
 // failRecord makes task id failed, as a worker's last attempt of max
 // would have left it, in category with message; a retry is due at retryAt
-// unless it is zero (then the failure is final).
+// unless it is zero (then the failure is final). It failed two minutes
+// ago: past the minute Purge leaves a task after its last change.
 func (s *service) failRecord(id, category, message string, retryAt time.Time) {
 	s.t.Helper()
 	now := time.Now()
 	s.editRecord(id, func(rec map[string]any) {
 		rec["status"], rec["attempt_id"], rec["max_attempts"] = "failed", 3, 3
 		rec["worker_id"], rec["error_category"], rec["last_error"] = "worker-1", category, message
-		rec["started_at"], rec["updated_at"] = rfc3339(now.Add(-time.Minute)), rfc3339(now)
+		rec["started_at"], rec["updated_at"] = rfc3339(now.Add(-3*time.Minute)), rfc3339(now.Add(-2*time.Minute))
 		delete(rec, "lease_expires_at")
 		delete(rec, "due_at")
 		if !retryAt.IsZero() {

@@ -52,11 +52,14 @@ func viewsSetup(t *testing.T) (*service, map[string]string) {
 	s.failRecord(ids["badInput"], catBadInput, "line 3 has 2 fields, the header has 3", time.Time{})
 	ids["completed"] = submitted("completed", typeStats)
 	s.editRecord(ids["completed"], func(rec map[string]any) {
-		rec["status"], rec["attempt_id"], rec["updated_at"] = "completed", 1, rfc3339(time.Now())
+		// Two minutes ago: past the minute Purge leaves a task after its
+		// last change.
+		rec["status"], rec["attempt_id"], rec["updated_at"] = "completed", 1, rfc3339(time.Now().Add(-2*time.Minute))
 		rec["output_object_path"] = s.app.store.Prefix() + ids["completed"] + "/output-1.csv"
 	})
 	ids["abandoned"] = s.create("abandoned", typeStats, nil).Task.ID
 	s.call("POST", "/tasks/"+ids["abandoned"]+"/cancel", nil, http.StatusOK, nil)
+	s.editRecord(ids["abandoned"], func(rec map[string]any) { rec["updated_at"] = rfc3339(time.Now().Add(-2 * time.Minute)) })
 	return s, ids
 }
 

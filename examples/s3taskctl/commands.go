@@ -965,7 +965,7 @@ func purgeCmd(fs *flag.FlagSet) runFunc {
 		if c.set.json {
 			c.writeJSON(doc)
 		} else {
-			fmt.Fprintf(c.stdout, "%s created before %s read; %d unfinished kept\n", plural(r.Tasks, "task"), cutoff.Format(time.RFC3339), r.Kept)
+			fmt.Fprintf(c.stdout, "%s created before %s read; %d kept (not finished, or changed within the last minute)\n", plural(r.Tasks, "task"), cutoff.Format(time.RFC3339), r.Kept)
 			if doc.DryRun {
 				fmt.Fprintf(c.stdout, "dry run: %s would be deleted; run again with -yes to delete\n", plural(len(r.Purged), "finished task"))
 			} else {
