@@ -43,10 +43,15 @@ import (
 // Errors: those of Create, UploadInput and Submit; a *[TransitionError] if
 // the found task's input is missing and it can no longer take one.
 func (s *Store) Enqueue(ctx context.Context, p CreateParams, input io.Reader) (*Task, error) {
+	return s.enqueue(ctx, p, input, keyPolicy{})
+}
+
+// enqueue is Enqueue with pol the keyed create's policy.
+func (s *Store) enqueue(ctx context.Context, p CreateParams, input io.Reader, pol keyPolicy) (*Task, error) {
 	if err := s.inputFits(p.Type, input != nil); err != nil {
 		return nil, err
 	}
-	c := &Call{Op: OpCreate, Params: &p}
+	c := &Call{Op: OpCreate, Params: &p, keys: pol}
 	t, err := s.call(ctx, c)
 	if err != nil {
 		return nil, err

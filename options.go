@@ -127,6 +127,15 @@ type StoreOptions struct {
 	// Logger receives the library's logs. Default: slog.Default().
 	Logger *slog.Logger
 
+	// Periodic declares the tasks the fleet makes on a schedule (see
+	// [Periodic]). The Workers on this Store make their runs, one worker
+	// at a time: the holder of the fleet's reconciler lease, which a
+	// Worker with Periodic declared asks for as soon as it starts. Give
+	// the API's Store the same list, so that it can show them. Each
+	// Periodic's type must be declared without input (Files[type].NoInput)
+	// and, if Types is set, be one of them; names are unique.
+	Periodic []Periodic
+
 	// Middleware wraps the Store's calls, outermost first: those that
 	// create or change a task, those that read one (Get, the presigned
 	// URLs, OpenOutput), the listings, Stats and Workers, and pausing and
@@ -265,6 +274,24 @@ func (o *StoreOptions) withDefaults() (StoreOptions, error) {
 		}
 	}
 	c.Types = slices.Clone(c.Types)
+	names := map[string]bool{}
+	for i := range c.Periodic {
+		p := &c.Periodic[i]
+		if err := p.validate(); err != nil {
+			return bad("Periodic", "[%d]: %v", i, err)
+		}
+		if names[p.Name] {
+			return bad("Periodic", "[%d]: a second periodic task named %q", i, p.Name)
+		}
+		names[p.Name] = true
+		if !c.Files[p.Params.Type].NoInput {
+			return bad("Periodic", "[%d]: type %q is not declared without input (Files[%q].NoInput): a run has no file", i, p.Params.Type, p.Params.Type)
+		}
+		if c.Types != nil && !slices.Contains(c.Types, p.Params.Type) {
+			return bad("Periodic", "[%d]: type %q is not one of Types", i, p.Params.Type)
+		}
+	}
+	c.Periodic = slices.Clone(c.Periodic)
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}

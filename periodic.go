@@ -1,7 +1,11 @@
 package s3task
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -122,4 +126,119 @@ func (p *Periodic) dueRun(now, made time.Time) (start time.Time, due bool) {
 		return start, false
 	}
 	return start, true
+}
+
+// periodicRuns is a worker's bookkeeping of the Store's periodic tasks,
+// while it holds the reconciler lease.
+type periodicRuns struct {
+	settled map[string]time.Time // by name: the latest period made or let go
+	retry   time.Time            // server clock: after a run that failed, not before
+	busy    atomic.Bool          // a goroutine is making runs
+	mu      sync.Mutex           // settled and retry, between the loop and that goroutine
+}
+
+// periodicRetry is how long after a run that failed to be made the holder
+// tries again.
+const periodicRetry = 10 * time.Second
+
+// holding reports whether the worker holds the reconciler lease at now,
+// by the server's clock, with ClockMargin to spare.
+func (r *reconciler) holding(now time.Time) bool {
+	until := r.held.Load()
+	return until != 0 && now.Add(r.w.opts.ClockMargin).Before(time.Unix(0, until))
+}
+
+// maybePeriodic makes, in a goroutine of its own, the runs of the Store's
+// periodic tasks that are due, if this worker holds the reconciler lease
+// (loop goroutine only).
+func (r *reconciler) maybePeriodic(ctx context.Context) {
+	s := r.w.store
+	if len(s.opts.Periodic) == 0 {
+		return
+	}
+	now := s.serverNow()
+	pr := &r.periodic
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if !r.holding(now) || now.Before(pr.retry) {
+		return
+	}
+	if pr.settled == nil {
+		pr.settled = map[string]time.Time{}
+	}
+	var todo []int
+	for i := range s.opts.Periodic {
+		p := &s.opts.Periodic[i]
+		start, due := p.dueRun(now, pr.settled[p.Name])
+		switch {
+		case due:
+			todo = append(todo, i)
+		case start.After(pr.settled[p.Name]):
+			s.reached("periodic/skipped")
+			r.w.log.Info("s3task: periodic run skipped: made too late", "periodic", p.Name, "period", start, "within", p.within())
+			pr.settled[p.Name] = start
+		}
+	}
+	if len(todo) == 0 || !pr.busy.CompareAndSwap(false, true) {
+		return
+	}
+	r.wg.Go(func() {
+		defer pr.busy.Store(false)
+		for _, i := range todo {
+			r.makeRun(ctx, &s.opts.Periodic[i], now)
+		}
+	})
+}
+
+// makeRun makes p's run for its latest period at now, and settles it.
+func (r *reconciler) makeRun(ctx context.Context, p *Periodic, now time.Time) {
+	s := r.w.store
+	start := p.Schedule.Prev(now)
+	params := p.Params
+	params.Key, params.KeyScope = p.runKey(start), periodicKeyScope
+	if params.Name == "" {
+		params.Name = p.Name + " " + start.Format(time.RFC3339)
+	}
+	cctx, cancel := r.w.bounded(ctx)
+	defer cancel()
+	t, err := s.enqueue(cctx, params, nil, keyPolicy{keepPurged: true})
+	pr := &r.periodic
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	var purged *PurgedError
+	switch {
+	case errors.As(err, &purged):
+		// Made, run and purged long ago: never made again.
+		pr.settled[p.Name] = later(pr.settled[p.Name], start)
+	case err != nil:
+		if ctx.Err() == nil {
+			r.w.log.Warn("s3task: periodic run", "periodic", p.Name, "period", start, "err", err)
+		}
+		pr.retry = s.serverNow().Add(periodicRetry)
+	default:
+		s.reached("periodic/made")
+		r.w.log.Debug("s3task: periodic run", "periodic", p.Name, "period", start, "task_id", t.ID)
+		pr.settled[p.Name] = later(pr.settled[p.Name], start)
+	}
+}
+
+// nextPeriodic returns when, by the server's clock, the loop should look
+// at the periodic tasks again: the next period's start, while this worker
+// holds the lease; zero otherwise (loop goroutine only).
+func (r *reconciler) nextPeriodic(now time.Time) time.Time {
+	s := r.w.store
+	if len(s.opts.Periodic) == 0 || !r.holding(now) {
+		return time.Time{}
+	}
+	pr := &r.periodic
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	var next time.Time
+	for i := range s.opts.Periodic {
+		next = sooner(next, s.opts.Periodic[i].Schedule.Next(now))
+	}
+	if now.Before(pr.retry) {
+		next = sooner(next, pr.retry)
+	}
+	return next
 }

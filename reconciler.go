@@ -144,34 +144,42 @@ func (s *Store) putReconcileLease(ctx context.Context, l reconcileLease, etag st
 // again to tell. Requests: one GET; and one PUT when it is taken or
 // renewed, and another GET if that PUT fails.
 func (s *Store) takeReconcileLease(ctx context.Context, holder string, ttl time.Duration) (bool, error) {
+	_, ok, err := s.takeReconcileLeaseUntil(ctx, holder, ttl)
+	return ok, err
+}
+
+// takeReconcileLeaseUntil is takeReconcileLease, and returns the lease's
+// end as written when it is held: the earliest the server's clock may
+// read plus ttl, so it lasts at least that long by the server's clock.
+func (s *Store) takeReconcileLeaseUntil(ctx context.Context, holder string, ttl time.Duration) (until time.Time, ok bool, _ error) {
 	key := s.reconcileKey()
 	cur, etag, err := s.readReconcileLease(ctx)
 	if err != nil {
-		return false, err
+		return time.Time{}, false, err
 	}
 	// Others' leases are judged by serverNow, one's own end set from the
 	// latest the server's clock may read, so that a lease lasts at least
 	// ttl by the server's clock whichever way its holder's estimate errs.
 	if etag != "" && cur.Holder != holder && s.serverNow().Before(cur.ExpiresAt) {
-		return false, nil
+		return time.Time{}, false, nil
 	}
 	mine := reconcileLease{Holder: holder, ExpiresAt: s.serverLatest().Add(ttl).UTC().Truncate(time.Millisecond), Write: s.revision(key)}
 	if err := s.putReconcileLease(ctx, mine, etag); err != nil {
 		if now, _, rerr := s.readReconcileLease(ctx); rerr == nil && now.Write == mine.Write {
 			s.reached("reconciler/answer-lost")
-			return true, nil // ours landed; the error answered a resend, or was a lost answer
+			return mine.ExpiresAt, true, nil // ours landed; the error answered a resend, or was a lost answer
 		}
 		if s3x.Lost(err) {
-			return false, nil // another worker took it first
+			return time.Time{}, false, nil // another worker took it first
 		}
-		return false, fmt.Errorf("s3task: write %s: %w", key, err)
+		return time.Time{}, false, fmt.Errorf("s3task: write %s: %w", key, err)
 	}
 	if cur.Holder == holder {
 		s.reached("reconciler/renewed")
 	} else {
 		s.reached("reconciler/taken")
 	}
-	return true, nil
+	return mine.ExpiresAt, true, nil
 }
 
 // reconciler runs a worker's turns at the reconciler lease, one at a time,
@@ -195,12 +203,24 @@ type reconciler struct {
 	fails int
 	busy  atomic.Bool
 	wg    sync.WaitGroup
+
+	// held is the end of the lease this worker holds, by the server's
+	// clock, as UnixNano (0: not held): the periodic runs are made only
+	// while it lasts (see periodic.go).
+	held atomic.Int64
+	// periodic is the runs' bookkeeping, loop goroutine only apart from
+	// its busy flag.
+	periodic periodicRuns
 }
 
 func (w *Worker) newReconciler() *reconciler {
 	r := &reconciler{w: w}
 	if w.opts.ReconcileInterval > 0 {
 		r.next = time.Now().Add(w.store.jitter("reconcile", w.opts.ReconcileInterval))
+		if len(w.store.opts.Periodic) > 0 {
+			// The periodic runs need a holder now, not within an interval.
+			r.next = time.Now()
+		}
 	}
 	return r
 }
@@ -265,7 +285,12 @@ func (r *reconciler) turn(stop context.Context) {
 	interval := w.opts.ReconcileInterval
 	ctx, cancel := context.WithTimeout(stop, max(leaseFor(interval), turnFloor))
 	defer cancel()
-	mine, err := s.takeReconcileLease(ctx, w.opts.ID, leaseFor(interval))
+	until, mine, err := s.takeReconcileLeaseUntil(ctx, w.opts.ID, leaseFor(interval))
+	if mine {
+		r.held.Store(until.UnixNano())
+	} else {
+		r.held.Store(0)
+	}
 	if stop.Err() != nil {
 		return // stopped: not worth a report
 	}

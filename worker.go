@@ -339,6 +339,7 @@ func (w *Worker) loop(ctx, base context.Context) {
 	)
 	for ctx.Err() == nil {
 		rec.maybeRun(ctx)
+		rec.maybePeriodic(ctx)
 		if len(w.slots) == cap(w.slots) {
 			// Every slot is busy: nothing to poll for until one frees.
 			select {
@@ -409,7 +410,7 @@ func (w *Worker) loop(ctx, base context.Context) {
 		}
 		woke = false
 		visitAt := w.nextNoted() // the poll may have taken events
-		if at := sooner(due, visitAt); !at.IsZero() {
+		if at := sooner(sooner(due, visitAt), rec.nextPeriodic(s.serverNow())); !at.IsZero() {
 			// The server's clock as read here is whole milliseconds: wait
 			// at least one, or a due time within it would spin the loop.
 			wait = max(min(wait, at.Sub(s.serverClock())), time.Millisecond)

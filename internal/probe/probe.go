@@ -45,6 +45,8 @@ var Branches = map[string]string{
 	"fanout/stagger":            "a visit of a task told of by an event put off for the rivals ranked ahead (fan-out)",
 	"fanout/forget":             "a rival ranked ahead forgotten after it left the worker the claim several times in a row",
 	"poll/claim-refused":        "a claim refused though nobody had written the record (409), tried again at the next poll",
+	"periodic/made":             "a periodic task's run made by the reconciler lease's holder",
+	"periodic/skipped":          "a periodic task's run let go: later than Within under SkipMissed",
 	"poll/claim-lost":           "a claim lost to another writer of the record (a rival's claim, an operator's change)",
 	"poll/rival":                "a listed marker whose task another worker had claimed since the listing: a rival",
 	"poll/fleet":                "the presence objects listed to learn the workers that poll the same head (contention)",
