@@ -240,5 +240,10 @@ func (r *reconciler) nextPeriodic(now time.Time) time.Time {
 	if now.Before(pr.retry) {
 		next = sooner(next, pr.retry)
 	}
+	if pr.busy.Load() {
+		// Runs are being made: a period that began meanwhile is looked
+		// at once they are, not at the next period.
+		next = sooner(next, now.Add(time.Second))
+	}
 	return next
 }

@@ -70,3 +70,28 @@ func TestPeriodicRuns(t *testing.T) {
 		}
 	})
 }
+
+// A worker whose one slot a long handler holds still makes the periodic
+// runs on time, and renews the reconciler's lease: its loop waits for the
+// reconciler as well as for a free slot.
+func TestPeriodicRunsWhileBusy(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		p := Periodic{Name: "tick", Schedule: Every(5 * time.Minute), Params: CreateParams{Type: "tick"}, Within: time.Minute}
+		opts := &StoreOptions{Files: map[string]FileOptions{"tick": {NoInput: true}}, Periodic: []Periodic{p}}
+		long := e.submit(CreateParams{Name: "long", Type: "long"})
+		start := time.Now()
+		e.run(e.store(opts), func(ctx context.Context, job *Job) error {
+			if job.Task.Type == "long" {
+				time.Sleep(40 * time.Minute)
+			}
+			return nil
+		}, &WorkerOptions{ID: "busy", Concurrency: 1, ReconcileInterval: 2 * time.Minute, LeaseDuration: time.Hour})
+		time.Sleep(31 * time.Minute)
+		if r := e.record(long.ID); r.Status != StatusRunning {
+			t.Fatalf("setup: the long task is %s, want running all along", r.Status)
+		}
+		if got, want := periodicTasks(t, e), wantRuns(p, start, time.Now()); !slices.Equal(got, want) {
+			t.Errorf("runs while the only slot was busy: %v, want one per period %v", got, want)
+		}
+	})
+}

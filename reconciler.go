@@ -211,10 +211,12 @@ type reconciler struct {
 	// periodic is the runs' bookkeeping, loop goroutine only apart from
 	// its busy flag.
 	periodic periodicRuns
+	// took tells the loop that this worker has just taken the lease.
+	took chan struct{}
 }
 
 func (w *Worker) newReconciler() *reconciler {
-	r := &reconciler{w: w}
+	r := &reconciler{w: w, took: make(chan struct{}, 1)}
 	if w.opts.ReconcileInterval > 0 {
 		r.next = time.Now().Add(w.store.jitter("reconcile", w.opts.ReconcileInterval))
 		if len(w.store.opts.Periodic) > 0 {
@@ -262,6 +264,29 @@ const turnFloor = 30 * time.Second
 // request.
 func (r *reconciler) wait() { r.wg.Wait() }
 
+// dueIn returns how long the loop may wait before it must look at the
+// reconciler again, for its next turn, a turn to try again or the next
+// periodic run; zero when nothing is planned (loop goroutine only). A
+// loop whose slots are all busy waits for it too: a long handler must not
+// hold up the lease's renewal or a periodic run.
+func (r *reconciler) dueIn() time.Duration {
+	var at time.Time // local clock
+	if !r.next.IsZero() {
+		at = r.next
+	}
+	if rt := r.retry.Load(); rt != 0 && !r.busy.Load() {
+		at = sooner(at, time.Unix(0, rt))
+	}
+	s := r.w.store
+	if p := r.nextPeriodic(s.serverNow()); !p.IsZero() {
+		at = sooner(at, time.Now().Add(p.Sub(s.serverClock())))
+	}
+	if at.IsZero() {
+		return 0
+	}
+	return max(time.Until(at), time.Millisecond)
+}
+
 // release hands the lease back when the worker stops, if it held it at its
 // last turn, so that another worker takes it at its next turn rather than
 // after the lease runs out. Call it after wait.
@@ -286,10 +311,21 @@ func (r *reconciler) turn(stop context.Context) {
 	ctx, cancel := context.WithTimeout(stop, max(leaseFor(interval), turnFloor))
 	defer cancel()
 	until, mine, err := s.takeReconcileLeaseUntil(ctx, w.opts.ID, leaseFor(interval))
-	if mine {
-		r.held.Store(until.UnixNano())
-	} else {
-		r.held.Store(0)
+	switch {
+	case mine:
+		if r.held.Swap(until.UnixNano()) == 0 {
+			// Newly the holder: the loop, maybe in a long wait planned
+			// before, looks at the periodic runs now.
+			select {
+			case r.took <- struct{}{}:
+			default:
+			}
+		}
+	case err == nil:
+		r.held.Store(0) // another worker holds it
+	default:
+		// Unknown: the lease this worker held, if any, is still its own
+		// until its end, as no other worker may take it before.
 	}
 	if stop.Err() != nil {
 		return // stopped: not worth a report

@@ -341,9 +341,18 @@ func (w *Worker) loop(ctx, base context.Context) {
 		rec.maybeRun(ctx)
 		rec.maybePeriodic(ctx)
 		if len(w.slots) == cap(w.slots) {
-			// Every slot is busy: nothing to poll for until one frees.
+			// Every slot is busy: nothing to poll for until one frees, or
+			// the reconciler has work.
+			var tick <-chan time.Time
+			var timer *time.Timer
+			if d := rec.dueIn(); d > 0 {
+				timer = time.NewTimer(d)
+				tick = timer.C
+			}
 			select {
 			case <-ctx.Done():
+			case <-tick:
+			case <-rec.took:
 			case <-w.freed:
 			case <-w.kicked:
 				kicked()
@@ -351,6 +360,9 @@ func (w *Worker) loop(ctx, base context.Context) {
 				if ctx.Err() == nil { // see below
 					listNow, woke = w.takeNotes() || listNow, true
 				}
+			}
+			if timer != nil {
+				timer.Stop()
 			}
 			continue
 		}
@@ -418,6 +430,7 @@ func (w *Worker) loop(ctx, base context.Context) {
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+		case <-rec.took:
 		case <-timer.C:
 			woke = !visitAt.IsZero() && !s.serverNow().Before(visitAt)
 		case <-w.kicked:
