@@ -103,12 +103,18 @@ const (
 	// ReleaseLimit, or failed it for timeout short of it (see
 	// checkReleases).
 	KindRelease Kind = "release"
+	// KindPeriodic: a period of a periodic task got two runs, a run for no
+	// period, a run made before its period or later than its policy
+	// allows, or no run while a worker held the reconciler's lease, up and
+	// reachable, from before the period began until well within the time
+	// its run could be made (see checkPeriodic).
+	KindPeriodic Kind = "periodic"
 )
 
 // Kinds lists every kind, in the order of the checks.
 func Kinds() []Kind {
 	return []Kind{KindOverlap, KindCompletion, KindAttempts, KindAPI, KindLateWrite, KindMarker,
-		KindNotice, KindClaimDelay, KindTransition, KindExpiry, KindStuck, KindKey, KindOverrun, KindCost, KindPickup, KindStop, KindIngest, KindInput, KindHistory, KindPause, KindRelease}
+		KindNotice, KindClaimDelay, KindTransition, KindExpiry, KindStuck, KindKey, KindOverrun, KindCost, KindPickup, KindStop, KindIngest, KindInput, KindHistory, KindPause, KindRelease, KindPeriodic}
 }
 
 // Violation is one broken guarantee found in a history.
@@ -129,7 +135,7 @@ func Check(h *History) []Violation {
 	var vs []Violation
 	for _, check := range []func(*index) []Violation{
 		checkOverlap, checkCompletion, checkAttempts, checkAPI, checkLateWrites, checkMarkers,
-		checkNotices, checkClaimDelay, checkTransitions, checkExpiry, checkStuck, checkKeys, checkOverrun, checkGoneReads, checkPickup, checkEventPickup, checkAnnounced, checkStopBy, checkIngest, checkInputOnce, checkHistories, checkPause, checkReleases,
+		checkNotices, checkClaimDelay, checkTransitions, checkExpiry, checkStuck, checkKeys, checkOverrun, checkGoneReads, checkPickup, checkEventPickup, checkAnnounced, checkStopBy, checkIngest, checkInputOnce, checkHistories, checkPause, checkReleases, checkPeriodic,
 	} {
 		vs = append(vs, check(x)...)
 	}

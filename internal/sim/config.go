@@ -81,6 +81,16 @@ type Config struct {
 	// that lands after Purge emptied the folder would leave an orphan.
 	// Default: one seed in four, but for Long worlds.
 	Tidy bool
+	// Periodic declares periodic tasks (StoreOptions.Periodic) in every
+	// process's Store: one of type "p" (declared without input, served by
+	// every worker) every 2 to 6 minutes, made late by no more than 60 s
+	// to half the period or, in half the worlds, run once however late;
+	// and in half the worlds a daily one at a minute of the run's first
+	// half hour, in a time zone east of UTC. The workers' reconciler runs
+	// every 2 to 5 minutes, so that its lease, and the making of the runs,
+	// moves from worker to worker as the adversary crashes, stops, pauses
+	// and cuts them off. Default: one seed in four.
+	Periodic bool
 	// Cap is how long after the turbulence the run waits for every task to
 	// finish before it reports the rest as stuck. Default 90 minutes, and
 	// 20 seconds more per task of a Burst and per task over 50.
@@ -118,6 +128,7 @@ func (c Config) withDefaults(rng *Rand) Config {
 	c.Pause = c.Pause || NewRand(c.Seed, "pause").Chance(0.5)
 	c.Functions = c.Functions || NewRand(c.Seed, "functions").Chance(1.0/6)
 	c.Rush = c.Rush || NewRand(c.Seed, "rush").Chance(0.25)
+	c.Periodic = c.Periodic || NewRand(c.Seed, "periodic").Chance(0.25)
 	c.Tidy = c.Tidy || !c.Long && NewRand(c.Seed, "tidy").Chance(0.25)
 	if c.Planted == 0 && planted {
 		c.Planted = nPlanted

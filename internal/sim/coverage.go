@@ -41,6 +41,8 @@ var Required = []string{
 	"poll/fleet-forget",
 	"poll/help",
 	"poll/leave",
+	"periodic/made",
+	"periodic/skipped",
 	"key/adopt",
 	"key/takeover",
 	"key/purged",

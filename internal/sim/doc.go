@@ -59,6 +59,15 @@
 //     seconds, while one output write in five lands up to MaxZombieDelay
 //     after its worker was told it failed: no output may come back into
 //     a folder Purge emptied (checkCompletion counts its writes);
+//   - in a quarter of the worlds, periodic tasks (StoreOptions.Periodic):
+//     one every 2 to 6 minutes, skipped when later than its Within or run
+//     once however late, and in half of them a daily one in a time zone
+//     east of UTC; the reconciler runs every 2 to 5 minutes, so that its
+//     lease, and with it the making of the runs, moves as the adversary
+//     crashes, stops, freezes and cuts off its holders, while clocks are
+//     skewed and answers lost; each period must have exactly one run, in
+//     the time its policy allows, whenever a holder was up
+//     (checkPeriodic);
 //   - in a third of the worlds the workers are fed S3 event notifications
 //     of what S3 applied (Worker.Notify), lost, repeated, late by up to a
 //     minute and so out of order, to every worker or to one; half of

@@ -31,6 +31,9 @@ func (w *World) startWorker(conc int, types []string) error {
 	if conc <= 0 {
 		conc = 1 + p.rng.IntN(3)
 	}
+	if types != nil && len(w.h.Periodics) > 0 && !slices.Contains(types, periodicType) {
+		types = append(slices.Clone(types), periodicType) // every worker makes and runs the periodic runs
+	}
 	p.conc, p.types = conc, types
 	// A worker that serves every type has a plain handler; one that serves
 	// some has a Mux, and leaves the tasks of other types to others.
@@ -47,6 +50,9 @@ func (w *World) startWorker(conc int, types []string) error {
 	// Production defaults: only the ID, the slots and the logger are set;
 	// and, for a worker that relies on events, the polling intervals.
 	opts := &s3task.WorkerOptions{ID: name, Concurrency: conc, Logger: w.log}
+	if len(w.h.Periodics) > 0 {
+		opts.ReconcileInterval = w.h.Params.ReconcileInterval
+	}
 	events := w.cfg.Events && NewRand(w.cfg.Seed, "events/"+name).Chance(0.5)
 	if events {
 		opts.PollInterval, opts.MaxPollInterval = s3task.DefaultMaxPollInterval, s3task.DefaultMaxPollInterval

@@ -51,6 +51,10 @@ type History struct {
 	// Deliveries lists every event notification handed to a worker
 	// (Config.Events), in order.
 	Deliveries []Delivery
+	// Periodics are the periodic tasks every Store declared
+	// (Config.Periodic); their runs are the tasks of key scope
+	// PeriodicScope.
+	Periodics []s3task.Periodic
 }
 
 // Delivery is an S3 event notification handed to a worker's Notify.
@@ -164,7 +168,8 @@ type Write struct {
 	Proc   string // the process whose client sent it
 	Method string // PUT, POST or DELETE
 	Key    string // the object key, without the bucket
-	// Body is kept for outputs and the wake object only.
+	// Body is kept for outputs, the wake object and the reconciler's
+	// lease only.
 	Body []byte
 	// Record is the decoded status.json of a PUT of a record; nil otherwise
 	// (and for a record that does not decode).

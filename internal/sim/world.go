@@ -135,6 +135,9 @@ func newWorld(cfg Config) (*World, error) {
 	if cfg.Events {
 		w.bus = newBus(w)
 	}
+	if cfg.Periodic {
+		w.h.Periodics, w.h.Params.ReconcileInterval = declarePeriodics(cfg.Seed, w.h.Start)
+	}
 	mem.OnApply(w.applied)
 	return w, nil
 }
@@ -179,6 +182,10 @@ func (w *World) newProc(name string) (*proc, error) {
 	}
 	if w.hooked {
 		opts.OnTerminal = p.onTerminal
+	}
+	if len(w.h.Periodics) > 0 {
+		opts.Files = map[string]s3task.FileOptions{periodicType: {NoInput: true}}
+		opts.Periodic = w.h.Periodics
 	}
 	st, err := s3task.NewStore(p.raw.Client, p.raw.Bucket, opts)
 	if err != nil {
@@ -245,7 +252,7 @@ func (w *World) applied(a s3test.Applied) {
 				w.mu.Unlock()
 			}
 		}
-	case strings.Contains(a.Key, "/output-attempt-"), a.Key == w.prefix+"_wake",
+	case strings.Contains(a.Key, "/output-attempt-"), a.Key == w.prefix+"_wake", a.Key == w.prefix+"_reconciler",
 		strings.HasPrefix(a.Key, ingestFolder), strings.HasSuffix(a.Key, "/input"):
 		wr.Body = append([]byte(nil), a.Body...)
 	}

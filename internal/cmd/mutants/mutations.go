@@ -169,6 +169,31 @@ var mutations = []mutation{
 		New:     `const purgeSettle = time.Second`,
 	},
 	{
+		Name:    "periodic-key-from-now",
+		Promise: "A periodic run's key names its period's start, so a run is made once however many workers try, at whatever moment of the period.",
+		File:    "periodic.go",
+		Old:     `	params.Key, params.KeyScope = p.runKey(start), periodicKeyScope`,
+		New:     `	params.Key, params.KeyScope = p.runKey(now), periodicKeyScope`,
+	},
+	{
+		Name:    "periodic-within-period",
+		Promise: "Under SkipMissed, a run not made within Periodic.Within of its period's start is skipped.",
+		File:    "periodic.go",
+		Old:     `	if p.Missed == SkipMissed && now.Sub(start) > p.within() {`,
+		New:     `	if p.Missed == SkipMissed && now.Sub(start) >= p.Schedule.Next(start).Sub(start) {`,
+	},
+	{
+		Name:    "periodic-settle-next",
+		Promise: "The lease's holder makes the run of every period while it holds the lease.",
+		File:    "periodic.go",
+		Old: `		s.reached("periodic/made")
+		r.w.log.Debug("s3task: periodic run", "periodic", p.Name, "period", start, "task_id", t.ID)
+		pr.settled[p.Name] = later(pr.settled[p.Name], start)`,
+		New: `		s.reached("periodic/made")
+		r.w.log.Debug("s3task: periodic run", "periodic", p.Name, "period", start, "task_id", t.ID)
+		pr.settled[p.Name] = later(pr.settled[p.Name], p.Schedule.Next(start))`,
+	},
+	{
 		Name:    "stop-ignores-deadline",
 		Promise: "Once the context given to Worker.Stop ends, running handlers are cancelled at once.",
 		File:    "worker.go",
