@@ -26,8 +26,8 @@ type PeriodicStatus struct {
 	// when neither has one. Earlier periods are not looked at.
 	LastPeriod time.Time
 	// LastID is the ID of the task of LastPeriod's run, whatever became of
-	// it; "" when LastPeriod is zero, or Err says why the run could not be
-	// read.
+	// it; "" when LastPeriod is zero or its key's object could not be read
+	// (Err).
 	LastID string
 	// Last is that task as its record reads. It is nil when LastPeriod is
 	// zero, when the task was purged (Purged), and when it has no record
