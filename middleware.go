@@ -46,8 +46,9 @@ func wrap(h Handler, mw []Middleware) (Handler, error) {
 type Op string
 
 // The Store calls that pass through StoreMiddleware: every call on a task,
-// those that create or change one and those that read one, the listings,
-// and pausing and resuming a task type. [Store.CreateForUpload] and
+// those that create or change one and those that read one, the listings
+// (of tasks, workers and periodic tasks), and pausing and resuming a task
+// type. [Store.CreateForUpload] and
 // [Store.Ingest] are an OpCreate; [Store.PresignUploadForm] is an
 // OpPresignUpload. A keyed create that finds its key's task (see
 // [CreateParams.Key]) then passes that task through as an OpGet, with
@@ -72,6 +73,7 @@ const (
 	OpList            Op = "list"             // Store.List
 	OpStats           Op = "stats"            // Store.Stats
 	OpWorkers         Op = "workers"          // Store.Workers
+	OpPeriodics       Op = "periodics"        // Store.Periodics
 	OpPause           Op = "pause"            // Store.Pause
 	OpResume          Op = "resume"           // Store.Resume
 	OpPaused          Op = "paused"           // Store.Paused
@@ -98,7 +100,7 @@ type Call struct {
 	Op Op
 	// TaskID is the task the call is for; empty for OpCreate, whose task's
 	// ID is that of the Task returned, and for OpList, OpStats, OpWorkers,
-	// OpPause, OpResume and OpPaused.
+	// OpPeriodics, OpPause, OpResume and OpPaused.
 	TaskID string
 	// Task is the task's record as the Store read it for this call, before
 	// any middleware ran, for every Op with a TaskID: a tenant or permission
@@ -185,7 +187,8 @@ type CallFunc func(ctx context.Context, c *Call) (*Task, error)
 //
 // The CallFunc returns the task the call returned or, for a call that
 // returns something else (a URL, an output, a page), the task's record, or
-// nil for OpList, OpStats, OpWorkers, OpPause, OpResume and OpPaused.
+// nil for OpList, OpStats, OpWorkers, OpPeriodics, OpPause, OpResume and
+// OpPaused.
 //
 // StoreOptions.Middleware lists them outermost first, as for Middleware.
 type StoreMiddleware func(next CallFunc) CallFunc
@@ -283,6 +286,10 @@ func (s *Store) perform(ctx context.Context, c *Call) (*Task, error) {
 		return nil, err
 	case OpWorkers:
 		list, err := s.workers(ctx)
+		c.result = list
+		return nil, err
+	case OpPeriodics:
+		list, err := s.periodics(ctx)
 		c.result = list
 		return nil, err
 	case OpPause, OpResume:

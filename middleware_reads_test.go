@@ -253,8 +253,8 @@ func TestWorkerReadsBypassStoreMiddleware(t *testing.T) {
 }
 
 func TestOpWrites(t *testing.T) {
-	writes := []s3task.Op{s3task.OpCreate, s3task.OpSubmit, s3task.OpCancel, s3task.OpRetry, s3task.OpSchedule, s3task.OpUploadInput}
-	reads := []s3task.Op{s3task.OpGet, s3task.OpPresignUpload, s3task.OpPresignDownload, s3task.OpOpenOutput, s3task.OpList, s3task.OpStats, s3task.OpWorkers}
+	writes := []s3task.Op{s3task.OpCreate, s3task.OpSubmit, s3task.OpCancel, s3task.OpRetry, s3task.OpPurge, s3task.OpSchedule, s3task.OpUploadInput, s3task.OpPause, s3task.OpResume}
+	reads := []s3task.Op{s3task.OpGet, s3task.OpPresignUpload, s3task.OpPresignDownload, s3task.OpOpenOutput, s3task.OpList, s3task.OpStats, s3task.OpWorkers, s3task.OpPeriodics, s3task.OpPaused}
 	for _, op := range writes {
 		if !op.Writes() {
 			t.Errorf("%s.Writes() = false", op)

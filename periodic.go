@@ -110,6 +110,19 @@ func (p *Periodic) runKey(start time.Time) string {
 	return p.Name + "@" + start.UTC().Format(time.RFC3339)
 }
 
+// enqueueRun makes p's run for the period that starts at start, or finds it
+// made: a keyed Enqueue of p.Params under the run's key, in
+// periodicKeyScope, named after the period unless Params name it. A run
+// that was made and purged is not made again: that is a *PurgedError.
+func (s *Store) enqueueRun(ctx context.Context, p *Periodic, start time.Time) (*Task, error) {
+	params := p.Params
+	params.Key, params.KeyScope = p.runKey(start), periodicKeyScope
+	if params.Name == "" {
+		params.Name = p.Name + " " + start.Format(time.RFC3339)
+	}
+	return s.enqueue(ctx, params, nil, keyPolicy{keepPurged: true})
+}
+
 // dueRun decides, at now by the server's clock, whether to make p's run
 // for its latest period: it returns that period's start and whether to
 // make it. made is the start of the latest period whose run this process
@@ -194,14 +207,9 @@ func (r *reconciler) maybePeriodic(ctx context.Context) {
 func (r *reconciler) makeRun(ctx context.Context, p *Periodic, now time.Time) {
 	s := r.w.store
 	start := p.Schedule.Prev(now)
-	params := p.Params
-	params.Key, params.KeyScope = p.runKey(start), periodicKeyScope
-	if params.Name == "" {
-		params.Name = p.Name + " " + start.Format(time.RFC3339)
-	}
 	cctx, cancel := r.w.bounded(ctx)
 	defer cancel()
-	t, err := s.enqueue(cctx, params, nil, keyPolicy{keepPurged: true})
+	t, err := s.enqueueRun(cctx, p, start)
 	pr := &r.periodic
 	pr.mu.Lock()
 	defer pr.mu.Unlock()

@@ -137,20 +137,14 @@ func (s *Store) putReconcileLease(ctx context.Context, l reconcileLease, etag st
 	return err
 }
 
-// takeReconcileLease reports whether holder holds the reconciler lease now,
-// taking it or renewing it for ttl if it is free, its own, or run out.
-// A write refused as if another had written first may be the SDK's resend
-// of this one's own write, applied but its answer lost: the lease is read
-// again to tell. Requests: one GET; and one PUT when it is taken or
-// renewed, and another GET if that PUT fails.
-func (s *Store) takeReconcileLease(ctx context.Context, holder string, ttl time.Duration) (bool, error) {
-	_, ok, err := s.takeReconcileLeaseUntil(ctx, holder, ttl)
-	return ok, err
-}
-
-// takeReconcileLeaseUntil is takeReconcileLease, and returns the lease's
-// end as written when it is held: the earliest the server's clock may
-// read plus ttl, so it lasts at least that long by the server's clock.
+// takeReconcileLeaseUntil reports whether holder holds the reconciler
+// lease now, taking it or renewing it for ttl if it is free, its own, or
+// run out, and returns the lease's end as written when it is held: the
+// earliest the server's clock may read plus ttl, so it lasts at least that
+// long by the server's clock. A write refused as if another had written
+// first may be the SDK's resend of this one's own write, applied but its
+// answer lost: the lease is read again to tell. Requests: one GET; and one
+// PUT when it is taken or renewed, and another GET if that PUT fails.
 func (s *Store) takeReconcileLeaseUntil(ctx context.Context, holder string, ttl time.Duration) (until time.Time, ok bool, _ error) {
 	key := s.reconcileKey()
 	cur, etag, err := s.readReconcileLease(ctx)

@@ -167,6 +167,7 @@ func (a *api) register(mux *http.ServeMux) {
 	mux.Handle("POST /tasks/bulk", a.handle(a.bulk))
 	mux.Handle("GET /stats", a.handle(a.stats, "span", "max_tasks"))
 	mux.Handle("GET /workers", a.handle(a.workers))
+	mux.Handle("GET /periodics", a.handle(a.periodics))
 	mux.Handle("GET /paused", a.handle(a.paused))
 	mux.Handle("POST /paused", a.handle(a.setPaused))
 	// Everything else under the API's paths answers in JSON too, not with
@@ -179,7 +180,7 @@ func (a *api) register(mux *http.ServeMux) {
 // catchAll are the patterns of noRoute: every path of the API that no
 // route takes. "GET /tasks/bulk" keeps a GET of the bulk path from
 // reading "bulk" as a task ID: it answers 405, Allow: POST.
-var catchAll = []string{"/tasks", "/tasks/", "/stats", "/workers", "/paused", "GET /tasks/bulk"}
+var catchAll = []string{"/tasks", "/tasks/", "/stats", "/workers", "/periodics", "/paused", "GET /tasks/bulk"}
 
 // noRoute answers a request no API route takes: 405 with an Allow header
 // if the path takes other methods, 404 otherwise.
@@ -599,8 +600,12 @@ func (a *api) create(w http.ResponseWriter, r *http.Request, caller string) erro
 		return badRequest("invalid_argument", "name: give the task a name, 1 to %d bytes, not only spaces", maxNameBytes)
 	}
 	tt, ok := lookupType(req.Type)
-	if !ok {
-		return badRequest("invalid_body", "type %q: want one of %s", clip(req.Type, maxEcho), strings.Join(typeNames(), ", "))
+	switch {
+	case !ok:
+		return badRequest("invalid_body", "type %q: want one of %s", clip(req.Type, maxEcho), strings.Join(inputTypeNames(), ", "))
+	case tt.noInput:
+		return badRequest("invalid_body", "type %q takes no file: the fleet makes its tasks on a schedule (GET /periodics); create one of %s",
+			req.Type, strings.Join(inputTypeNames(), ", "))
 	}
 	args, err := taskArgs(tt, req.Payload)
 	if err != nil {

@@ -143,6 +143,8 @@ func (a *app) init(ctx context.Context, creds []credential) error {
 		Logger:           a.log,
 		SpoolDir:         cfg.spoolDir,
 		InputContentType: "text/csv",
+		Files:            fileOptions(),
+		Periodic:         summaryPeriodics(cfg.summary),
 	}
 	if a.otel != nil {
 		// Spans for create, submit, retry, cancel; the create span's
@@ -255,7 +257,7 @@ func (a *app) serve(ln net.Listener, h http.Handler) (*http.Server, chan error) 
 
 // newWorker makes the worker; runWorker runs it.
 func (a *app) newWorker() error {
-	mux, err := newMux()
+	mux, err := newMux(a.store)
 	if err != nil {
 		return err
 	}
@@ -365,6 +367,13 @@ func (a *app) banner(w io.Writer) {
 	}
 	if a.worker != nil {
 		fmt.Fprintf(w, "csvbatch: worker  %s running (concurrency %d; types %v)\n", a.worker.ID(), a.cfg.concurrency, typeNames())
+	}
+	if a.worker != nil || a.srv != nil {
+		if a.cfg.summary.IsZero() {
+			fmt.Fprintf(w, "csvbatch: summary off (-summary-schedule)\n")
+		} else {
+			fmt.Fprintf(w, "csvbatch: summary %s tasks, %s\n", typeSummary, a.cfg.summary)
+		}
 	}
 	if a.ingester != nil {
 		fmt.Fprintf(w, "csvbatch: ingest  files under %s become %s tasks (sweep every %s)\n", a.cfg.ingestPrefix, a.cfg.ingestType, a.cfg.ingestSweep)

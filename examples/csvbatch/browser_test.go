@@ -330,7 +330,10 @@ func poll[T any](expression string) chromedp.Action[T] {
 func TestBrowserOperatorViews(t *testing.T) {
 	t.Parallel()
 	skipWithoutChromium(t)
-	s := startService(t, svcOptions{})
+	// The periodic summary runs daily twelve hours from now: it is shown,
+	// and makes no run during the test.
+	summaryAt := fmt.Sprintf("%02d:00", (time.Now().UTC().Hour()+12)%24)
+	s := startService(t, svcOptions{args: []string{"-summary-schedule", "daily:" + summaryAt}})
 	v := seedOperatorViews(t, s)
 	ctx := startBrowser(t)
 	shots := os.Getenv("CSVBATCH_SCREENSHOTS")
@@ -448,7 +451,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 		if !strings.HasPrefix(got.Caption, "Completed "+strconv.Itoa(st.ByStatus["completed"])+" in the span") {
 			t.Errorf("chart caption %q", got.Caption)
 		}
-		if diff := cmp.Diff([]string{typeEnrich, typeStats}, got.Types); diff != "" {
+		if diff := cmp.Diff([]string{typeEnrich, typeStats, typeSummary}, got.Types); diff != "" {
 			t.Errorf("types (-want +got):\n%s", diff)
 		}
 	}
@@ -717,7 +720,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 		Types: tr.children[3].textContent, Running: tr.querySelector('.running-cell').textContent,
 	}))`, &workers)
 	wantWorkers := []struct{ ID, Live, Busy, Types, Running string }{
-		{s.app.worker.ID(), "live", "0 of " + strconv.Itoa(s.app.cfg.concurrency), "csv_enrich, csv_stats", "nothing"},
+		{s.app.worker.ID(), "live", "0 of " + strconv.Itoa(s.app.cfg.concurrency), "csv_enrich, csv_stats, task_summary", "nothing"},
 		{"worker-gone", "not live", "1 of 4", "every type", v.stuck},
 	}
 	slices.SortFunc(wantWorkers, func(a, b struct{ ID, Live, Busy, Types, Running string }) int { return strings.Compare(a.ID, b.ID) })
@@ -731,6 +734,21 @@ func TestBrowserOperatorViews(t *testing.T) {
 	f = fields()
 	if f["Worker"] != "worker-gone" || !strings.Contains(f["Last report"], "overdue, the worker may have died") || !strings.Contains(f["Taken over at"], "if its worker stays silent") {
 		t.Errorf("detail of the task of a dead worker: %v", f)
+	}
+
+	// The periodic tasks: the summary, its schedule, no run yet.
+	periodicRows := `document.querySelectorAll('#periodic-rows tr').length === 1`
+	run("opening the periodic tasks", chromedp.Click(chromedp.CSS(`#nav a[data-view="periodic"]`)), poll[chromedp.Void](periodicRows))
+	var periodic struct{ Name, Run, Schedule, Latest, Task string }
+	evaluate(`(() => { const tr = document.querySelector('#periodic-rows tr'); return {
+		Name: tr.dataset.name, Run: tr.dataset.run, Schedule: tr.children[1].textContent,
+		Latest: tr.children[3].textContent, Task: tr.children[4].textContent,
+	}; })()`, &periodic)
+	wantPeriodic := struct{ Name, Run, Schedule, Latest, Task string }{
+		summaryName, "none", "daily at " + summaryAt + " UTCmissed runs: skip", "none yet", "—",
+	}
+	if diff := cmp.Diff(wantPeriodic, periodic); diff != "" {
+		t.Errorf("the periodic tasks (-want +got):\n%s", diff)
 	}
 
 	// A phone, 390 px wide: every view fits, its content in view.
@@ -806,6 +824,10 @@ func TestBrowserOperatorViews(t *testing.T) {
 	show("#/workers", "workers", workerRows)
 	fits("the workers")
 	inView("the workers", "#worker-rows .status, #worker-rows .running-cell a", 3)
+
+	show("#/periodic", "periodic", periodicRows)
+	fits("the periodic tasks")
+	inView("the periodic tasks", "#periodic-rows td", 5)
 
 	show("#/tasks", "tasks", `!!document.querySelector('#rows tr.task')`)
 	fits("all tasks")

@@ -15,6 +15,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/examples/internal/periodicspec"
 	"github.com/s3task/s3task/examples/internal/s3client"
 )
 
@@ -23,6 +24,13 @@ const (
 	modeBoth   = "both"
 	modeAPI    = "api"
 	modeWorker = "worker"
+)
+
+// The values of -summary-schedule: its default, and the one that turns the
+// periodic summary off.
+const (
+	defaultSummary = "daily:00:05"
+	summaryOff     = "off"
 )
 
 // envPrefix is prepended to a flag's name, upper-cased with '-' turned into
@@ -60,6 +68,11 @@ type config struct {
 	s3Wait          time.Duration // how long start waits for S3 to answer; 0: until stopped
 	selftestRows    int
 	verbose         bool
+
+	// The periodic summary (see summary.go): -summary-schedule as written,
+	// and the Schedule it names, the zero Schedule for "off".
+	summarySpec string
+	summary     s3task.Schedule
 
 	// Metrics (see metrics.go).
 	metricsPublic bool          // serve /metrics without the API's auth rule
@@ -131,6 +144,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), usageOut 
 	fs.DurationVar(&c.ingestSweep, "ingest-sweep", time.Minute, "how often the -ingest folder is listed for files no event announced")
 	fs.StringVar(&c.eventsToken, "events-token", "", "serve POST /s3-events, the webhook for the S3 server's event notifications, to deliveries that carry this `secret` (as ?token= or a bearer header); they wake this process's worker for the tasks they name and feed its -ingest. -mode worker needs -events-listen with it, -mode api needs -ingest. Prefer CSVBATCH_EVENTS_TOKEN")
 	fs.StringVar(&c.eventsListen, "events-listen", "", "serve POST /s3-events, and nothing else, on this `address` of its own instead of the API's, opened before csvbatch waits for S3, so that an S3 server that tests its webhook when it starts (versitygw) can start after csvbatch; needs -events-token")
+	fs.StringVar(&c.summarySpec, "summary-schedule", defaultSummary, "when the fleet makes a "+typeSummary+" task, a CSV of the tasks of the day before counted by type and status: every:<duration>, daily:HH:MM[:<zone>] or weekly:<day>:HH:MM[:<zone>] (zone default UTC), or off. Give every process of the fleet, API ones included, the same value")
 	fs.DurationVar(&c.statsInterval, "stats-interval", 5*time.Minute, "how often to refresh the bucket gauges of /metrics with Store.Stats; 0 turns them off")
 	fs.IntVar(&c.statsMaxTasks, "stats-max-tasks", 100, "records one Store.Stats refresh reads, newest first (one GET each)")
 	fs.Usage = func() {
@@ -180,8 +194,8 @@ func (c *config) validate() error {
 		return errors.New("-selftest-rows needs a worker in this process: use -mode both or worker")
 	}
 	if c.ingestPrefix != "" {
-		if _, ok := lookupType(c.ingestType); !ok {
-			return fmt.Errorf("-ingest-type %q: want one of %s", c.ingestType, strings.Join(typeNames(), ", "))
+		if tt, ok := lookupType(c.ingestType); !ok || tt.noInput {
+			return fmt.Errorf("-ingest-type %q: want one of %s", c.ingestType, strings.Join(inputTypeNames(), ", "))
 		}
 		if c.ingestSweep <= 0 {
 			return fmt.Errorf("-ingest-sweep %s: must be positive", c.ingestSweep)
@@ -189,6 +203,15 @@ func (c *config) validate() error {
 	}
 	if err := c.validateEvents(); err != nil {
 		return err
+	}
+	if c.summarySpec != summaryOff {
+		var err error
+		if c.summary, err = periodicspec.Schedule(c.summarySpec); err != nil {
+			return fmt.Errorf("-summary-schedule: %w (or off)", err)
+		}
+	}
+	if c.selftestRows > 0 {
+		c.summary = s3task.Schedule{} // a selftest measures its one task alone
 	}
 	if c.s3Wait < 0 {
 		return fmt.Errorf("-s3-wait %s: want 0 (until stopped) or a positive duration", c.s3Wait)

@@ -61,7 +61,7 @@ func TestTaskArgs(t *testing.T) {
 func TestHandlers(t *testing.T) {
 	t.Parallel()
 	store := s3tasktest.NewStore(t, nil)
-	mux, err := newMux()
+	mux, err := newMux(store)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -249,7 +249,7 @@ func runProgram(t *testing.T, args ...string) string {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := run(ctx, append([]string{"-listen", "127.0.0.1:0", "-data", "", "-poll", "20ms", "-poll-max", "100ms"}, args...), pw, io.Discard)
+		err := run(ctx, append([]string{"-listen", "127.0.0.1:0", "-data", "", "-poll", "20ms", "-poll-max", "100ms", "-summary-schedule", "off"}, args...), pw, io.Discard)
 		pw.CloseWithError(errors.New("run returned"))
 		done <- err
 	}()

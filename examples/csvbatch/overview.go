@@ -10,9 +10,10 @@ import (
 	"github.com/s3task/s3task/examples/internal/taskview"
 )
 
-// The operator's overview and workers view: GET /stats counts the tasks
-// of a span of time with Store.Stats, GET /workers lists the workers that
-// announce themselves with Store.Workers. The page draws its dashboard
+// The operator's overview, workers and periodic tasks views: GET /stats
+// counts the tasks of a span of time with Store.Stats, GET /workers lists
+// the workers that announce themselves with Store.Workers, GET /periodics
+// the periodic tasks with Store.Periodics. The page draws its dashboard
 // and charts from them.
 
 // statsSpan is a value of GET /stats?span=: how far back the count goes,
@@ -169,5 +170,20 @@ func (a *api) workers(w http.ResponseWriter, r *http.Request, _ string) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, taskview.WorkersOf(list, false))
+	return nil
+}
+
+// periodics: GET /periodics -> 200 taskview.Periodics, the shape of
+// "s3taskctl periodics -json": each periodic task this service declares
+// (-summary-schedule), when it runs next, and its latest run with its task.
+func (a *api) periodics(w http.ResponseWriter, r *http.Request, _ string) error {
+	if _, err := queryParams(r); err != nil {
+		return err
+	}
+	list, err := a.store.Periodics(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, taskview.PeriodicsOf(list, viewOf))
 	return nil
 }

@@ -99,6 +99,9 @@ func TestRunRefuses(t *testing.T) {
 		{"events listener without a token", []string{"-events-listen", "127.0.0.1:0"}, "-events-listen needs -events-token"},
 		{"events in a selftest", []string{"-events-token", "hook-secret", "-selftest-rows", "10"}, "nothing to serve"},
 		{"negative S3 wait", []string{"-s3-wait", "-1s"}, "-s3-wait -1s"},
+		{"summary schedule", []string{"-summary-schedule", "hourly"}, `-summary-schedule: schedule "hourly"`},
+		{"summary period too short", []string{"-summary-schedule", "every:10s"}, "at least 1m0s"},
+		{"ingest into a type without input", []string{"-ingest", "incoming/", "-ingest-type", typeSummary}, `-ingest-type "task_summary": want one of csv_enrich, csv_stats`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -12,8 +12,9 @@ import (
 
 // The task types this service runs.
 const (
-	typeEnrich = "csv_enrich"
-	typeStats  = "csv_stats"
+	typeEnrich  = "csv_enrich"
+	typeStats   = "csv_stats"
+	typeSummary = "task_summary" // no input: made on a schedule (see summary.go)
 )
 
 // enrichArgs is the payload of a csv_enrich task.
@@ -50,14 +51,19 @@ type taskType struct {
 	// newArgs returns a new zero value of the type's arguments, as a
 	// pointer, for a create request's payload to be decoded into.
 	newArgs func() any
-	// handle registers the type's handler on mux.
-	handle func(mux *s3task.Mux) error
+	// handle registers the type's handler on mux; store is the worker's.
+	handle func(mux *s3task.Mux, store *s3task.Store) error
+	// noInput: the type's tasks take no file (s3task.FileOptions.NoInput).
+	// The fleet makes them on a schedule; the API does not create them,
+	// and -ingest does not make files into them.
+	noInput bool
 }
 
 // taskTypes lists the types in the order the page offers them.
 var taskTypes = []taskType{
 	csvType(typeEnrich, `{"required": [column, ...], "email_column": column}`, enrich),
 	csvType(typeStats, `{} or nothing: it takes no options`, stats),
+	{name: typeSummary, noInput: true, handle: handleSummary},
 }
 
 // csvType is a task type whose handler streams the input CSV through
@@ -68,7 +74,7 @@ func csvType[T any](name, hint string, process func(ctx context.Context, in io.R
 		name:    name,
 		hint:    hint,
 		newArgs: func() any { return new(T) },
-		handle: func(mux *s3task.Mux) error {
+		handle: func(mux *s3task.Mux, _ *s3task.Store) error {
 			return s3task.HandleJSON(mux, name, func(ctx context.Context, job *s3task.Job, args T) error {
 				return categorize(runCSVJob(ctx, job, func(in io.Reader, out io.Writer) (s3task.Progress, error) {
 					return process(ctx, in, out, job.Task.InputSize, args, job.SetProgress)
@@ -96,12 +102,35 @@ func typeNames() []string {
 	return names
 }
 
+// inputTypeNames lists the names of the task types that take a file: those
+// the API creates and -ingest makes files into.
+func inputTypeNames() []string {
+	var names []string
+	for _, tt := range taskTypes {
+		if !tt.noInput {
+			names = append(names, tt.name)
+		}
+	}
+	return names
+}
+
+// fileOptions declares the task types without input to the Store.
+func fileOptions() map[string]s3task.FileOptions {
+	files := map[string]s3task.FileOptions{}
+	for _, tt := range taskTypes {
+		if tt.noInput {
+			files[tt.name] = s3task.FileOptions{NoInput: true, OutputExt: ".csv"}
+		}
+	}
+	return files
+}
+
 // newMux returns the worker's handler: a Mux serving every task type. The
-// worker claims only the types registered on it.
-func newMux() (*s3task.Mux, error) {
+// worker claims only the types registered on it. store is the worker's.
+func newMux(store *s3task.Store) (*s3task.Mux, error) {
 	mux := new(s3task.Mux)
 	for _, tt := range taskTypes {
-		if err := tt.handle(mux); err != nil {
+		if err := tt.handle(mux, store); err != nil {
 			return nil, err
 		}
 	}

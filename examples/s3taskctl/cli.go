@@ -76,6 +76,9 @@ type cli struct {
 	lookupEnv      func(string) (string, bool)
 	set            settings
 	timeoutSet     bool // -timeout given, on the command line or in the environment
+	// periodic are the fleet's periodic tasks, as the periodics command's
+	// -periodic declares them, for the Store open makes.
+	periodic []s3task.Periodic
 
 	client   *s3.Client
 	store    *s3task.Store
@@ -299,10 +302,19 @@ func (c *cli) open(ctx context.Context) (*s3task.Store, error) {
 		opts.APIOptions = append(opts.APIOptions, boundCalls(ctx, deadline))
 		client = s3.New(opts)
 	}
-	store, err := s3task.NewStore(client, c.set.bucket, &s3task.StoreOptions{
+	opts := &s3task.StoreOptions{
 		Prefix: c.set.prefix,
 		Logger: slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	}
+	if len(c.periodic) > 0 {
+		// A periodic task's type takes no input, and the Store checks it:
+		// this Store only reads their runs.
+		opts.Periodic, opts.Files = c.periodic, map[string]s3task.FileOptions{}
+		for _, p := range c.periodic {
+			opts.Files[p.Params.Type] = s3task.FileOptions{NoInput: true}
+		}
+	}
+	store, err := s3task.NewStore(client, c.set.bucket, opts)
 	if err != nil {
 		return nil, usageErr(err)
 	}

@@ -125,6 +125,32 @@ reconciler deletes its object 24 hours after its last write. An object
 that cannot be read is listed as UNREADABLE, with its key. Requests: one
 LIST and one GET per worker (at most 1000). -live shows only the live
 workers.`},
+		{name: "periodics", synopsis: "-periodic NAME:TYPE:SCHEDULE [-periodic ...]", setup: periodicsCmd,
+			summary: "the fleet's periodic tasks: when each runs next, and its latest run",
+			help: `Shows the periodic tasks of the fleet (StoreOptions.Periodic): for each, its
+schedule, what becomes of a run not made in time (skip, or run-once), when
+its next run is due, and its latest run: the period it is the run of, its
+task's ID and status. The bucket does not record the declarations, only
+the runs, whose keys name the task and the period: give each periodic task
+as the fleet declares it, with -periodic NAME:TYPE:SCHEDULE, where SCHEDULE
+is
+
+  every:<duration>              every:15m, every:1h (at least 1m)
+  daily:HH:MM[:<zone>]          daily:02:00, daily:02:00:Europe/Berlin
+  weekly:<day>:HH:MM[:<zone>]   weekly:mon:06:30, weekly:sunday:23:00:UTC
+
+the zone an IANA name (default UTC), and add ,missed=run-once for a task
+declared with RunMissedOnce. csvbatch's summary is
+-periodic task-summary:task_summary:daily:00:05 with its default
+-summary-schedule. Repeat -periodic for each task. A declaration that
+cannot be read is a usage error.
+
+The latest run is looked for in the latest period and, if that has none
+yet, the one before; further back, none is shown ("none yet"). A run made
+and then purged shows as purged; one whose key names a task with no record
+yet as being made; one that cannot be read as UNREADABLE, with the reason
+below the table. Requests: at most two GETs of a key and one of a record
+per periodic task. It writes nothing.`},
 		{name: "pause", synopsis: "TYPE", setup: pauseCmd(true), args: []string{"TYPE"},
 			summary: "stop the workers claiming the tasks of a type",
 			help: `Pauses a task type: within a PollInterval no worker claims a task of it

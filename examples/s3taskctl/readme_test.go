@@ -102,7 +102,7 @@ func TestEscapeRaw(t *testing.T) {
 func TestReadmeShapes(t *testing.T) {
 	t.Parallel()
 	shapes := readmeShapes(t)
-	for _, label := range []string{"`list`", "`show`", "`show` (unreadable)", "`stats`", "`workers`", "`reconcile`", "`purge`", "`check`", "any failure"} {
+	for _, label := range []string{"`list`", "`show`", "`show` (unreadable)", "`stats`", "`workers`", "`periodics`", "`reconcile`", "`purge`", "`check`", "any failure"} {
 		if _, ok := shapes[label]; !ok {
 			t.Errorf("README.md documents no JSON document for %s", label)
 		}

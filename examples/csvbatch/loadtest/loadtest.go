@@ -159,7 +159,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	common := []string{"-bucket", bucket, "-s3-path-style", "-stats-interval", "0"}
+	// No periodic summary: every task in the bucket is one a client made.
+	common := []string{"-bucket", bucket, "-s3-path-style", "-stats-interval", "0", "-summary-schedule", "off"}
 	var procs []*proc
 	defer func() {
 		// Stop in parallel: each takes up to its shutdown timeout.

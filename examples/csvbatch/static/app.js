@@ -9,6 +9,7 @@
 //   #/tasks?status=&type=   the tasks, by state and type
 //   #/tasks/{id}       one task with every field and its actions
 //   #/workers          the workers that announce themselves
+//   #/periodic         the periodic tasks: when each runs next, its latest run
 //
 // A list of tasks has a checkbox per row for the bulk actions (POST
 // /tasks/bulk): each runs first as a dry run, whose outcome a dialog
@@ -21,7 +22,7 @@ const TICK_MS = 2000;
 // STATE_MAX_SCAN records (one GET each) to fill a page, and the overview
 // reads up to 1,000 (GET /stats), so they reload less often than the
 // plain list and a task.
-const RELOAD_MS = { tasks: 2000, filtered: 10000, task: 2000, workers: 5000, overview: 30000 };
+const RELOAD_MS = { tasks: 2000, filtered: 10000, task: 2000, workers: 5000, periodic: 10000, overview: 30000 };
 const STATE_MAX_SCAN = 500;
 // The most tasks "Retry all dead tasks of this type" acts on at once: a
 // bulk call shares the API's S3 deadline, and a retry costs some 7
@@ -209,6 +210,7 @@ function parseRoute() {
     return { view: 'task', id };
   }
   if (path === '/workers') return { view: 'workers' };
+  if (path === '/periodic') return { view: 'periodic' };
   return { view: 'overview' };
 }
 
@@ -222,7 +224,7 @@ function route() {
     state.next = '';
     state.selected.clear();
   }
-  for (const v of ['overview', 'tasks', 'task', 'workers']) {
+  for (const v of ['overview', 'tasks', 'task', 'workers', 'periodic']) {
     $('#' + v + '-view').hidden = v !== r.view;
   }
   for (const a of document.querySelectorAll('#nav a')) {
@@ -259,6 +261,7 @@ async function tick() {
     else if (r.view === 'tasks') await loadTasks(r);
     else if (r.view === 'task') await loadTask(r.id);
     else if (r.view === 'workers') await loadWorkers();
+    else if (r.view === 'periodic') await loadPeriodics();
   } finally {
     state.loadedAt = Date.now();
     state.loading = false;
@@ -1050,6 +1053,58 @@ function renderWorkers(list) {
   $('#workers-broken').replaceChildren(...list.broken.map((b) => el('li', {
     textContent: 'Unreadable presence object ' + b.key + ': ' + b.error,
   })));
+}
+
+// ---- the periodic tasks ----
+
+async function loadPeriodics() {
+  let list;
+  try {
+    list = await api('GET', '/periodics');
+  } catch (e) {
+    if (e.status !== 401) showError('#periodic-error', 'Could not load the periodic tasks: ' + e.message);
+    return;
+  }
+  showError('#periodic-error', '');
+  renderPeriodics(list);
+}
+
+// RUN_STATUS says what a latest run's status means when it is not a
+// task's.
+const RUN_STATUS = {
+  purged: 'purged: made, then purged',
+  unrecorded: 'being made (its task has no record yet)',
+  unreadable: 'unreadable',
+};
+
+function renderPeriodics(list) {
+  const now = new Date(list.read_at); // S3's clock, by which the periods were told
+  const n = list.periodics.length;
+  $('#periodic-summary').textContent = n + ' periodic task' + (n === 1 ? '' : 's') +
+    ', as of ' + now.toLocaleString() + ' by S3\'s clock. The latest run is looked for in the latest period and the one before.';
+  $('#periodic-rows').replaceChildren(...list.periodics.map((p) => {
+    const next = new Date(p.next_run_at);
+    const run = p.last_run;
+    let latest = [el('span', { className: 'status', textContent: 'none yet' })];
+    let task = ['—'];
+    if (run) {
+      latest = [
+        el('span', { className: 'status status-' + run.status, textContent: RUN_STATUS[run.status] || STATES[run.status] || run.status }),
+        el('span', { className: 'counts', textContent: 'of ' + new Date(run.period).toLocaleString() }),
+      ];
+      if (run.error) latest.push(el('span', { className: 'counts error', textContent: run.error }));
+      if (run.task) task = [taskLink(run.task_id, run.task.task_name || run.task_id)];
+      else if (run.task_id) task = [el('span', { className: 'mono', textContent: run.task_id })];
+    }
+    return el('tr', { className: 'periodic', dataset: { name: p.name, run: run ? run.status : 'none' } },
+      cell('Periodic task', {}, el('span', { className: 'mono', textContent: p.name }),
+        el('span', { className: 'counts', textContent: p.task_type + ' tasks' })),
+      cell('Schedule', {}, p.schedule, el('span', { className: 'counts', textContent: 'missed runs: ' + p.missed })),
+      cell('Next run', {}, next.toLocaleString(), el('span', { className: 'counts', textContent: 'in ' + duration((next - now) / 1000) })),
+      cell('Latest run', {}, ...latest),
+      cell('Its task', { className: 'running-cell' }, ...task));
+  }));
+  $('#periodic-empty').hidden = n > 0;
 }
 
 // ---- creating a task, uploading its file ----
