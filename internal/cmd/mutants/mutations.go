@@ -172,8 +172,8 @@ var mutations = []mutation{
 		Name:    "periodic-key-from-now",
 		Promise: "A periodic run's key names its period's start, so a run is made once however many workers try, at whatever moment of the period.",
 		File:    "periodic.go",
-		Old:     `	params.Key, params.KeyScope = p.runKey(start), periodicKeyScope`,
-		New:     `	params.Key, params.KeyScope = p.runKey(now), periodicKeyScope`,
+		Old:     `	t, err := s.enqueueRun(cctx, p, start)`,
+		New:     `	t, err := s.enqueueRun(cctx, p, now)`,
 	},
 	{
 		Name:    "periodic-within-period",
