@@ -160,11 +160,17 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 			firstErr = err
 		}
 	}
-	drop := func(key string) {
+	// undropped holds the tasks of which a stale marker could not be
+	// deleted: the next turn reads them again, in range or not.
+	undropped := map[string]bool{}
+	drop := func(id, key string) {
 		s.reached("reconcile/removed")
 		r.Removed = append(r.Removed, key)
 		if !opts.DryRun {
-			note(s.dropMarker(ctx, key))
+			if err := s.dropMarker(ctx, key); err != nil {
+				note(err)
+				undropped[id] = true
+			}
 		}
 	}
 	restore := func(id, want string) {
@@ -183,7 +189,7 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 			case m.key == want:
 				has = true
 			case staleMarker(m, t, now):
-				drop(m.key)
+				drop(t.ID, m.key)
 			}
 		}
 		if want != "" && !has {
@@ -246,7 +252,7 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 			// read it) goes here, or it would stay until its time.
 			gone.note(id)
 			for _, m := range byID[id] {
-				drop(m.key)
+				drop(id, m.key)
 			}
 			delete(byID, id)
 			continue
@@ -279,7 +285,7 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 			gone.note(id)
 		}
 		for _, m := range ms {
-			drop(m.key)
+			drop(id, m.key)
 		}
 	}
 	for _, key := range stray {
@@ -287,6 +293,14 @@ func (s *Store) reconcile(ctx context.Context, opts ReconcileOptions, watch map[
 		if !opts.DryRun {
 			_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: &key})
 			note(err)
+		}
+	}
+	for id := range undropped {
+		if _, ok := pending[id]; !ok {
+			// A finished task leaves the watch, and an old one is out of
+			// the range of the turns that walk recent tasks: the stale
+			// marker would wait for a full turn (soak seed 63912).
+			pending[id] = ""
 		}
 	}
 	if err := ctx.Err(); err != nil {

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -811,6 +812,48 @@ func TestReconcilerRemovesLeftMarkerOfOldTask(t *testing.T) {
 		time.Sleep(interval + interval/4)
 		if e.has(far) {
 			t.Errorf("the far marker of task %s, completed %s ago, is still there", task.ID, time.Since(done).Round(time.Second))
+		}
+	})
+}
+
+// TestReconcilerRetriesStaleMarkerDelete: as above, but the reconciler's
+// DELETE of the far marker fails. The turn it retries with a minute later
+// walks only recent tasks, and the task, finished, has left the watch:
+// the task stays watched until its marker is gone (soak seed 63912: the
+// marker stayed until the world ended).
+func TestReconcilerRetriesStaleMarkerDelete(t *testing.T) {
+	inBubble(t, func(t *testing.T, e *advEnv) {
+		const interval = 5 * time.Minute
+		task := e.submit(CreateParams{Name: "later", RunAt: time.Now().Add(5 * 24 * time.Hour)})
+		far := e.markerKey(task.ID)
+		var failed atomic.Int32
+		var first atomic.Int64 // when the first DELETE failed
+		st := e.store(nil, advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+			if r.Method == http.MethodDelete && strings.HasSuffix(r.URL.Path, "/"+far) {
+				first.CompareAndSwap(0, time.Now().UnixNano())
+				if time.Since(time.Unix(0, first.Load())) < 30*time.Second {
+					failed.Add(1)
+					return nil, s3test.ErrCut // the first DELETE, resends and all
+				}
+			}
+			return next.RoundTrip(r)
+		}))
+		w := e.run(st, advSucceed, &WorkerOptions{ID: "w", ReconcileInterval: interval})
+		time.Sleep(3*interval + interval/2) // past the range of the recent walks
+		if _, err := e.admin.Schedule(e.ctx, task.ID, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		e.putRaw(far, nil) // left behind by the move
+		if !advWaitFor(time.Minute, 100*time.Millisecond, func() bool { return e.record(task.ID).Status == StatusCompleted }) {
+			t.Fatalf("setup: the task is %s, want completed", e.record(task.ID).Status)
+		}
+		advAwait(t, w.started, time.Second, "the attempt")
+		if !advWaitFor(interval+interval/4, 100*time.Millisecond, func() bool { return failed.Load() > 0 }) {
+			t.Fatal("setup: the reconciler did not try to delete the far marker")
+		}
+		time.Sleep(2 * time.Minute) // the turn retried a minute after
+		if e.has(far) {
+			t.Errorf("the far marker of task %s is still there after the turn retried (%d DELETEs failed)", task.ID, failed.Load())
 		}
 	})
 }
