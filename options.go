@@ -275,9 +275,13 @@ func (o *StoreOptions) withDefaults() (StoreOptions, error) {
 	}
 	c.Types = slices.Clone(c.Types)
 	names := map[string]bool{}
+	c.Periodic = slices.Clone(c.Periodic)
 	for i := range c.Periodic {
 		p := &c.Periodic[i]
 		if err := p.validate(); err != nil {
+			return bad("Periodic", "[%d]: %v", i, err)
+		}
+		if err := p.Params.typeFromArgs(); err != nil {
 			return bad("Periodic", "[%d]: %v", i, err)
 		}
 		if names[p.Name] {
@@ -291,7 +295,6 @@ func (o *StoreOptions) withDefaults() (StoreOptions, error) {
 			return bad("Periodic", "[%d]: type %q is not one of Types", i, p.Params.Type)
 		}
 	}
-	c.Periodic = slices.Clone(c.Periodic)
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}

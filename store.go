@@ -74,6 +74,15 @@ func init() {
 	}
 	probe.Use = func(store any, f func(string)) { store.(*Store).probe = f }
 	kit.Exact = func(store any) { store.(*Store).exact = true }
+	kit.MakeRun = func(ctx context.Context, store any, name string, at time.Time) (any, error) {
+		s := store.(*Store)
+		for i := range s.opts.Periodic {
+			if p := &s.opts.Periodic[i]; p.Name == name {
+				return s.enqueueRun(ctx, p, p.Schedule.Prev(at))
+			}
+		}
+		return nil, invalidArg("no periodic task is named %q", name)
+	}
 }
 
 // reached reports a branch of internal/probe.Branches to the store's

@@ -268,3 +268,40 @@ func (r *recordingTB) Fatalf(format string, args ...any) {
 	r.msg = fmt.Sprintf(format, args...)
 	runtime.Goexit()
 }
+
+// MakePeriodicRun makes a periodic task's run as the lease holder would:
+// once per period, found again by its key, with the declaration's Args,
+// ready for Run.
+func TestMakePeriodicRun(t *testing.T) {
+	s3 := s3tasktest.NewS3(t)
+	store := s3.NewStore(t, &s3task.StoreOptions{
+		Files:    map[string]s3task.FileOptions{"greet": {NoInput: true}},
+		Periodic: []s3task.Periodic{{Name: "nightly", Schedule: s3task.Daily(2, 0, time.UTC), Params: s3task.CreateParams{Args: greetArgs{Name: "night"}}}},
+	})
+	night := time.Date(2026, 12, 8, 3, 30, 0, 0, time.UTC)
+	first := s3tasktest.MakePeriodicRun(t, store, "nightly", night)
+	again := s3tasktest.MakePeriodicRun(t, store, "nightly", night.Add(time.Hour))
+	got := s3tasktest.RequireCreated[greetArgs](t, store)
+	if again.ID != first.ID || got.Task.ID != first.ID || got.Args.Name != "night" || got.Task.Status != s3task.StatusQueued {
+		t.Errorf("two runs of one night: %s and %s; found %s %+v (%s); want one queued task with the declaration's Args", first.ID, again.ID, got.Task.ID, got.Args, got.Task.Status)
+	}
+	if want := "nightly@2026-12-08T02:00:00Z"; first.IdempotencyKey != want {
+		t.Errorf("the run's key is %q, want %q", first.IdempotencyKey, want)
+	}
+	next := s3tasktest.MakePeriodicRun(t, store, "nightly", night.Add(24*time.Hour))
+	if next.ID == first.ID || len(s3tasktest.RequireCreatedMany[greetArgs](t, store)) != 2 {
+		t.Errorf("the next night's run is %s, the first %s: want a second task", next.ID, first.ID)
+	}
+	r := s3tasktest.Run(t, store, s3task.HandlerFunc(func(ctx context.Context, job *s3task.Job) error {
+		if _, err := job.OpenInput(ctx); !errors.Is(err, s3task.ErrNoInput) {
+			return fmt.Errorf("OpenInput of a run: %v, want ErrNoInput", err)
+		}
+		return nil
+	}), first.ID)
+	if r.Err != nil || r.Task.Status != s3task.StatusCompleted {
+		t.Errorf("running the run: %v, %s", r.Err, r.Task.Status)
+	}
+	if msg := fatalOf(func(tb testing.TB) { s3tasktest.MakePeriodicRun(tb, store, "weekly", night) }); !strings.Contains(msg, `no periodic task is named "weekly"`) {
+		t.Errorf("MakePeriodicRun of an undeclared name: %q", msg)
+	}
+}

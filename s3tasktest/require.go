@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/internal/kit"
 )
 
 // Created is a task found by [RequireCreated], with its arguments decoded.
@@ -82,4 +84,20 @@ func RequireNotCreated[T s3task.TaskArgs](t testing.TB, store *s3task.Store) {
 func typeOf[T s3task.TaskArgs]() string {
 	var zero T
 	return zero.TaskType()
+}
+
+// MakePeriodicRun makes the run of store's periodic task named name
+// (StoreOptions.Periodic) for the period that contains at, as the fleet's
+// lease holder would when that period begins, and returns its task: with
+// the run's key, so a run made already is returned, not made twice. Use it
+// to test what a declaration's runs hold, and their handler (with [Run] or
+// [Drain]), without a Worker or waiting for a period. It fails t for a
+// name store does not declare, or a run that cannot be made.
+func MakePeriodicRun(t testing.TB, store *s3task.Store, name string, at time.Time) *s3task.Task {
+	t.Helper()
+	task, err := kit.MakeRun(kit.Bypass(context.Background()), store, name, at)
+	if err != nil {
+		t.Fatalf("s3tasktest: periodic run of %q at %s: %v", name, at.Format(time.RFC3339), err)
+	}
+	return task.(*s3task.Task)
 }
