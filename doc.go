@@ -504,6 +504,14 @@
 // now; Cancel works as for any queued task. See [Store.Schedule] for an
 // example.
 //
+// Periodic tasks. [StoreOptions.Periodic] declares tasks the fleet makes on
+// a [Schedule] ([Every], [Daily], [Weekly]): the worker holding the
+// reconciler lease makes one task per period, keyed by the period's start,
+// so a period has one run however the lease moves; [MissedRuns] says what
+// becomes of the runs of a period in which no worker held it. Their type is
+// declared without input ([FileOptions.NoInput]). [Store.Periodics] shows
+// the next run and the last one's task.
+//
 // Bad records. A status.json with a newer schema_version is refused with
 // [ErrUnsupportedSchema] and never rewritten; a corrupt one is reported as a
 // *[RecordError] naming its key. Neither stops a worker or hides other tasks
