@@ -275,3 +275,34 @@ func latency(d time.Duration) func(http.RoundTripper) http.RoundTripper {
 		return resp, err
 	})
 }
+
+// TestAwaitTakesEveryReadyWakeup: when a kick, a note, the lease and the
+// timer are all ready as the poll loop waits, await returns them all, not
+// one picked at random, so that the loop does the same whatever select
+// picks.
+func TestAwaitTakesEveryReadyWakeup(t *testing.T) {
+	e := newAdvEnv(t)
+	w, err := NewWorker(e.admin, HandlerFunc(advSucceed), &WorkerOptions{ID: "w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		timer := make(chan time.Time, 1)
+		took, freed := make(chan struct{}, 1), make(chan struct{}, 1)
+		timer <- time.Now()
+		took <- struct{}{}
+		freed <- struct{}{}
+		w.kick("", wakeNote{})
+		w.noted <- struct{}{}
+		got := w.await(context.Background(), timer, took, freed)
+		if want := (wakeups{timer: true, took: true, freed: true, kicked: true, noted: true}); got != want {
+			t.Fatalf("await returned %+v, want %+v", got, want)
+		}
+		w.takeKick()
+	}
+	// Only what is ready; a nil channel is never ready.
+	w.noted <- struct{}{}
+	if got, want := w.await(context.Background(), nil, nil, nil), (wakeups{noted: true}); got != want {
+		t.Fatalf("await returned %+v, want %+v", got, want)
+	}
+}

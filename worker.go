@@ -349,20 +349,15 @@ func (w *Worker) loop(ctx, base context.Context) {
 				timer = time.NewTimer(d)
 				tick = timer.C
 			}
-			select {
-			case <-ctx.Done():
-			case <-tick:
-			case <-rec.took:
-			case <-w.freed:
-			case <-w.kicked:
-				kicked()
-			case <-w.noted:
-				if ctx.Err() == nil { // see below
-					listNow, woke = w.takeNotes() || listNow, true
-				}
-			}
+			u := w.await(ctx, tick, rec.took, w.freed)
 			if timer != nil {
 				timer.Stop()
+			}
+			if u.kicked {
+				kicked()
+			}
+			if u.noted && ctx.Err() == nil { // see below
+				listNow, woke = w.takeNotes() || listNow, true
 			}
 			continue
 		}
@@ -428,23 +423,66 @@ func (w *Worker) loop(ctx, base context.Context) {
 			wait = max(min(wait, at.Sub(s.serverClock())), time.Millisecond)
 		}
 		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-		case <-rec.took:
-		case <-timer.C:
-			woke = !visitAt.IsZero() && !s.serverNow().Before(visitAt)
-		case <-w.kicked:
-			kicked()
-		case <-w.noted:
-			// Not once Run is ending: when both are ready, select picks
-			// one at random, and what the notes would start is not
-			// started anyway.
-			if ctx.Err() == nil {
-				listNow, woke = w.takeNotes() || listNow, true
-			}
-		}
+		u := w.await(ctx, timer.C, rec.took, nil)
 		timer.Stop()
+		if u.timer {
+			woke = !visitAt.IsZero() && !s.serverNow().Before(visitAt)
+		}
+		if u.kicked {
+			kicked()
+		}
+		// Not once Run is ending: what the notes would start is not
+		// started anyway.
+		if u.noted && ctx.Err() == nil {
+			listNow, woke = w.takeNotes() || listNow, true
+		}
 	}
+}
+
+// wakeups are what woke the poll loop.
+type wakeups struct{ timer, took, freed, kicked, noted bool }
+
+// await waits until ctx ends or the loop is woken: by timer, by took (the
+// reconciler lease newly held), by freed (a slot given back; nil when the
+// loop is not waiting for one), by a kick or by a note. It returns every
+// wake-up that is ready, not only the first: when several are ready at
+// once select picks one at random, and the loop, which handles them in
+// one order, must not depend on the pick (a simulated seed replays
+// exactly).
+func (w *Worker) await(ctx context.Context, timer <-chan time.Time, took, freed <-chan struct{}) (u wakeups) {
+	select {
+	case <-ctx.Done():
+	case <-timer:
+		u.timer = true
+	case <-took:
+		u.took = true
+	case <-freed:
+		u.freed = true
+	case <-w.kicked:
+		u.kicked = true
+	case <-w.noted:
+		u.noted = true
+	}
+	ready := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	if !u.timer {
+		select {
+		case <-timer:
+			u.timer = true
+		default:
+		}
+	}
+	u.took = u.took || ready(took)
+	u.freed = u.freed || ready(freed)
+	u.kicked = u.kicked || ready(w.kicked)
+	u.noted = u.noted || ready(w.noted)
+	return u
 }
 
 // freeSlot gives back the slot of a settled attempt.
