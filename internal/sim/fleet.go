@@ -274,6 +274,16 @@ func (w *World) shutdown() {
 		w.event(p.name, EventStop, now, now)
 		p.cancel()
 	}
+	// The Ingesters too, before the world is over: a request of theirs
+	// that is held up gives up when it is, and the Ingester must then find
+	// its context ended, not go on to its next file or not as the Go
+	// scheduler has it.
+	w.mu.Lock()
+	ingesters := slices.Clone(w.ingesters)
+	w.mu.Unlock()
+	for _, p := range ingesters {
+		p.cancel()
+	}
 	// Hung requests and slow hooks give up now; handlers still wind down.
 	close(w.over)
 	w.wg.Wait()
