@@ -410,6 +410,11 @@ func TestCheckFindsEachKind(t *testing.T) {
 			s.call("op2", CallPause, "", 100*time.Millisecond, 400*time.Millisecond, "")
 			s.h.Writes[wClaim].Began = s.at(2500 * time.Millisecond)
 		}},
+		{KindPeriodic, "two workers make a run of one period of a periodic task", func(s *story, run *HandlerRun) {
+			s.h.Periodics = []s3task.Periodic{{Name: "tick", Schedule: s3task.Every(5 * time.Minute), Params: s3task.CreateParams{Type: periodicType}, Missed: s3task.RunMissedOnce}}
+			s.run(5*time.Second, "w1", periodicID(0), 0)
+			s.run(6*time.Second, "w2", periodicID(1), 0)
+		}},
 		{KindStop, "w1 is stopped at 10s with 5s to finish, but its handler's context lives on to 30s", func(s *story, run *HandlerRun) {
 			s.event("w1", EventStop, 10*time.Second, 10*time.Second)
 			s.event("w1", EventStopBy, 10*time.Second, 15*time.Second)
