@@ -193,6 +193,26 @@ func (b *budgetEnv) wroteLast() {
 	time.Sleep(time.Minute)
 }
 
+// periodicStore returns a Store, through the ledger, that declares a
+// nightly periodic task of an input-less type, as the holder's Store in a
+// fleet does; it has written the wake object last, as in the steady state.
+func (b *budgetEnv) periodicStore() *s3task.Store {
+	b.t.Helper()
+	opts := b.opts
+	opts.Files = map[string]s3task.FileOptions{"export": {NoInput: true}}
+	opts.Periodic = []s3task.Periodic{{
+		Name:     "nightly",
+		Schedule: s3task.Daily(2, 0, time.UTC),
+		Params:   s3task.CreateParams{Type: "export"},
+	}}
+	ps := b.newStore(b.t, &opts, b.ledger.wrap)
+	task := b.task(b.t, "created")
+	_, err := ps.Submit(b.ctx, task.ID)
+	b.call("Submit", err)
+	time.Sleep(time.Minute)
+	return ps
+}
+
 // begin starts the phase: from now on requests count.
 func (b *budgetEnv) begin() { b.ledger.start() }
 
@@ -642,6 +662,29 @@ var budgetRows = []struct {
 		b.begin()
 		_, err := b.st.Schedule(b.ctx, task.ID, b.srv.Now().Add(time.Hour))
 		b.call("Schedule", err)
+		b.end()
+	}},
+	{phase: "periodic run, made (the lease holder, at its period's start)", want: []spent{
+		{"PUT key If-None-Match", 1, "the run's key, create-only: named after the period's start, so the run is made once however many holders try"},
+		{"PUT record If-None-Match", 1, "the record, create-only"},
+		{"PUT marker", 1, "as Submit: no input to check, the type is declared input-less"},
+		{"PUT record If-Match", 1, "created → queued, over the ETag the create got: no read"},
+		{"PUT wake If-Match", 1, whyWakeWrite + ", over the Store's copy"},
+	}, run: func(b *budgetEnv) {
+		ps := b.periodicStore()
+		b.begin()
+		s3tasktest.MakePeriodicRun(b.t, ps, "nightly", b.srv.Now())
+		b.end()
+	}},
+	{phase: "periodic run, made already (a holder after a lost answer, or a second holder)", want: []spent{
+		{"PUT key If-None-Match →412", 1, "the key is there: the run was made"},
+		{"GET key", 1, "which task the key names"},
+		{"GET record", 1, "that task, returned as the run, not made again"},
+	}, run: func(b *budgetEnv) {
+		ps := b.periodicStore()
+		s3tasktest.MakePeriodicRun(b.t, ps, "nightly", b.srv.Now())
+		b.begin()
+		s3tasktest.MakePeriodicRun(b.t, ps, "nightly", b.srv.Now())
 		b.end()
 	}},
 	{phase: "Get", want: []spent{
