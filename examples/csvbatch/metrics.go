@@ -242,7 +242,7 @@ func (m *metrics) watchIngester(in *s3task.Ingester) {
 
 // runStats refreshes the bucket gauges now and every interval until ctx is
 // done. Each run reads at most maxTasks records: one LIST and up to
-// maxTasks GETs.
+// maxTasks GETs, plus one GET of the paused types.
 func (m *metrics) runStats(ctx context.Context, store *s3task.Store, interval time.Duration, maxTasks int, log *slog.Logger) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
