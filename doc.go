@@ -557,8 +557,9 @@
 //     interval): the worker may have died, and [Task.RecoversAt] says when
 //     another takes the task over.
 //   - [Store.Stats] counts tasks by status, counts the unfinished ones by
-//     type, finds the oldest unfinished one and groups failures by
-//     error_category, within a bound on the records it reads. A queue that looks empty because all went well, because markers
+//     type, finds the task that has waited longest for a worker since it
+//     fell due (Stats.OldestWaiting, the figure to alert on) and groups
+//     failures by error_category, within a bound on the records it reads. A queue that looks empty because all went well, because markers
 //     were lost, or because failures piled up looks different here.
 //   - [Store.Reconcile] repairs the marker index: it restores the markers of
 //     tasks that need a worker and removes stale ones, changing no record.

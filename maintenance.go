@@ -424,10 +424,43 @@ type Stats struct {
 	AwaitingInput        int
 	AwaitingInputExpired int // of AwaitingInput, those the next reconcile abandons
 	// OldestUnfinished is the oldest unfinished task, nil if none, and
-	// OldestUnfinishedAge its age by the S3 server's clock.
+	// OldestUnfinishedAge its age by the S3 server's clock. Both count
+	// from the task's creation: a task scheduled to start tomorrow, one
+	// waiting for its retry and one of a paused type all grow old here
+	// while nothing is wrong. Alert on OldestWaitingAge instead; these stay
+	// for compatibility.
 	OldestUnfinished    *Task
-	OldestUnfinishedAge time.Duration // by the server's clock
-	// WaitingRetry counts failed tasks with a retry scheduled.
+	OldestUnfinishedAge time.Duration // by the server's clock, from creation
+	// OldestWaiting is the task that has waited longest for a worker, nil
+	// if none, and OldestWaitingAge how long it has waited, by the S3
+	// server's clock. A task waits from the moment it is due, which is
+	// when a worker may first take it: for a queued task its Task.DueAt
+	// (its submit, or its RunAt if later, or the moment a lost lease, a
+	// shutdown's release or a Retry queued it again), for a failed task
+	// with a retry scheduled its Task.RetryAt. A task whose start or retry
+	// is still to come does not wait yet (see Scheduled and WaitingRetry);
+	// running and created tasks do not wait for a worker. Tasks of a
+	// paused type ([Store.Pause]) are left out: they wait on purpose.
+	// Whether a task waits is judged by the server's clock as Stats reads
+	// its record; how long, as OldestUnfinishedAge, once it has read all.
+	//
+	// Unlike OldestUnfinishedAge, this grows only while due work finds no
+	// worker, which makes it the figure to alert on.
+	OldestWaiting    *Task
+	OldestWaitingAge time.Duration // by the server's clock, from the task's due time
+	// WaitByType is OldestWaitingAge per Task.Type ("" for untyped
+	// tasks): for each type with a task waiting, as OldestWaiting
+	// defines it, how long its oldest one has waited. A type with no
+	// waiting task, and a paused type, has no entry. It shows which
+	// type's due tasks find no worker.
+	WaitByType map[string]time.Duration
+	// Scheduled counts the queued tasks whose RunAt is still to come
+	// ([StateScheduled]), paused types included. They are not waiting;
+	// they become so when RunAt comes. Failed tasks whose retry is still
+	// to come are counted in WaitingRetry, not here.
+	Scheduled int
+	// WaitingRetry counts failed tasks with a retry scheduled, whether the
+	// retry time has come or not ([StateRetrying]).
 	WaitingRetry int
 	// OverAttempts counts the tasks whose attempt number is above
 	// StatsOptions.AttemptsOver.
@@ -451,12 +484,16 @@ type Stats struct {
 }
 
 // Stats counts the tasks, newest first, within the bounds of opts. Requests:
-// one LIST per 1,000 task folders and one GET per task read: at most
-// MaxTasks GETs and MaxTasks/1000+2 LISTs.
+// one GET of the paused object (<prefix>_paused, see [Store.Paused]), so
+// that Stats.OldestWaiting leaves out the paused types, then one LIST per
+// 1,000 task folders and one GET per task read: at most MaxTasks+1 GETs
+// and MaxTasks/1000+2 LISTs.
 //
 // Errors: [ErrInvalidArgument] for a negative AttemptsOver, an Interval
 // under a second, or one that cuts the span from Since to now into more
-// than MaxStatsBuckets; S3 errors and ctx's.
+// than MaxStatsBuckets; S3 errors and ctx's. A paused object this version
+// cannot read is no error: Stats takes it to name no type, as workers do,
+// so the tasks it would pause count as waiting.
 func (s *Store) Stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
 	c := &Call{Op: OpStats, stats: opts}
 	_, err := s.call(ctx, c)
@@ -475,7 +512,13 @@ func (s *Store) stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
 	}
 	over := cmp(opts.AttemptsOver, 1)
 	limit := cmp(opts.MaxTasks, DefaultStatsMaxTasks)
-	st := &Stats{ByStatus: map[Status]int{}, Failures: map[string]int{}, UnfinishedByType: map[string]int{}, ByType: map[string]map[Status]int{}}
+	paused, _, err := s.readPaused(ctx)
+	if err != nil && !errors.Is(err, errPausedUnreadable) {
+		return nil, err
+	}
+	st := &Stats{ByStatus: map[Status]int{}, Failures: map[string]int{}, UnfinishedByType: map[string]int{}, ByType: map[string]map[Status]int{}, WaitByType: map[string]time.Duration{}}
+	var waitedSince time.Time           // the due time of OldestWaiting
+	dueByType := map[string]time.Time{} // the earliest due time of a waiting task, by type
 	var line timeline
 	if opts.Interval > 0 {
 		line = timeline{every: opts.Interval, buckets: map[int64]*StatsBucket{}}
@@ -506,6 +549,18 @@ func (s *Store) stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
 			st.UnfinishedByType[t.Type]++
 			st.OldestUnfinished = &t.Task // newest first: the last one seen is the oldest
 		}
+		now := s.serverNow() // the clock as this record's answer set it
+		if t.Scheduled(now) {
+			st.Scheduled++
+		}
+		if due, ok := waitingSince(&t.Task, now); ok && !slices.Contains(paused, t.Type) {
+			if first, ok := dueByType[t.Type]; !ok || due.Before(first) {
+				dueByType[t.Type] = due
+			}
+			if st.OldestWaiting == nil || !due.After(waitedSince) { // a tie goes to the older task, seen later
+				st.OldestWaiting, waitedSince = &t.Task, due
+			}
+		}
 		return true
 	}, func(*RecordError) { st.Broken++ })
 	if err != nil {
@@ -523,8 +578,42 @@ func (s *Store) stats(ctx context.Context, opts StatsOptions) (*Stats, error) {
 	if st.OldestUnfinished != nil {
 		st.OldestUnfinishedAge = s.serverNow().Sub(st.OldestUnfinished.CreatedAt)
 	}
+	if st.OldestWaiting != nil {
+		st.OldestWaitingAge = max(s.serverNow().Sub(waitedSince), 0)
+	}
+	for typ, due := range dueByType {
+		st.WaitByType[typ] = max(s.serverNow().Sub(due), 0)
+	}
 	st.Timeline = line.series(s.serverNow(), opts.Since)
 	return st, nil
+}
+
+// waitingSince returns when t became due, if it waits for a worker at
+// now (by the server's clock): it is queued with no RunAt still to come,
+// or failed with a retry time that has come. A queued task is due from
+// its DueAt, which every write that queues it sets (to the submit, the
+// RunAt if later, or the moment it was queued again); a record written
+// before DueAt existed falls back to its submit or RunAt, then to its
+// creation. A failed task is due from its RetryAt, the time the claim
+// judges it by. The due time may lie up to a millisecond after now, as
+// DueAt is rounded up to one.
+func waitingSince(t *Task, now time.Time) (time.Time, bool) {
+	var due time.Time
+	switch {
+	case t.Status == StatusQueued && !t.Scheduled(now):
+		due = t.DueAt
+		if due.IsZero() {
+			due = later(t.SubmittedAt, t.RunAt)
+		}
+		if due.IsZero() {
+			due = t.CreatedAt
+		}
+	case t.Status == StatusFailed && !t.RetryAt.IsZero() && !t.RetryAt.After(now):
+		due = t.RetryAt
+	default:
+		return time.Time{}, false
+	}
+	return due, true
 }
 
 // timeline gathers Stats.Timeline; the zero value gathers nothing.

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/s3task/s3task"
+	"github.com/s3task/s3task/s3tasktest"
 )
 
 // The operations tests: Reconcile, Stats, Purge, failure categories and the
@@ -789,7 +790,9 @@ func TestStats(t *testing.T) {
 			s3task.StatusCompleted: 2, s3task.StatusFailed: 3, s3task.StatusAbandoned: 1,
 		}},
 	}
-	ignore := cmpopts.IgnoreFields(s3task.Stats{}, "OldestUnfinished", "OldestUnfinishedAge")
+	// The ages run on the machine's clock here; TestStatsWaiting pins the
+	// waits exactly. Scheduled is compared: none of these starts later.
+	ignore := cmpopts.IgnoreFields(s3task.Stats{}, "OldestUnfinished", "OldestUnfinishedAge", "OldestWaiting", "OldestWaitingAge", "WaitByType")
 	if diff := cmp.Diff(want, st, ignore); diff != "" {
 		t.Errorf("Stats (-want +got):\n%s", diff)
 	}
@@ -799,8 +802,15 @@ func TestStats(t *testing.T) {
 	if age := st.OldestUnfinishedAge; age < 55*time.Minute || age > 65*time.Minute {
 		t.Errorf("OldestUnfinishedAge = %s, want about an hour", age)
 	}
-	if c := e.count.Counts(); c["GET"] != 13 || c["LIST"] != 1 || e.count.Total() != 14 {
-		t.Errorf("Stats over 13 records made %s, want 1 LIST and 13 GETs", &e.count)
+	// The queued task created an hour ago was submitted just now: it has
+	// waited for a worker since then, not since its creation.
+	if st.OldestWaiting == nil || st.OldestWaiting.ID != oldestQueued.ID || st.OldestWaitingAge > 30*time.Minute {
+		t.Errorf("OldestWaiting = %+v, waiting %s; want %s (%q), waiting since its submit", st.OldestWaiting, st.OldestWaitingAge, oldestQueued.ID, oldestQueued.Name)
+	}
+	// One GET of the paused object, so that OldestWaiting leaves paused
+	// types out, then the LIST and a GET per record.
+	if c := e.count.Counts(); c["GET"] != 14 || c["LIST"] != 1 || e.count.Total() != 15 {
+		t.Errorf("Stats over 13 records made %s, want 1 LIST and 14 GETs (the paused object and 13 records)", &e.count)
 	}
 
 	over2, err := stats.Stats(e.ctx, s3task.StatsOptions{AttemptsOver: 2})
@@ -824,8 +834,8 @@ func TestStats(t *testing.T) {
 			if !st.Truncated || st.Tasks+st.Broken != max {
 				t.Errorf("MaxTasks %d: Truncated %t, Tasks %d, Broken %d; want truncated after %d records", max, st.Truncated, st.Tasks, st.Broken, max)
 			}
-			if c := e.count.Counts(); c["GET"] > max || c["LIST"] > 2 {
-				t.Errorf("MaxTasks %d: %s; want at most %d GETs and a LIST or two", max, &e.count, max)
+			if c := e.count.Counts(); c["GET"] > max+1 || c["LIST"] > 2 {
+				t.Errorf("MaxTasks %d: %s; want at most %d GETs (the paused object and %[1]d records) and a LIST or two", max, &e.count, max+1)
 			}
 		}
 		st, err := stats.Stats(e.ctx, s3task.StatsOptions{MaxTasks: 13})
@@ -850,10 +860,186 @@ func TestStats(t *testing.T) {
 		if st.OldestUnfinished == nil || st.OldestUnfinished.ID != worked["flaky"] {
 			t.Errorf("Since 30 minutes: OldestUnfinished = %+v, want the flaky task %s", st.OldestUnfinished, worked["flaky"])
 		}
-		if c := e.count.Counts(); c["GET"] != 11 {
-			t.Errorf("Since 30 minutes read %s; want 11 GETs, none for the older tasks", &e.count)
+		if c := e.count.Counts(); c["GET"] != 12 {
+			t.Errorf("Since 30 minutes read %s; want 12 GETs (the paused object and 11 records), none for the older tasks", &e.count)
 		}
 	})
+}
+
+// Stats.OldestWaiting dates a task's wait from when it fell due: its
+// submit, its RunAt, its retry time, or the Retry that queued it again,
+// never its creation. A task still to start (scheduled) or to retry does
+// not wait, nor does a running one, nor one of a paused type. The alert
+// the README documents rests on it: counted from creation, as
+// OldestUnfinishedAge is, a task scheduled 40 minutes ahead looks stuck
+// for half an hour. Each case runs in a synctest bubble, where the
+// server's clock moves only when the case advances it, so the ages are
+// exact.
+func TestStatsWaiting(t *testing.T) {
+	t.Parallel()
+	// queue submits a task of type typ whose start is in after the
+	// server's now (0: none).
+	queue := func(t *testing.T, e *env, name, typ string, in time.Duration) *s3task.Task {
+		t.Helper()
+		p := s3task.CreateParams{Name: name, Type: typ}
+		if in > 0 {
+			p.RunAt = e.srv.Now().Add(in)
+		}
+		return s3tasktest.Submit(t, e.store, p, []byte(testInput))
+	}
+	// fail runs the task once with a handler that fails it with a retry in
+	// retry (negative: for good).
+	fail := func(t *testing.T, e *env, task *s3task.Task, retry time.Duration) {
+		t.Helper()
+		err := errors.New("upstream timed out")
+		if retry < 0 {
+			err = s3task.Permanent(err)
+		} else {
+			err = s3task.RetryAfter(err, retry)
+		}
+		res := s3tasktest.Run(t, e.store, s3task.HandlerFunc(func(context.Context, *s3task.Job) error { return err }), task.ID)
+		if res.Task.Status != s3task.StatusFailed {
+			t.Fatalf("task %q is %s after its failed attempt, want failed", task.Name, res.Task.Status)
+		}
+	}
+	tests := []struct {
+		name  string
+		plant func(t *testing.T, e *env) // makes the tasks and moves the server's clock
+		// What Stats says: the name of OldestWaiting ("" for none) and
+		// its age, Scheduled, WaitingRetry, WaitByType, and the
+		// OldestUnfinishedAge beside it, which counts from creation.
+		waiting         string
+		age             time.Duration
+		scheduled       int
+		retry           int
+		byType          map[string]time.Duration
+		unfinishedSince time.Duration
+	}{{
+		name: "scheduled ahead is not waiting",
+		plant: func(t *testing.T, e *env) {
+			queue(t, e, "nightly", "report", 40*time.Minute)
+			e.srv.Advance(30 * time.Minute)
+		},
+		scheduled: 1, byType: map[string]time.Duration{}, unfinishedSince: 30 * time.Minute,
+	}, {
+		name: "scheduled task waits from its RunAt once it has come",
+		plant: func(t *testing.T, e *env) {
+			queue(t, e, "nightly", "report", 10*time.Minute)
+			e.srv.Advance(25 * time.Minute)
+		},
+		waiting: "nightly", age: 15 * time.Minute,
+		byType: map[string]time.Duration{"report": 15 * time.Minute}, unfinishedSince: 25 * time.Minute,
+	}, {
+		name: "queued task waits from its submit, not its creation",
+		plant: func(t *testing.T, e *env) {
+			task, err := e.store.Create(e.ctx, s3task.CreateParams{Name: "late upload", Type: "import"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.srv.Advance(20 * time.Minute) // awaiting its input: not waiting for a worker
+			e.prepare(t, task, "queued")
+			e.srv.Advance(5 * time.Minute)
+		},
+		waiting: "late upload", age: 5 * time.Minute,
+		byType: map[string]time.Duration{"import": 5 * time.Minute}, unfinishedSince: 25 * time.Minute,
+	}, {
+		name: "retry still to come is not waiting",
+		plant: func(t *testing.T, e *env) {
+			fail(t, e, queue(t, e, "flaky", "import", 0), 10*time.Minute)
+			e.srv.Advance(4 * time.Minute)
+		},
+		retry: 1, byType: map[string]time.Duration{}, unfinishedSince: 4 * time.Minute,
+	}, {
+		name: "retry waits from its retry time once it has come",
+		plant: func(t *testing.T, e *env) {
+			fail(t, e, queue(t, e, "flaky", "import", 0), 10*time.Minute)
+			e.srv.Advance(16 * time.Minute)
+		},
+		waiting: "flaky", age: 6 * time.Minute, retry: 1,
+		byType: map[string]time.Duration{"import": 6 * time.Minute}, unfinishedSince: 16 * time.Minute,
+	}, {
+		name: "Retry of a dead task waits from the Retry",
+		plant: func(t *testing.T, e *env) {
+			task := queue(t, e, "fixed by hand", "import", 0)
+			fail(t, e, task, -1)
+			e.srv.Advance(time.Hour)
+			if _, err := e.store.Retry(e.ctx, task.ID); err != nil {
+				t.Fatal(err)
+			}
+			e.srv.Advance(2 * time.Minute)
+		},
+		waiting: "fixed by hand", age: 2 * time.Minute,
+		byType: map[string]time.Duration{"import": 2 * time.Minute}, unfinishedSince: time.Hour + 2*time.Minute,
+	}, {
+		name: "running task is not waiting",
+		plant: func(t *testing.T, e *env) {
+			task, err := e.store.Create(e.ctx, s3task.CreateParams{Name: "busy", Type: "import"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.prepare(t, task, "running")
+			e.srv.Advance(20 * time.Minute)
+		},
+		byType: map[string]time.Duration{}, unfinishedSince: 20 * time.Minute,
+	}, {
+		name: "paused type is left out",
+		plant: func(t *testing.T, e *env) {
+			queue(t, e, "paused import", "import", 0)
+			queue(t, e, "paused import, scheduled", "import", time.Hour)
+			e.srv.Advance(10 * time.Minute)
+			queue(t, e, "thumbnail", "resize", 0)
+			e.srv.Advance(3 * time.Minute)
+			if err := e.store.Pause(e.ctx, "import"); err != nil {
+				t.Fatal(err)
+			}
+		},
+		waiting: "thumbnail", age: 3 * time.Minute, scheduled: 1, // a paused type's scheduled tasks still count
+		byType: map[string]time.Duration{"resize": 3 * time.Minute}, unfinishedSince: 13 * time.Minute,
+	}, {
+		name: "WaitByType holds each type's oldest wait",
+		plant: func(t *testing.T, e *env) {
+			queue(t, e, "import 1", "import", 0)
+			e.srv.Advance(time.Minute)
+			queue(t, e, "untyped", "", 0)
+			e.srv.Advance(2 * time.Minute)
+			queue(t, e, "resize 1", "resize", 0)
+			e.srv.Advance(2 * time.Minute)
+			queue(t, e, "import 2", "import", 0)
+			queue(t, e, "resize 2", "resize", 0)
+			e.srv.Advance(time.Minute)
+		},
+		waiting: "import 1", age: 6 * time.Minute,
+		byType:          map[string]time.Duration{"import": 6 * time.Minute, "": 5 * time.Minute, "resize": 3 * time.Minute},
+		unfinishedSince: 6 * time.Minute,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				e := newEnv(t, nil)
+				tt.plant(t, e)
+				st, err := e.store.Stats(e.ctx, s3task.StatsOptions{})
+				if err != nil {
+					t.Fatalf("Stats: %v", err)
+				}
+				var waiting string
+				if st.OldestWaiting != nil {
+					waiting = st.OldestWaiting.Name
+				}
+				if waiting != tt.waiting || st.OldestWaitingAge != tt.age {
+					t.Errorf("OldestWaiting %q, waiting %s; want %q, %s", waiting, st.OldestWaitingAge, tt.waiting, tt.age)
+				}
+				if st.Scheduled != tt.scheduled || st.WaitingRetry != tt.retry {
+					t.Errorf("Scheduled %d, WaitingRetry %d; want %d, %d", st.Scheduled, st.WaitingRetry, tt.scheduled, tt.retry)
+				}
+				if diff := cmp.Diff(tt.byType, st.WaitByType); diff != "" {
+					t.Errorf("WaitByType (-want +got):\n%s", diff)
+				}
+				if st.OldestUnfinishedAge != tt.unfinishedSince {
+					t.Errorf("OldestUnfinishedAge %s, want %s: from creation", st.OldestUnfinishedAge, tt.unfinishedSince)
+				}
+			})
+		})
+	}
 }
 
 // ---- Purge ----

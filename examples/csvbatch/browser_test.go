@@ -393,12 +393,15 @@ func TestBrowserOperatorViews(t *testing.T) {
 		poll[chromedp.Void](`document.querySelectorAll('#chart-completed rect.bar').length > 0`))
 
 	// The overview.
-	checkOverview := func(wantDead string, wantFailures map[string]string) {
+	// checkOverview checks the overview against GET /stats. With
+	// nothingWaits, no task may wait for a worker.
+	checkOverview := func(wantDead, wantScheduled string, nothingWaits bool, wantFailures map[string]string) {
 		t.Helper()
 		var got struct {
 			Counts   map[string]string
 			Failures map[string]string
 			Oldest   string
+			Waiting  string
 			Bars     []int
 			Caption  string
 			Types    []string
@@ -407,6 +410,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 			Counts: Object.fromEntries([...document.querySelectorAll('#state-counts a')].map(a => [a.dataset.state, a.querySelector('.count').textContent])),
 			Failures: Object.fromEntries([...document.querySelectorAll('#failure-rows tr')].map(tr => [tr.dataset.category, tr.querySelector('td.num').textContent])),
 			Oldest: document.querySelector('#oldest a').getAttribute('href'),
+			Waiting: document.querySelector('#oldest-waiting a')?.getAttribute('href') ?? document.querySelector('#oldest-waiting').textContent,
 			Bars: [...document.querySelectorAll('#chart-completed rect.bar')].map(r => Number(r.dataset.value)),
 			Caption: document.querySelector('#chart-completed figcaption').textContent,
 			Types: [...document.querySelectorAll('#type-rows tr')].map(tr => tr.dataset.type),
@@ -414,7 +418,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 		var st statsResponse
 		s.call("GET", "/stats?span=24h", nil, http.StatusOK, &st)
 		wantCounts := map[string]string{}
-		for k, n := range map[string]int{"created": st.ByStatus["created"], "queued": st.ByStatus["queued"], "running": st.ByStatus["running"],
+		for k, n := range map[string]int{"created": st.ByStatus["created"], "queued": st.ByStatus["queued"], "scheduled": st.Scheduled, "running": st.ByStatus["running"],
 			"retrying": st.WaitingRetry, "dead": st.Dead, "completed": st.ByStatus["completed"], "abandoned": st.ByStatus["abandoned"]} {
 			wantCounts[k] = strconv.Itoa(n)
 		}
@@ -429,6 +433,17 @@ func TestBrowserOperatorViews(t *testing.T) {
 		}
 		if got.Oldest != "#/tasks/"+st.OldestUnfinished.ID {
 			t.Errorf("oldest unfinished task links to %q, want %s", got.Oldest, st.OldestUnfinished.ID)
+		}
+		if got.Counts["scheduled"] != wantScheduled {
+			t.Errorf("%s scheduled, want %s", got.Counts["scheduled"], wantScheduled)
+		}
+		switch {
+		case st.OldestWaiting == nil && got.Waiting != "Nothing is waiting for a worker.":
+			t.Errorf("oldest waiting task shown as %q, want none", got.Waiting)
+		case st.OldestWaiting != nil && got.Waiting != "#/tasks/"+st.OldestWaiting.ID:
+			t.Errorf("oldest waiting task links to %q, want %s", got.Waiting, st.OldestWaiting.ID)
+		case nothingWaits && st.OldestWaiting != nil:
+			t.Errorf("oldest waiting task %+v, want none", st.OldestWaiting)
 		}
 		var want []int
 		for _, b := range st.Timeline {
@@ -455,7 +470,10 @@ func TestBrowserOperatorViews(t *testing.T) {
 			t.Errorf("types (-want +got):\n%s", diff)
 		}
 	}
-	checkOverview("8", map[string]string{catBadInput: "2", catIO: "7"})
+	// The scheduled task and the one whose retry is an hour ahead are
+	// unfinished, but no task waits for a worker: the worker has taken
+	// everything that fell due.
+	checkOverview("8", "1", true, map[string]string{catBadInput: "2", catIO: "7"})
 
 	// Pausing a type from its row: confirmed, it reads paused with a
 	// Resume button, and the library has it paused; then resumed.
@@ -787,7 +805,7 @@ func TestBrowserOperatorViews(t *testing.T) {
 	}
 
 	show("#/", "overview", `document.querySelectorAll('#chart-failed rect.bar').length === 24 && !!document.querySelector('#oldest a')`)
-	checkOverview("4", map[string]string{catBadInput: "2", catIO: "3"})
+	checkOverview("4", "0", false, map[string]string{catBadInput: "2", catIO: "3"})
 	fits("the overview")
 	inView("the overview", "#state-counts a, #chart-completed svg, #chart-failed svg, #type-rows td", 7)
 	screenshot("operator-overview-phone.png")

@@ -67,6 +67,7 @@ type metrics struct {
 	unfinished     prometheus.Gauge
 	waitingRetry   prometheus.Gauge
 	oldestAge      prometheus.Gauge
+	oldestWaiting  prometheus.Gauge
 	failedTasks    *prometheus.GaugeVec
 	unreadable     prometheus.Gauge
 	statsTruncated prometheus.Gauge
@@ -118,7 +119,8 @@ func newMetrics() *metrics {
 	m.reg.MustRegister(m.tasks, m.failedTasks)
 	m.unfinished = gauge("tasks_unfinished", "Tasks queued, running, or failed waiting for a retry, from the latest Store.Stats.")
 	m.waitingRetry = gauge("tasks_waiting_retry", "Failed tasks with a retry scheduled, from the latest Store.Stats.")
-	m.oldestAge = gauge("oldest_unfinished_age_seconds", "Age of the oldest unfinished task, 0 if there is none, from the latest Store.Stats. A value that keeps growing means a stuck system.")
+	m.oldestAge = gauge("oldest_unfinished_age_seconds", "Age of the oldest unfinished task since its creation, 0 if there is none, from the latest Store.Stats. It counts tasks scheduled for later, waiting for a retry, or of a paused type: alert on s3task_oldest_waiting_age_seconds instead.")
+	m.oldestWaiting = gauge("oldest_waiting_age_seconds", "How long the task due longest ago has waited for a worker, from when it fell due (its submit, its start, its retry time), 0 if none waits, from the latest Store.Stats. Tasks scheduled for later, retries still to come, running tasks and paused types do not count. A value that keeps growing means due work finds no worker.")
 	m.unreadable = gauge("unreadable_records", "Records that could not be read (corrupt, or a newer schema), from the latest Store.Stats.")
 	m.statsTruncated = gauge("stats_truncated", "1 if the latest Store.Stats stopped at -stats-max-tasks, so the task gauges cover the newest tasks only.")
 	m.statsLast = gauge("stats_last_success_timestamp_seconds", "When Store.Stats last succeeded, in Unix seconds.")
@@ -212,6 +214,7 @@ func (m *metrics) observeStats(st *s3task.Stats, at time.Time) {
 	m.unfinished.Set(float64(st.Unfinished))
 	m.waitingRetry.Set(float64(st.WaitingRetry))
 	m.oldestAge.Set(st.OldestUnfinishedAge.Seconds())
+	m.oldestWaiting.Set(st.OldestWaitingAge.Seconds())
 	m.unreadable.Set(float64(st.Broken))
 	truncated := 0.0
 	if st.Truncated {
@@ -239,7 +242,7 @@ func (m *metrics) watchIngester(in *s3task.Ingester) {
 
 // runStats refreshes the bucket gauges now and every interval until ctx is
 // done. Each run reads at most maxTasks records: one LIST and up to
-// maxTasks GETs.
+// maxTasks GETs, plus one GET of the paused types.
 func (m *metrics) runStats(ctx context.Context, store *s3task.Store, interval time.Duration, maxTasks int, log *slog.Logger) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/s3task/s3task"
 	"github.com/s3task/s3task/s3tasktest"
 )
 
@@ -151,6 +154,7 @@ func TestMetrics(t *testing.T) {
 		"s3task_tasks_unfinished":                                                                            0,
 		"s3task_tasks_waiting_retry":                                                                         0,
 		"s3task_oldest_unfinished_age_seconds":                                                               0,
+		"s3task_oldest_waiting_age_seconds":                                                                  0,
 		"s3task_unreadable_records":                                                                          0,
 		"s3task_stats_truncated":                                                                             0,
 	}
@@ -177,6 +181,26 @@ func TestMetrics(t *testing.T) {
 	}
 	if code, _ := s.scrape(url, "wrong-secret-0123456789", ""); code != http.StatusUnauthorized {
 		t.Errorf("GET /metrics with a wrong token: %d, want 401", code)
+	}
+}
+
+// TestMetricsOldestWaiting: the two age gauges come from different
+// fields of Store.Stats. A task scheduled for later makes the oldest
+// unfinished task old while nothing waits; the alert rests on the oldest
+// waiting one.
+func TestMetricsOldestWaiting(t *testing.T) {
+	t.Parallel()
+	m := newMetrics()
+	m.observeStats(&s3task.Stats{OldestUnfinishedAge: 40 * time.Minute, OldestWaitingAge: 90 * time.Second}, time.Now())
+	if got := testutil.ToFloat64(m.oldestAge); got != 2400 {
+		t.Errorf("s3task_oldest_unfinished_age_seconds = %v, want 2400", got)
+	}
+	if got := testutil.ToFloat64(m.oldestWaiting); got != 90 {
+		t.Errorf("s3task_oldest_waiting_age_seconds = %v, want 90", got)
+	}
+	m.observeStats(&s3task.Stats{OldestUnfinishedAge: 41 * time.Minute}, time.Now())
+	if got := testutil.ToFloat64(m.oldestWaiting); got != 0 {
+		t.Errorf("s3task_oldest_waiting_age_seconds with nothing waiting = %v, want 0", got)
 	}
 }
 

@@ -66,20 +66,34 @@ type statsResponse struct {
 	ByType   map[string]map[string]int `json:"by_type"`
 	// Unfinished counts queued, running, and failed tasks with a retry
 	// due; WaitingRetry the last of them, Dead the failed ones without.
+	// Scheduled counts the queued tasks whose start is still to come (a
+	// part of by_status.queued).
 	Unfinished       int            `json:"unfinished"`
 	UnfinishedByType map[string]int `json:"unfinished_by_type"`
 	WaitingRetry     int            `json:"waiting_retry"`
 	Dead             int            `json:"dead"`
+	Scheduled        int            `json:"scheduled"`
 	AwaitingInput    int            `json:"awaiting_input"`
-	// OldestUnfinished is null when nothing is unfinished.
-	OldestUnfinished           *oldestTask    `json:"oldest_unfinished"`
-	OldestUnfinishedAgeSeconds int64          `json:"oldest_unfinished_age_seconds"`
-	Failures                   map[string]int `json:"failures"`
-	Broken                     int            `json:"broken"`
-	Timeline                   []statsBucket  `json:"timeline"` // oldest first
+	// OldestUnfinished is null when nothing is unfinished. Its age counts
+	// from its creation, so a task scheduled for later grows old here
+	// while nothing is wrong.
+	OldestUnfinished           *oldestTask `json:"oldest_unfinished"`
+	OldestUnfinishedAgeSeconds int64       `json:"oldest_unfinished_age_seconds"`
+	// OldestWaiting is the task due longest ago that no worker has taken
+	// (Stats.OldestWaiting: a start or retry still to come is not due,
+	// and paused types are left out), null if none; its age counts from
+	// when it fell due. WaitByType is that wait for each type with a
+	// task waiting, in seconds.
+	OldestWaiting           *oldestTask      `json:"oldest_waiting"`
+	OldestWaitingAgeSeconds int64            `json:"oldest_waiting_age_seconds"`
+	WaitByType              map[string]int64 `json:"wait_by_type"`
+	Failures                map[string]int   `json:"failures"`
+	Broken                  int              `json:"broken"`
+	Timeline                []statsBucket    `json:"timeline"` // oldest first
 }
 
-// oldestTask names the oldest unfinished task.
+// oldestTask names the oldest unfinished task, or the one that has waited
+// longest for a worker.
 type oldestTask struct {
 	ID        string        `json:"task_id"`
 	Name      string        `json:"task_name"`
@@ -126,21 +140,33 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request, _ string) error {
 		MaxTasks: maxTasks, Tasks: st.Tasks, Truncated: st.Truncated,
 		ByStatus: statusCounts(st.ByStatus), ByType: map[string]map[string]int{},
 		Unfinished: st.Unfinished, UnfinishedByType: st.UnfinishedByType,
-		WaitingRetry: st.WaitingRetry, Dead: st.ByStatus[s3task.StatusFailed] - st.WaitingRetry,
+		WaitingRetry: st.WaitingRetry, Dead: st.ByStatus[s3task.StatusFailed] - st.WaitingRetry, Scheduled: st.Scheduled,
 		AwaitingInput: st.AwaitingInput, OldestUnfinishedAgeSeconds: int64(st.OldestUnfinishedAge / time.Second),
+		OldestWaitingAgeSeconds: int64(st.OldestWaitingAge / time.Second), WaitByType: map[string]int64{},
 		Failures: st.Failures, Broken: st.Broken, Timeline: make([]statsBucket, 0, len(st.Timeline)),
 	}
 	for typ, counts := range st.ByType {
 		resp.ByType[typ] = statusCounts(counts)
 	}
 	if t := st.OldestUnfinished; t != nil {
-		resp.OldestUnfinished = &oldestTask{ID: t.ID, Name: t.Name, Type: t.Type, Status: t.Status, CreatedAt: t.CreatedAt}
+		resp.OldestUnfinished = oldestOf(t)
+	}
+	if t := st.OldestWaiting; t != nil {
+		resp.OldestWaiting = oldestOf(t)
+	}
+	for typ, wait := range st.WaitByType {
+		resp.WaitByType[typ] = int64(wait / time.Second)
 	}
 	for _, b := range slices.Backward(st.Timeline) {
 		resp.Timeline = append(resp.Timeline, statsBucket{Start: b.Start.UTC(), Created: b.Created, Completed: b.Completed, Failed: b.Failed, Abandoned: b.Abandoned})
 	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil
+}
+
+// oldestOf returns the summary of t for GET /stats.
+func oldestOf(t *s3task.Task) *oldestTask {
+	return &oldestTask{ID: t.ID, Name: t.Name, Type: t.Type, Status: t.Status, CreatedAt: t.CreatedAt}
 }
 
 // statusCounts returns counts by status with every status present.

@@ -15,8 +15,9 @@ import (
 )
 
 // TestStats: GET /stats counts the tasks of its span by status and type,
-// the failed ones by category and whether a retry is due, names the
-// oldest unfinished task, and cuts the span into a timeline of whole
+// the failed ones by category and whether a retry is due, the scheduled
+// ones, names the oldest unfinished task and the one that has waited
+// longest for a worker, and cuts the span into a timeline of whole
 // buckets, oldest first, whose counts add up.
 func TestStats(t *testing.T) {
 	t.Parallel()
@@ -38,11 +39,22 @@ func TestStats(t *testing.T) {
 		t.Errorf("failures (-want +got):\n%s", diff)
 	}
 	if st.Span != "24h" || st.IntervalSeconds != 3600 || st.Tasks != 8 || st.Truncated || st.MaxTasks != 1000 ||
-		st.Unfinished != 3 || st.WaitingRetry != 1 || st.Dead != 2 || st.AwaitingInput != 1 || st.Broken != 0 {
+		st.Unfinished != 3 || st.WaitingRetry != 1 || st.Dead != 2 || st.Scheduled != 1 || st.AwaitingInput != 1 || st.Broken != 0 {
 		t.Errorf("stats: %+v", st)
 	}
 	if o := st.OldestUnfinished; o == nil || o.ID != ids["queued"] || o.Name != "queued" || o.Status != "queued" || o.Type != typeStats {
 		t.Errorf("oldest_unfinished: %+v, want the queued task %s", o, ids["queued"])
+	}
+	// No worker runs here. The queued task waits from its submit; the
+	// scheduled one starts in an hour and the retrying one retries in an
+	// hour, so neither waits yet, and only the queued task's type has a
+	// wait.
+	if o := st.OldestWaiting; o == nil || o.ID != ids["queued"] || o.Status != "queued" || o.Type != typeStats {
+		t.Errorf("oldest_waiting: %+v, want the queued task %s", o, ids["queued"])
+	}
+	if _, ok := st.WaitByType[typeStats]; !ok || len(st.WaitByType) != 1 || st.OldestWaitingAgeSeconds > 600 || st.OldestWaitingAgeSeconds != st.WaitByType[typeStats] {
+		t.Errorf("oldest_waiting_age_seconds %d, wait_by_type %v; want the queued task's wait, under the test's length, for %s alone",
+			st.OldestWaitingAgeSeconds, st.WaitByType, typeStats)
 	}
 	if len(st.Timeline) != 24 {
 		t.Fatalf("%d buckets over 24h, want 24", len(st.Timeline))
@@ -97,7 +109,8 @@ func TestStatsEmpty(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("status %d: %s", status, body)
 	}
-	for _, want := range []string{`"by_status": {`, `"by_type": {}`, `"failures": {}`, `"unfinished_by_type": {}`, `"oldest_unfinished": null`, `"tasks": 0`} {
+	for _, want := range []string{`"by_status": {`, `"by_type": {}`, `"failures": {}`, `"unfinished_by_type": {}`, `"oldest_unfinished": null`,
+		`"oldest_waiting": null`, `"oldest_waiting_age_seconds": 0`, `"wait_by_type": {}`, `"scheduled": 0`, `"tasks": 0`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("answer lacks %s:\n%s", want, body)
 		}

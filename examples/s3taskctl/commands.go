@@ -752,10 +752,19 @@ type statsDoc struct {
 	Tasks     int        `json:"tasks"`
 	Truncated bool       `json:"truncated"`
 	// ByStatus has every status, zero or not.
-	ByStatus                   map[string]int `json:"by_status"`
-	Unfinished                 int            `json:"unfinished"`
-	UnfinishedByType           map[string]int `json:"unfinished_by_type"`
-	WaitingRetry               int            `json:"waiting_retry"`
+	ByStatus         map[string]int `json:"by_status"`
+	Unfinished       int            `json:"unfinished"`
+	UnfinishedByType map[string]int `json:"unfinished_by_type"`
+	WaitingRetry     int            `json:"waiting_retry"`
+	Scheduled        int            `json:"scheduled"`
+	// OldestWaiting is Stats.OldestWaiting: the task due longest ago that
+	// no worker has taken, its age counted from when it fell due;
+	// WaitByType the same wait per type. Both in seconds.
+	OldestWaiting           *oldestDoc         `json:"oldest_waiting"`
+	OldestWaitingAgeSeconds float64            `json:"oldest_waiting_age_seconds"`
+	WaitByType              map[string]float64 `json:"wait_by_type"`
+	// OldestUnfinished is Stats.OldestUnfinished, its age counted from its
+	// creation.
 	OldestUnfinished           *oldestDoc     `json:"oldest_unfinished"`
 	OldestUnfinishedAgeSeconds float64        `json:"oldest_unfinished_age_seconds"`
 	AttemptsOver               int            `json:"attempts_over"`
@@ -787,6 +796,7 @@ func statsCmd(fs *flag.FlagSet) runFunc {
 		doc := statsDoc{
 			Tasks: st.Tasks, Truncated: st.Truncated, ByStatus: map[string]int{},
 			Unfinished: st.Unfinished, UnfinishedByType: st.UnfinishedByType, WaitingRetry: st.WaitingRetry, AttemptsOver: *over,
+			Scheduled: st.Scheduled, WaitByType: map[string]float64{},
 			OverAttempts: st.OverAttempts, Failures: st.Failures, Broken: st.Broken,
 			MaxTasks: *maxTasks, ReadAt: time.Now().UTC(),
 		}
@@ -800,6 +810,13 @@ func statsCmd(fs *flag.FlagSet) runFunc {
 		if o := st.OldestUnfinished; o != nil {
 			doc.OldestUnfinished = &oldestDoc{ID: o.ID, Status: string(o.Status), Name: o.Name, CreatedAt: o.CreatedAt}
 			doc.OldestUnfinishedAgeSeconds = st.OldestUnfinishedAge.Seconds()
+		}
+		if o := st.OldestWaiting; o != nil {
+			doc.OldestWaiting = &oldestDoc{ID: o.ID, Status: string(o.Status), Name: o.Name, CreatedAt: o.CreatedAt}
+			doc.OldestWaitingAgeSeconds = st.OldestWaitingAge.Seconds()
+		}
+		for typ, wait := range st.WaitByType {
+			doc.WaitByType[typ] = wait.Seconds()
 		}
 		if c.set.json {
 			c.writeJSON(doc)
@@ -819,6 +836,15 @@ func statsCmd(fs *flag.FlagSet) runFunc {
 		}
 		tw.row("unfinished", strconv.Itoa(st.Unfinished), "queued, running, or failed waiting for a retry")
 		tw.row("waiting retry", strconv.Itoa(st.WaitingRetry))
+		tw.row("scheduled", strconv.Itoa(st.Scheduled), "queued, to start later")
+		// The oldest waiting task is the one to watch: the oldest
+		// unfinished one counts from creation, so a task scheduled for
+		// tomorrow makes it old while nothing is wrong.
+		if o := st.OldestWaiting; o != nil {
+			tw.row("oldest waiting", o.ID, fmt.Sprintf("%s, due %s ago", o.Status, st.OldestWaitingAge.Round(time.Second)))
+		} else {
+			tw.row("oldest waiting", "none")
+		}
 		if o := st.OldestUnfinished; o != nil {
 			tw.row("oldest unfinished", o.ID, fmt.Sprintf("%s, created %s ago", o.Status, st.OldestUnfinishedAge.Round(time.Second)))
 		} else {
@@ -830,6 +856,7 @@ func statsCmd(fs *flag.FlagSet) runFunc {
 		// A type that stays here while others pass is one no running
 		// worker serves.
 		c.counts("unfinished tasks by type:", st.UnfinishedByType, "(no type)")
+		c.waits("longest wait by type:", st.WaitByType, "(no type)")
 		c.counts("failed tasks by error category:", st.Failures, "")
 		return nil
 	}
@@ -849,6 +876,24 @@ func (c *cli) counts(title string, m map[string]int, empty string) {
 			name = empty
 		}
 		tw.row("  "+name, strconv.Itoa(m[k]))
+	}
+	tw.flush()
+}
+
+// waits prints the waits in m under title, in key order, if m has any; the
+// key "" is shown as the text empty.
+func (c *cli) waits(title string, m map[string]time.Duration, empty string) {
+	if len(m) == 0 {
+		return
+	}
+	fmt.Fprintln(c.stdout, title)
+	tw := newTable(c.stdout)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		name := clean(k, 40)
+		if k == "" {
+			name = empty
+		}
+		tw.row("  "+name, m[k].Round(time.Second).String())
 	}
 	tw.flush()
 }

@@ -1040,18 +1040,22 @@ func TestCommands(t *testing.T) {
 		for _, state := range []string{"queued", "running", "completed", "failed", "failed-waiting", "created", "abandoned"} {
 			f.task(f.store, state, state)
 		}
+		// Queued, but to start in two hours: unfinished, not waiting.
+		if _, err := f.store.Schedule(f.ctx, f.task(f.store, "queued", "scheduled").ID, time.Now().Add(2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
 		f.put(f.store.Prefix()+s3task.NewID()+"/status.json", []byte("not json"))
 
 		var st statsDoc
 		f.want(exitOK, &st, "stats", "-json")
-		want := map[string]int{"created": 1, "queued": 2, "running": 1, "completed": 1, "failed": 2, "abandoned": 1}
+		want := map[string]int{"created": 1, "queued": 3, "running": 1, "completed": 1, "failed": 2, "abandoned": 1}
 		if diff := cmp.Diff(want, st.ByStatus); diff != "" {
 			t.Errorf("by_status (-want +got):\n%s", diff)
 		}
-		if st.Tasks != 8 || st.Truncated || st.Unfinished != 4 || st.WaitingRetry != 1 || st.Broken != 1 || st.MaxTasks != s3task.DefaultStatsMaxTasks {
+		if st.Tasks != 9 || st.Truncated || st.Unfinished != 5 || st.WaitingRetry != 1 || st.Scheduled != 1 || st.Broken != 1 || st.MaxTasks != s3task.DefaultStatsMaxTasks {
 			t.Errorf("stats: %+v", st)
 		}
-		if diff := cmp.Diff(map[string]int{"csv_enrich": 4}, st.UnfinishedByType); diff != "" {
+		if diff := cmp.Diff(map[string]int{"csv_enrich": 5}, st.UnfinishedByType); diff != "" {
 			t.Errorf("unfinished_by_type (-want +got):\n%s", diff)
 		}
 		if diff := cmp.Diff(map[string]int{"bad_input": 1, s3task.CategoryTransient: 1}, st.Failures); diff != "" {
@@ -1059,6 +1063,15 @@ func TestCommands(t *testing.T) {
 		}
 		if st.OldestUnfinished == nil || st.OldestUnfinished.ID != old.ID || st.OldestUnfinishedAgeSeconds < 3500 || st.OldestUnfinishedAgeSeconds > 3700 {
 			t.Errorf("oldest unfinished %+v, age %.0fs; want %s, about an hour", st.OldestUnfinished, st.OldestUnfinishedAgeSeconds, old.ID)
+		}
+		// The hour-old task was submitted just now, first of the queued
+		// ones: it waits from then. The retry and the scheduled start are
+		// an hour or more ahead, so they do not wait.
+		if st.OldestWaiting == nil || st.OldestWaiting.ID != old.ID || st.OldestWaitingAgeSeconds > 600 {
+			t.Errorf("oldest waiting %+v, age %.0fs; want %s, waiting since its submit", st.OldestWaiting, st.OldestWaitingAgeSeconds, old.ID)
+		}
+		if w, ok := st.WaitByType["csv_enrich"]; !ok || len(st.WaitByType) != 1 || w != st.OldestWaitingAgeSeconds {
+			t.Errorf("wait_by_type %v, want csv_enrich alone, at %.3fs", st.WaitByType, st.OldestWaitingAgeSeconds)
 		}
 
 		var capped statsDoc
@@ -1068,17 +1081,18 @@ func TestCommands(t *testing.T) {
 		}
 		var recent statsDoc
 		f.want(exitOK, &recent, "stats", "-json", "-since", "30m")
-		if recent.Tasks != 7 || recent.ByStatus["queued"] != 1 || recent.Since == nil {
+		if recent.Tasks != 8 || recent.ByStatus["queued"] != 2 || recent.Since == nil {
 			t.Errorf("-since 30m: %+v", recent)
 		}
 		r := f.want(exitOK, nil, "stats", "-max-tasks", "2")
-		for _, want := range []string{"unfinished", "oldest unfinished", "note: -max-tasks 2 stopped the count"} {
+		for _, want := range []string{"unfinished", "oldest waiting", "oldest unfinished", "note: -max-tasks 2 stopped the count"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("stats table lacks %q\n%s", want, r.stdout)
 			}
 		}
 		r = f.want(exitOK, nil, "stats")
-		for _, want := range [][]string{{"oldest unfinished", old.ID, "queued,"}, {"bad_input", "1"}, {s3task.CategoryTransient, "1"}, {"unreadable records", "1"}, {"unfinished", "4"}, {"csv_enrich", "4"}} {
+		for _, want := range [][]string{{"oldest unfinished", old.ID, "queued,"}, {"oldest waiting", old.ID, "queued, due"}, {"scheduled", "1"},
+			{"bad_input", "1"}, {s3task.CategoryTransient, "1"}, {"unreadable records", "1"}, {"unfinished", "5"}, {"csv_enrich", "5"}} {
 			if !hasRow(r.stdout, want...) {
 				t.Errorf("stats table has no row %q\n%s", want, r.stdout)
 			}
@@ -1318,9 +1332,12 @@ func TestParseWhen(t *testing.T) {
 // tasks are counted by type, so that a type no worker serves shows.
 func TestStatsByType(t *testing.T) {
 	t.Parallel()
-	store := s3tasktest.NewStore(t, nil)
+	srv := s3tasktest.NewS3(t)
+	store := srv.NewStore(t, nil)
+	// One a minute by the server's clock, the last a minute ago.
 	for _, typ := range []string{"csv_enrich", "pdf_render", "csv_enrich", "", "csv_stats"} {
 		s3tasktest.Submit(t, store, s3task.CreateParams{Type: typ}, []byte("a\n"))
+		srv.Advance(time.Minute)
 	}
 	// A worker that serves csv_stats finishes its task; the others wait.
 	var mux s3task.Mux
@@ -1345,8 +1362,23 @@ func TestStatsByType(t *testing.T) {
 	if diff := cmp.Diff(map[string]int{"csv_enrich": 2, "pdf_render": 1, "": 1}, st.UnfinishedByType); diff != "" {
 		t.Errorf("unfinished_by_type (-want +got):\n%s", diff)
 	}
+	// Each type waits since its oldest task's submit, in whole minutes
+	// by the server's clock, and a few moments of the machine's.
+	wantWait := map[string]float64{"csv_enrich": 300, "pdf_render": 240, "": 120}
+	for typ, want := range wantWait {
+		if got, ok := st.WaitByType[typ]; !ok || got < want || got > want+10 {
+			t.Errorf("wait_by_type[%q] = %v, want about %v s", typ, got, want)
+		}
+	}
+	if st.OldestWaiting == nil {
+		t.Fatalf("no oldest waiting task: %+v", st)
+	}
+	if len(st.WaitByType) != len(wantWait) || st.OldestWaitingAgeSeconds != st.WaitByType["csv_enrich"] {
+		t.Errorf("wait_by_type %v, oldest waiting %+v after %v s; want the 3 waiting types, the first csv_enrich task the oldest", st.WaitByType, st.OldestWaiting, st.OldestWaitingAgeSeconds)
+	}
 	code, out = stats()
-	for _, want := range [][]string{{"unfinished", "4"}, {"unfinished tasks by type:"}, {"(no type)", "1"}, {"csv_enrich", "2"}, {"pdf_render", "1"}} {
+	for _, want := range [][]string{{"unfinished", "4"}, {"unfinished tasks by type:"}, {"(no type)", "1"}, {"csv_enrich", "2"}, {"pdf_render", "1"},
+		{"longest wait by type:"}, {"(no type)", "2m0s"}, {"csv_enrich", "5m0s"}, {"pdf_render", "4m0s"}, {"oldest waiting", st.OldestWaiting.ID, "queued, due 5m0s ago"}} {
 		if code != exitOK || !hasRow(out, want...) {
 			t.Errorf("stats table has no row %q (exit %d)\n%s", want, code, out)
 		}

@@ -320,19 +320,28 @@ function renderOverview(st, paused) {
   $('#stats-scope').textContent = scope;
 
   const counts = {
-    created: st.by_status.created, queued: st.by_status.queued, running: st.by_status.running,
+    created: st.by_status.created, queued: st.by_status.queued, scheduled: st.scheduled, running: st.by_status.running,
     retrying: st.waiting_retry, dead: st.dead, completed: st.by_status.completed, abandoned: st.by_status.abandoned,
   };
   $('#state-counts').replaceChildren(...Object.entries(counts).map(([s, n]) => el('a', {
     className: 'count-card state-' + s, href: '#/tasks?status=' + s, dataset: { state: s },
   }, el('span', { className: 'count', textContent: String(n) }), el('span', { className: 'label', textContent: STATES[s] }))));
 
+  // The oldest waiting task counts from when it fell due, the oldest
+  // unfinished one from its creation: a task scheduled for tomorrow is
+  // unfinished but waits for no worker.
+  const w = st.oldest_waiting;
+  $('#oldest-waiting').replaceChildren(...(w ? [
+    taskLink(w.task_id, w.task_name || w.task_id),
+    el('span', { className: 'counts', textContent: w.status + (w.task_type ? ', ' + w.task_type : '') +
+      '; due ' + duration(st.oldest_waiting_age_seconds) + ' ago' }),
+  ] : ['Nothing is waiting for a worker.']));
   const o = st.oldest_unfinished;
   $('#oldest').replaceChildren(...(o ? [
     taskLink(o.task_id, o.task_name || o.task_id),
     el('span', { className: 'counts', textContent: o.status + (o.task_type ? ', ' + o.task_type : '') +
       '; created ' + duration(st.oldest_unfinished_age_seconds) + ' ago' }),
-  ] : ['Nothing is waiting.']));
+  ] : ['Nothing is unfinished.']));
 
   const failures = Object.entries(st.failures).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
   $('#failure-rows').replaceChildren(...failures.map(([cat, n]) => el('tr', { dataset: { category: cat } },
@@ -369,6 +378,7 @@ function renderOverview(st, paused) {
       cell('Completed', { className: 'num' }, link('completed', 'completed')),
       cell('Cancelled', { className: 'num' }, link('abandoned', 'cancelled')),
       cell('Unfinished', { className: 'num', textContent: String(st.unfinished_by_type[typ] || 0) }),
+      cell('Longest wait', { className: 'num', textContent: typ in st.wait_by_type ? duration(st.wait_by_type[typ]) : '—' }),
       cell('Workers', { className: 'pause-cell' },
         el('span', { className: on ? 'paused-badge' : 'claiming', textContent: on ? 'paused' : (served.has(typ) ? 'claiming' : 'not run here') }), ' ',
         on || served.has(typ) ? el('button', {
