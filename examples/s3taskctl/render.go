@@ -84,7 +84,7 @@ func silenceText(t *s3task.Task, now time.Time) string {
 		if at.After(now) {
 			text += "; recovered at " + at.UTC().Format("15:04:05Z") + " if it stays silent"
 		} else {
-			text += "; lease ran out: the next poll recovers it"
+			text += "; lease ran out at " + at.UTC().Format("15:04:05Z") + " and no worker has taken it over: a running worker of its type does at its next poll (see s3taskctl workers)"
 		}
 	}
 	return text + ")"

@@ -22,8 +22,8 @@ func TestStatusTextSilentWorker(t *testing.T) {
 		{at.Add(time.Minute), "running"},
 		{at.Add(5 * time.Minute), "running"},
 		{at.Add(6*time.Minute + 20*time.Second), "running (no report for 6m; recovered at 12:10:05Z if it stays silent)"},
-		{at.Add(11 * time.Minute), "running (no report for 11m; lease ran out: the next poll recovers it)"},
-		{at.Add(2*time.Hour + 5*time.Minute), "running (no report for 2h5m; lease ran out: the next poll recovers it)"},
+		{at.Add(11 * time.Minute), "running (no report for 11m; lease ran out at 12:10:05Z and no worker has taken it over: a running worker of its type does at its next poll (see s3taskctl workers))"},
+		{at.Add(2*time.Hour + 5*time.Minute), "running (no report for 2h5m; lease ran out at 12:10:05Z and no worker has taken it over: a running worker of its type does at its next poll (see s3taskctl workers))"},
 	}
 	for _, tt := range tests {
 		if got := statusText(running, tt.now); got != tt.want {

@@ -583,12 +583,18 @@ function isScheduled(t) {
 
 // overdueText says how long a running task's worker has not reported
 // (counted by the server, whose clock the record's times follow) and when
-// another worker takes the task over if it stays silent.
+// another worker takes the task over if it stays silent; once that time
+// is past (lease_lapsed, judged by the server), that no worker has yet,
+// never a recovery time already gone.
 function overdueText(t) {
   let text = 'no report for ' + duration(t.silent_seconds || 0);
   if (t.recovers_at) {
     const at = new Date(t.recovers_at).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
-    text += '; recovered at ' + at + ' if it stays silent';
+    if (t.lease_lapsed) {
+      text += '; its lease ran out at ' + at + ' and no worker has taken it over: a running worker of its type does at its next poll (see Workers)';
+    } else {
+      text += '; recovered at ' + at + ' if it stays silent';
+    }
   }
   return text;
 }

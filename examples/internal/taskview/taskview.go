@@ -38,13 +38,17 @@ type Task struct {
 	// s3task.Task.Silent: no write for two of the heartbeat intervals the
 	// claim recorded in the task's attempt history (half the lease for a
 	// task claimed without one), so the worker may have died. RecoversAt
-	// is when another worker may take the task over if it stays silent.
-	// The attempt history itself is the record's attempt_history, which
-	// the embedded task carries.
+	// is when another worker may take the task over if it stays silent;
+	// LeaseLapsed says that time has come and the task is still running
+	// on its record: no worker has taken it over yet, which a live worker
+	// of its type does at its next poll, so a lapse that lasts means none
+	// is running. The attempt history itself is the record's
+	// attempt_history, which the embedded task carries.
 	LastReportAt  *time.Time `json:"last_report_at,omitempty"`
 	SilentSeconds int64      `json:"silent_seconds,omitempty"`
 	ReportOverdue bool       `json:"report_overdue"`
 	RecoversAt    *time.Time `json:"recovers_at,omitempty"`
+	LeaseLapsed   bool       `json:"lease_lapsed,omitempty"`
 }
 
 // Of returns the view of t now, for workers with the default clock margin.
@@ -64,7 +68,7 @@ func At(t *s3task.Task, now time.Time, margin time.Duration) Task {
 		last := t.UpdatedAt
 		v.LastReportAt, v.SilentSeconds, v.ReportOverdue = &last, int64(silence/time.Second), overdue
 		if at := t.RecoversAt(margin); !at.IsZero() {
-			v.RecoversAt = &at
+			v.RecoversAt, v.LeaseLapsed = &at, !now.Before(at)
 		}
 	}
 	return v

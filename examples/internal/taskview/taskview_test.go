@@ -90,6 +90,19 @@ func TestReport(t *testing.T) {
 		t.Errorf("JSON lacks the attempt history (%v): %s", err, data)
 	}
 
+	// Its lease and the margin over: another worker may take it, and
+	// none has yet. Until then, the view says when one may.
+	if fresh.LeaseLapsed || stale.LeaseLapsed || strings.Contains(string(data), "lease_lapsed") {
+		t.Errorf("lease_lapsed before the lease ran out: %+v, %s", stale, data)
+	}
+	if v := At(running, at.Add(10*time.Minute+4*time.Second), 5*time.Second); v.LeaseLapsed {
+		t.Errorf("a second before the margin is over: %+v", v)
+	}
+	lapsed := At(running, at.Add(10*time.Minute+5*time.Second), 5*time.Second)
+	if data, err := json.Marshal(lapsed); err != nil || !lapsed.LeaseLapsed || !strings.Contains(string(data), `"lease_lapsed":true`) {
+		t.Errorf("the lease and its margin over: %+v, %s (%v)", lapsed, data, err)
+	}
+
 	queued := At(&s3task.Task{Status: s3task.StatusQueued, UpdatedAt: at}, at.Add(time.Hour), time.Second)
 	if queued.ReportOverdue || queued.LastReportAt != nil || queued.RecoversAt != nil {
 		t.Errorf("queued: %+v", queued)
