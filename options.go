@@ -412,8 +412,10 @@ type WorkerOptions struct {
 	// object, the small JSON object under <prefix>_workers/ through which
 	// [Store.Workers] lists it: its ID, host, concurrency, the task types it
 	// claims, the tasks it holds and when it last polled. It is written
-	// when Run starts and every interval while Run runs, and deleted when
-	// Run returns, once its tasks are settled. Store.Workers calls the
+	// as the poll loop first looks for work (within a PollInterval of
+	// Run's start), and every interval while Run runs, and deleted when
+	// Run returns, once its tasks are settled. What it says is as old as
+	// its last write: up to an interval. Store.Workers calls the
 	// worker live while its object was written within two intervals plus
 	// ClockMargin, by the S3 server's clock; the fleet's reconciler deletes
 	// the object of a worker that died without returning from Run once it

@@ -125,6 +125,12 @@ type WorkerInfo struct {
 	// WorkerList.At. A worker that stopped with Run returning has no
 	// object; one that is not live died, or cannot reach S3, or is frozen.
 	Live bool
+	// LiveUntil is when, by the S3 server's clock, the worker turns not
+	// live if it writes nothing more: LastSeen plus two presence
+	// intervals and its ClockMargin. It bounds how long a worker killed
+	// without a Stop is still listed as live, and how stale its own word
+	// above may be while it is (one interval, as a rule).
+	LiveUntil time.Time
 	// Key is the presence object's key.
 	Key string
 	// Err, if not nil, says why the object could not be read: its key
@@ -287,7 +293,8 @@ func (s *Store) workers(ctx context.Context) (*WorkerList, error) {
 			continue
 		}
 		if in.Err == nil {
-			in.Live = list.At.Sub(in.LastSeen) <= 2*in.PresenceInterval+reads[i].margin
+			in.LiveUntil = in.LastSeen.Add(2*in.PresenceInterval + reads[i].margin)
+			in.Live = !list.At.After(in.LiveUntil)
 		}
 		list.Workers = append(list.Workers, in)
 	}
@@ -387,6 +394,9 @@ type presence struct {
 	// lastPoll is when the poll loop last looked for work, by the server's
 	// clock, in Unix milliseconds; 0: not yet.
 	lastPoll atomic.Int64
+	// polled, until the loop's first look for work in this Run, is the
+	// channel notePoll closes then (see announce).
+	polled atomic.Pointer[chan struct{}]
 }
 
 // track notes that the worker holds task id until settled is closed.
@@ -442,11 +452,21 @@ func (w *Worker) begin(base context.Context, t *record, etag string) (settled <-
 func (w *Worker) notePoll() {
 	if w.present() {
 		w.presence.lastPoll.Store(w.store.serverNow().UnixMilli())
+		if c := w.presence.polled.Swap(nil); c != nil {
+			close(*c)
+		}
 	}
 }
 
-// announce writes the worker's presence object now and every
-// PresenceInterval, on a goroutine of its own, until the returned function
+// firstWriteWait is how long after Run starts the first presence write
+// waits for the poll loop's first look for work, so that the object says
+// when that was rather than "not yet" for a whole PresenceInterval: at
+// most a PollInterval, for a loop held up at its start.
+func (w *Worker) firstWriteWait() time.Duration { return w.opts.PollInterval }
+
+// announce writes the worker's presence object as the poll loop first
+// looks for work (see firstWriteWait) and every PresenceInterval after,
+// on a goroutine of its own, until the returned function
 // is called, which deletes the object and returns once that is done. Each
 // request has the poll loop's deadline (requestTimeout); ctx's values are
 // kept, its end is not heeded. A write still under way when the function
@@ -462,9 +482,24 @@ func (w *Worker) announce(ctx context.Context) (stop func()) {
 	writes, giveUp := context.WithCancel(ctx)
 	started := w.store.serverNow()
 	w.presence.lastPoll.Store(0) // not yet, in this Run
+	polled := make(chan struct{})
+	w.presence.polled.Store(&polled)
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
+		// The first write goes out with the loop's first look for work
+		// (no request more, one round trip later at most), so that it
+		// names a last poll, not none until the next write.
+		first := time.NewTimer(w.firstWriteWait())
+		select {
+		case <-quit:
+			first.Stop()
+			w.dropPresence(ctx)
+			return
+		case <-polled:
+		case <-first.C:
+		}
+		first.Stop()
 		tick := time.NewTicker(w.opts.PresenceInterval)
 		defer tick.Stop()
 		for {

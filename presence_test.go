@@ -102,7 +102,13 @@ func TestPresenceAnnouncesWorker(t *testing.T) {
 			t.Fatal(err)
 		}
 		t0 := time.Now().UTC()
-		_, stop := e.runHandler(e.store(nil), &mux, &WorkerOptions{ID: "web-1", Concurrency: 3, ReconcileInterval: -1})
+		// Each request takes 50 ms, as over a network: the loop's start-up
+		// read of the wake object comes before its first poll.
+		slow := advWrap(func(r *http.Request, next http.RoundTripper) (*http.Response, error) {
+			time.Sleep(50 * time.Millisecond)
+			return next.RoundTrip(r)
+		})
+		_, stop := e.runHandler(e.store(nil, slow), &mux, &WorkerOptions{ID: "web-1", Concurrency: 3, ReconcileInterval: -1})
 		time.Sleep(time.Second) // its first write is behind it
 
 		got := onlyWorker(t, workersOf(t, e.admin))
@@ -110,16 +116,18 @@ func TestPresenceAnnouncesWorker(t *testing.T) {
 			ID: "web-1", Host: hostName(), Concurrency: 3, Types: []string{"hold", "quick"}, Version: libraryVersion(),
 			Running: []string{}, PresenceInterval: DefaultPresenceInterval, Live: true, Key: DefaultPrefix + "_workers/web-1.json",
 		}
-		ignore := cmpopts.IgnoreFields(WorkerInfo{}, "StartedAt", "LastPollAt", "LastSeen")
+		ignore := cmpopts.IgnoreFields(WorkerInfo{}, "StartedAt", "LastPollAt", "LastSeen", "LiveUntil")
 		if diff := gocmp.Diff(want, got, ignore); diff != "" {
 			t.Errorf("the running worker (-want +got):\n%s", diff)
 		}
 		if got.StartedAt.Before(t0.Truncate(time.Millisecond)) || got.StartedAt.After(t0.Add(time.Second)) {
 			t.Errorf("StartedAt %s, want when Run started, %s", got.StartedAt, t0)
 		}
-		// The first write and the first poll come at once: either first.
-		if !got.LastPollAt.IsZero() && (got.LastPollAt.Before(got.StartedAt) || got.LastPollAt.After(time.Now())) {
-			t.Errorf("LastPollAt %s, want none yet or its first poll, after StartedAt %s", got.LastPollAt, got.StartedAt)
+		// The first write waits for the first poll, and names it: an
+		// operator sees a last poll from the start, not "never" for a
+		// PresenceInterval.
+		if got.LastPollAt.IsZero() || got.LastPollAt.Before(got.StartedAt) || got.LastPollAt.After(time.Now()) {
+			t.Errorf("LastPollAt %s, want its first poll, after StartedAt %s", got.LastPollAt, got.StartedAt)
 		}
 		if d := time.Since(got.LastSeen); d < 0 || d > 2*time.Second {
 			t.Errorf("LastSeen %s ago, want its write a second ago", d)
@@ -210,6 +218,9 @@ func TestPresenceKilledWorker(t *testing.T) {
 			t.Fatalf("just after its last write: live %t, err %v; want live", got.Live, got.Err)
 		}
 		bound := 2*DefaultPresenceInterval + DefaultClockMargin
+		if !got.LiveUntil.Equal(got.LastSeen.Add(bound)) {
+			t.Errorf("LiveUntil %s, want its last write %s and %s", got.LiveUntil, got.LastSeen, bound)
+		}
 		time.Sleep(time.Until(got.LastSeen.Add(bound - 2*time.Second)))
 		if got := onlyWorker(t, workersOf(t, e.admin)); !got.Live {
 			t.Errorf("%s after its last write: not live, want live until %s", time.Since(got.LastSeen), bound)
