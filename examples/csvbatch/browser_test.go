@@ -732,16 +732,21 @@ func TestBrowserOperatorViews(t *testing.T) {
 	// the task it held, which links to that task.
 	workerRows := `document.querySelectorAll('#worker-rows tr').length === 2`
 	run("opening the workers", chromedp.Click(chromedp.CSS(`#nav a[data-view="workers"]`)), poll[chromedp.Void](workerRows))
-	var workers []struct{ ID, Live, Busy, Types, Running string }
+	// Until: a live worker's row says until when it stays live if it
+	// stops reporting; a worker not live has no such time.
+	type workerRow struct{ ID, Live, Until, Busy, Types, Running string }
+	var workers []workerRow
 	evaluate(`[...document.querySelectorAll('#worker-rows tr')].map(tr => ({
-		ID: tr.dataset.id, Live: tr.querySelector('.status').textContent, Busy: tr.querySelector('.busy').textContent,
+		ID: tr.dataset.id, Live: tr.querySelector('.status').textContent,
+		Until: tr.querySelector('.live-until') ? (/^until .+ unless it reports$/.test(tr.querySelector('.live-until').textContent) ? 'stated' : tr.querySelector('.live-until').textContent) : '',
+		Busy: tr.querySelector('.busy').textContent,
 		Types: tr.children[3].textContent, Running: tr.querySelector('.running-cell').textContent,
 	}))`, &workers)
-	wantWorkers := []struct{ ID, Live, Busy, Types, Running string }{
-		{s.app.worker.ID(), "live", "0 of " + strconv.Itoa(s.app.cfg.concurrency), "csv_enrich, csv_stats, task_summary", "nothing"},
-		{"worker-gone", "not live", "1 of 4", "every type", v.stuck},
+	wantWorkers := []workerRow{
+		{s.app.worker.ID(), "live", "stated", "0 of " + strconv.Itoa(s.app.cfg.concurrency), "csv_enrich, csv_stats, task_summary", "nothing"},
+		{"worker-gone", "not live", "", "1 of 4", "every type", v.stuck},
 	}
-	slices.SortFunc(wantWorkers, func(a, b struct{ ID, Live, Busy, Types, Running string }) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(wantWorkers, func(a, b workerRow) int { return strings.Compare(a.ID, b.ID) })
 	if diff := cmp.Diff(wantWorkers, workers); diff != "" {
 		t.Errorf("workers (-want +got):\n%s", diff)
 	}

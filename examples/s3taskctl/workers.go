@@ -34,6 +34,7 @@ func workersCmd(fs *flag.FlagSet) runFunc {
 			fmt.Fprintf(c.stdout, "note: more than %d presence objects: only the first %d were read\n", s3task.MaxWorkers, s3task.MaxWorkers)
 		}
 		if len(doc.Workers) > 0 {
+			fmt.Fprintln(c.stdout, "BUSY, LAST POLL and RUNNING are each worker's word as of its LAST SEEN write; one that stops writing stays live for two of its presence intervals and its clock margin after it (live_until in -json)")
 			tw := newTable(c.stdout)
 			tw.row("WORKER", "LIVE", "HOST", "BUSY", "TYPES", "LAST SEEN", "LAST POLL", "STARTED", "VERSION", "RUNNING")
 			for _, w := range doc.Workers {

@@ -125,6 +125,9 @@ func TestWorkersCommand(t *testing.T) {
 		!slices.Equal(web.Running, []string{task.ID}) || web.LastPollAt == nil || web.StartedAt.IsZero() || web.PresenceIntervalSeconds != 0.02 {
 		t.Errorf("the running worker: %+v", web)
 	}
+	if want := web.LastSeen.Add(2*20*time.Millisecond + s3task.DefaultClockMargin); !web.LiveUntil.Equal(want) {
+		t.Errorf("the running worker is live until %s, want %s (its last write, two intervals and the margin)", web.LiveUntil, want)
+	}
 	if old.ID != "old-1" || old.Live || old.Host != "gone-host" || old.Types != nil || old.LastPollAt != nil || len(old.Running) != 0 {
 		t.Errorf("the dead worker: %+v", old)
 	}
@@ -139,6 +142,7 @@ func TestWorkersCommand(t *testing.T) {
 	code, out := run()
 	for _, want := range [][]string{
 		{"2 workers listed, 1 live"},
+		{"BUSY, LAST POLL and RUNNING are each worker's word as of its LAST SEEN write"},
 		{"WORKER", "LIVE", "HOST", "BUSY", "TYPES"},
 		{"web-1", "yes", host, "1/2", "csv_enrich"},
 		{"old-1", "NO", "gone-host", "0/1", "*"},

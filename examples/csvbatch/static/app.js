@@ -936,7 +936,9 @@ function renderDetail(t) {
       ['Lease expires', t.status === 'running' ? time(t.lease_expires_at) : null],
       ['Last report', t.last_report_at ? time(t.last_report_at) + ' (' + duration(t.silent_seconds || 0) + ' ago)' +
         (t.report_overdue ? ': overdue, the worker may have died' : '') : null],
-      ['Taken over at', t.recovers_at ? time(t.recovers_at) + ', if its worker stays silent' : null],
+      ['Taken over at', !t.recovers_at ? null : t.lease_lapsed
+        ? 'from ' + time(t.recovers_at) + ' on, by any running worker of its type at its next poll; none has yet (see Workers)'
+        : time(t.recovers_at) + ', if its worker stays silent'],
     ]],
     ['Times', [
       ['Created', time(t.created_at)],
@@ -1045,6 +1047,10 @@ function renderWorkers(list) {
   const ago = (v) => (v ? duration((now - new Date(v)) / 1000) + ' ago' : 'never');
   let summary = list.workers.length + ' worker' + (list.workers.length === 1 ? '' : 's') + ' listed, ' + list.live + ' live.';
   if (list.truncated) summary += ' More than 1,000 announce themselves: only the first 1,000 were read.';
+  if (list.workers.length) {
+    summary += ' Busy, Running and Last poll are each worker\'s word as of its last report (Last seen);'
+      + ' one that stops reporting, killed or cut off, stays live until two of its report intervals and its clock margin have passed.';
+  }
   $('#workers-summary').textContent = summary;
   $('#worker-rows').replaceChildren(...list.workers.map((w) => {
     let types = 'every type';
@@ -1056,7 +1062,8 @@ function renderWorkers(list) {
     return el('tr', { className: 'worker' + (w.live ? '' : ' gone'), dataset: { id: w.worker_id, live: String(w.live) } },
       cell('Worker', {}, el('span', { className: 'mono', textContent: w.worker_id }),
         el('span', { className: 'counts', textContent: w.host ? 'on ' + w.host : 'host unknown' })),
-      cell('Live', {}, el('span', { className: 'status ' + (w.live ? 'live' : 'not-live'), textContent: w.live ? 'live' : 'not live' })),
+      cell('Live', {}, el('span', { className: 'status ' + (w.live ? 'live' : 'not-live'), textContent: w.live ? 'live' : 'not live' }),
+        w.live && w.live_until ? el('span', { className: 'counts live-until', textContent: 'until ' + new Date(w.live_until).toLocaleTimeString() + ' unless it reports' }) : null),
       cell('Busy', { className: 'busy', textContent: w.running.length + ' of ' + w.concurrency }),
       cell('Types', { textContent: types }),
       cell('Running', { className: 'running-cell' }, ...running),

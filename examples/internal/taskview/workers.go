@@ -27,7 +27,8 @@ type Worker struct {
 	StartedAt               time.Time  `json:"started_at"`
 	LastPollAt              *time.Time `json:"last_poll_at"` // null: not yet
 	LastSeen                time.Time  `json:"last_seen"`
-	Running                 []string   `json:"running"` // the IDs of the tasks it held at its latest write
+	LiveUntil               time.Time  `json:"live_until"` // when it turns not live if it reports nothing more
+	Running                 []string   `json:"running"`    // the IDs of the tasks it held at its latest write
 	PresenceIntervalSeconds float64    `json:"presence_interval_seconds"`
 }
 
@@ -48,7 +49,7 @@ func WorkersOf(list *s3task.WorkerList, liveOnly bool) Workers {
 		}
 		v := Worker{
 			ID: w.ID, Live: w.Live, Host: w.Host, Concurrency: w.Concurrency, Types: w.Types, Version: w.Version,
-			StartedAt: w.StartedAt.UTC(), LastSeen: w.LastSeen.UTC(), Running: w.Running,
+			StartedAt: w.StartedAt.UTC(), LastSeen: w.LastSeen.UTC(), LiveUntil: w.LiveUntil.UTC(), Running: w.Running,
 			PresenceIntervalSeconds: w.PresenceInterval.Seconds(),
 		}
 		if v.Running == nil {
