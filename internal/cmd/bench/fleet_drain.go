@@ -259,6 +259,10 @@ func (r fleetReconRow) perInterval(n int) float64 {
 	return float64(n) / reconcileIntervals
 }
 
+// fleetFirstRunWait is how long past its window 7c waits for the holder's
+// first reconcile run, on a machine too loaded to end it within.
+const fleetFirstRunWait = 5 * time.Minute
+
 // fleetReconcile watches an idle fleet for four ReconcileIntervals over a
 // bucket of finished tasks created over the last 12 hours, inside the
 // default ReconcileWindow. New: the library's workers, where one holds the
@@ -267,6 +271,7 @@ func (r fleetReconRow) perInterval(n int) float64 {
 // calls Store.Reconcile over the window once per interval, the first time
 // at a random point of the first, four times in all, however long the runs
 // take on this machine: the count is the bill, whatever the server's pace.
+// The new design's window ends no sooner than the holder's first run.
 func fleetReconcile(ctx context.Context, cfg *config, design string) (fleetReconRow, error) {
 	fc := cfg.fleet
 	row := fleetReconRow{design: design, workers: fc.workers, window: reconcileIntervals * fc.reconcile}
@@ -329,6 +334,8 @@ func fleetReconcile(ctx context.Context, cfg *config, design string) (fleetRecon
 		}
 	} else {
 		var running []*runningWorker
+		var firstOnce sync.Once
+		first := make(chan struct{}) // closed when the holder's first run ends
 		for i := range fc.workers {
 			s, err := e.store(e.client(m.wrap), "tasks", nil)
 			if err != nil {
@@ -337,7 +344,11 @@ func fleetReconcile(ctx context.Context, cfg *config, design string) (fleetRecon
 			}
 			w, err := s3task.NewWorker(s, noWork, &s3task.WorkerOptions{
 				ID: fmt.Sprintf("idle-%d", i), ReconcileInterval: fc.reconcile, PollInterval: fc.reconcile / 4,
-				Hooks: s3task.Hooks{OnReconcile: func(r *s3task.ReconcileReport) { runs.Add(1); tasks.Add(int64(r.Tasks)) }},
+				Hooks: s3task.Hooks{OnReconcile: func(r *s3task.ReconcileReport) {
+					runs.Add(1)
+					tasks.Add(int64(r.Tasks))
+					firstOnce.Do(func() { close(first) })
+				}},
 			})
 			if err != nil {
 				_ = stopAll(running)
@@ -346,6 +357,18 @@ func fleetReconcile(ctx context.Context, cfg *config, design string) (fleetRecon
 			running = append(running, startWorker(ctx, w))
 		}
 		err := s3test.Sleep(ctx, row.window)
+		if err == nil {
+			// The bill is that of a fleet whose holder has reconciled
+			// once: on a loaded machine its first turn, over every task,
+			// may end after the window, and the workers wait for it (up
+			// to fleetFirstRunWait more; past that, none ran).
+			select {
+			case <-first:
+			case <-time.After(fleetFirstRunWait):
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+		}
 		if serr := stopAll(running); err == nil {
 			err = serr
 		}
