@@ -487,7 +487,10 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 // after the submit time, or the task's RunAt if later), then the record,
 // then adds the marker to the wake object that tells idle workers to look;
 // workers running in this process on this Store start looking at once.
-// Submitting a queued task again changes nothing and returns it. Requests:
+// Submitting a queued task again changes nothing in its record and returns
+// it, and announces it in the wake object once more (one PUT, and the GET
+// before it as above): the call that queued it may have been told its
+// outcome was unknown, and announced nothing. Requests:
 // GET, HEAD, PUT marker, PUT record, PUT wake; a GET of the wake object
 // before its PUT the first time a Store writes it, and while other
 // processes write it too (see "Requests per call" in the package
@@ -545,7 +548,7 @@ func (s *Store) submit(ctx context.Context, c *Call) (*Task, error) {
 		}
 	}
 	got, changed, err := s.apply(ctx, t, etag, e)
-	if changed {
+	if changed || announceFound(got, err) {
 		s.wake(ctx, s.MarkerKey(&got.Task))
 	}
 	if adopted && err == nil {
@@ -676,6 +679,18 @@ func (s *Store) retry(ctx context.Context, c *Call) (*Task, error) {
 	}
 	s.wake(ctx, s.MarkerKey(&got.Task))
 	return got.task(), nil
+}
+
+// announceFound reports whether a Submit that found its task queued
+// already, by a write it did not make, announces it all the same.
+// That write may be an earlier call's whose outcome the caller was told
+// is unknown, and which landed after all: that call announced nothing,
+// and the caller's repeat, which succeeds, is the one left to. A write of
+// another caller announced it already, and the repeat costs the wake
+// object's write once more: a repeat is rare, a task no idle worker hears
+// of waits for a listing.
+func announceFound(got *record, err error) bool {
+	return err == nil && got != nil && got.Status == StatusQueued
 }
 
 // Cancel abandons a task that is not finished and returns it; reason is kept

@@ -718,8 +718,16 @@ func TestSubmit(t *testing.T) {
 		e.wantMarkers(t, task.ID, e.dueMarkerKey(got))
 		stored := e.wantStored(t, got)
 
-		t.Run("again changes nothing", func(t *testing.T) {
-			e.wantNoop(t, stored, func() (*s3task.Task, error) { return st.Submit(e.ctx, task.ID) })
+		t.Run("again changes nothing, and announces the task again", func(t *testing.T) {
+			e.count.Reset()
+			again, err := st.Submit(e.ctx, task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.wantCounts(t, map[string]int{"GET": 1, "PUT": 1}) // the record; the wake object, over the Store's copy
+			if diff := cmp.Diff(stored, again); diff != "" {
+				t.Errorf("the change made again (-stored +returned):\n%s", diff)
+			}
 		})
 	})
 
@@ -2267,4 +2275,31 @@ func TestCreateForUpload(t *testing.T) {
 			t.Errorf("TTL 0: %v, want ErrInvalidArgument", err)
 		}
 	})
+}
+
+// TestSubmitAnnouncesTaskFoundQueued: a Submit whose write's outcome its
+// caller was told is unknown may land after all, with no announcement;
+// the caller's repeat, which finds the task queued, announces it, so that
+// an idle worker hears of it at its next check rather than at a listing.
+// (Simulation seed 66195: the repeat lost its compare-and-set to the
+// first call's write, which landed late, and announced nothing.)
+func TestSubmitAnnouncesTaskFoundQueued(t *testing.T) {
+	e := newEnv(t, nil)
+	task := e.task(t, "created")
+	wake := e.store.Prefix() + "_wake"
+	// The earlier call's write landed: queued, marker and all; its
+	// announcement never went out.
+	e.change(t, task.ID, func(x *stored) {
+		x.Status, x.DueAt = s3task.StatusQueued, e.srv.Now().UTC().Truncate(time.Millisecond)
+	})
+	e.del(t, wake)
+	queued := e.get(t, task.ID)
+	got, err := e.store.Submit(e.ctx, task.ID)
+	if err != nil || got.Status != s3task.StatusQueued || got.Revision != queued.Revision {
+		t.Fatalf("Submit of the queued task: %v, %+v; want it as it was", err, got)
+	}
+	body, ok := e.object(wake)
+	if marker := e.store.MarkerKey(got); !ok || !strings.Contains(string(body), marker) {
+		t.Errorf("the wake object after the repeat (there: %t):\n%s\nwant it to announce %s", ok, body, marker)
+	}
 }
