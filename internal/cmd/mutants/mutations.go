@@ -124,7 +124,7 @@ var mutations = []mutation{
 		Promise: "Submit tells idle workers through the wake object, so one starts the task within PollInterval, not at its next listing (MaxPollInterval).",
 		File:    "store.go",
 		Old: `	got, changed, err := s.apply(ctx, t, etag, e)
-	if changed {
+	if changed || announceFound(got, err) {
 		s.wake(ctx, s.MarkerKey(&got.Task))
 	}
 	if adopted && err == nil {`,
