@@ -865,24 +865,17 @@ func statsCmd(fs *flag.FlagSet) runFunc {
 // counts prints the counts in m under title, in key order, if m has any;
 // the key "" is shown as the text empty.
 func (c *cli) counts(title string, m map[string]int, empty string) {
-	if len(m) == 0 {
-		return
-	}
-	fmt.Fprintln(c.stdout, title)
-	tw := newTable(c.stdout)
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		name := clean(k, 40)
-		if k == "" {
-			name = empty
-		}
-		tw.row("  "+name, strconv.Itoa(m[k]))
-	}
-	tw.flush()
+	byKey(c, title, m, empty, strconv.Itoa)
 }
 
-// waits prints the waits in m under title, in key order, if m has any; the
-// key "" is shown as the text empty.
+// waits prints the waits in m under title, as counts does, to the second.
 func (c *cli) waits(title string, m map[string]time.Duration, empty string) {
+	byKey(c, title, m, empty, func(d time.Duration) string { return d.Round(time.Second).String() })
+}
+
+// byKey prints m under title, a row per key in key order with its value
+// as text says, if m has any; the key "" is shown as the text empty.
+func byKey[V any](c *cli, title string, m map[string]V, empty string, text func(V) string) {
 	if len(m) == 0 {
 		return
 	}
@@ -893,7 +886,7 @@ func (c *cli) waits(title string, m map[string]time.Duration, empty string) {
 		if k == "" {
 			name = empty
 		}
-		tw.row("  "+name, m[k].Round(time.Second).String())
+		tw.row("  "+name, text(m[k]))
 	}
 	tw.flush()
 }
